@@ -1,0 +1,327 @@
+"""``eau knobs``: list | get | set | validate | history | revert | watch | add.
+
+Knob names are ``<area>.<name>`` (``agent.entropy_coeff``). Writes go through the knob store's one
+validation path; when a run is live on the same knobs folder, ``set`` writes the file and the run
+applies it at its next step boundary (logging the accepted event with the step it takes effect).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from harness.cli.common import (EXIT_INVALID, EXIT_NOT_FOUND, EXIT_REFUSED, JsonOpt, KnobsDirOpt, RunsDirOpt,
+                                emit_json, err, fail, knobs_dir, runs_dir)
+
+app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).",
+                  no_args_is_help=True)
+
+RunOpt = typer.Option(None, "--run", help="Run id or folder (default: the live run training from this knobs folder).")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="knobs")
+
+
+class _Ctx:
+    """Resolved folders, the store and the run a knobs command works against."""
+
+    def __init__(self, kdir: Optional[Path], rdir: Optional[Path], run: Optional[str], as_json: bool,
+                 need_valid: bool = True):
+        from harness.knobs.store import KnobError, KnobStore
+        from harness.runs import reader
+
+        self.kdir = knobs_dir(kdir)
+        self.rdir = runs_dir(rdir)
+        self.as_json = as_json
+        if not (self.kdir / "schema").is_dir():
+            fail(f"{self.kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
+        if run:
+            self.run_dir = reader.find_run(self.rdir, run)
+            if self.run_dir is None:
+                fail(f"no run {run!r} in {self.rdir}", EXIT_NOT_FOUND, as_json)
+        else:
+            self.run_dir = reader.find_live_run(self.rdir, self.kdir)
+        self.status = reader.status(self.run_dir) if self.run_dir else None
+        self.live = reader.is_live(self.status)
+        events = (self.run_dir / "knob_events.jsonl") if self.run_dir else "auto"
+        gyms = (self.status or {}).get("gyms") if self.live else None
+        try:
+            self.store = KnobStore(self.kdir, events_path=events, run_gyms=gyms)
+        except KnobError as exc:
+            if need_valid:
+                fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
+            raise
+        if self.live:
+            doc = reader.read_json(self.run_dir / "knobs_in_force.json")
+            if doc and isinstance(doc.get("values"), dict):
+                self.store.load_in_force(doc["values"])
+        self.metrics = reader.recent_metrics(self.run_dir, 100) if self.run_dir else []
+
+    @property
+    def step(self) -> int | None:
+        return (self.status or {}).get("step") if self.live else None
+
+    def run_info(self) -> dict[str, Any]:
+        return {"run": self.run_dir.name if self.run_dir else None, "live": self.live, "step": self.step}
+
+
+def _parse_value(text: str) -> Any:
+    """A CLI value as YAML (``0.004``, ``true``, ``[-1, 2]``, ``neutral``)."""
+    from harness.knobs import yamlio
+
+    try:
+        return yamlio.plain(yamlio.parse_text(Path("<value>"), text))
+    except yamlio.FileProblem as exc:
+        raise typer.BadParameter(f"cannot parse value {text!r}: {exc.message}") from None
+
+
+def _unknown(ctx: _Ctx, exc: Exception) -> None:
+    fail(str(exc), EXIT_NOT_FOUND, ctx.as_json, rule="unknown knob")
+
+
+@app.command("list")
+def list_cmd(as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+             run: Optional[str] = RunOpt) -> None:
+    """List every knob with its value in force, allowed range, live/next-run and gyms."""
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    rows = []
+    for spec in ctx.store.specs():
+        rows.append({**spec.catalogue_entry(), "value": ctx.store.raw(spec.full_name)})
+    if as_json:
+        emit_json({"knobs": rows, **ctx.run_info(), "knobs_dir": str(ctx.kdir)})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"knobs in {ctx.kdir}" + (f" (live run {ctx.run_dir.name}, step {ctx.step})" if ctx.live else ""))
+    for col in ("knob", "value", "allowed", "live", "gyms"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], json.dumps(r["value"]), r["allowed"], "yes" if r["hot"] else "next run",
+                      ",".join(r["gyms"]))
+    Console(width=140).print(table)
+
+
+@app.command("get")
+def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. agent.entropy_coeff."),
+            gym: Optional[str] = typer.Option(None, "--gym", help="Resolve the value for this gym."),
+            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+            run: Optional[str] = RunOpt) -> None:
+    """Show one knob: its value in force (for a gym with --gym), documentation and limits."""
+    from harness.knobs.store import UnknownKnob
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    try:
+        spec = ctx.store.spec(name)
+    except UnknownKnob as exc:
+        _unknown(ctx, exc)
+    out = {"name": spec.full_name, "value": ctx.store.get(name, gym), "raw": ctx.store.raw(name), "gym": gym,
+           **{k: v for k, v in spec.catalogue_entry().items() if k != "name"}, **ctx.run_info()}
+    if as_json:
+        emit_json(out)
+        return
+    typer.echo(f"{spec.full_name} = {json.dumps(out['value'])}" + (f"  (gym {gym})" if gym else ""))
+    if out["raw"] != out["value"]:
+        typer.echo(f"  per gym: {json.dumps(out['raw'])}")
+    typer.echo(f"  {spec.description}")
+    typer.echo(f"  allowed: {spec.allowed_text()}; {'live' if spec.hot else 'next run'}; gyms: {', '.join(spec.gyms)}"
+               + (f"; max change per write: {spec.max_delta}" if spec.max_delta else "")
+               + (f"; max factor per write: {spec.max_factor}" if spec.max_factor else ""))
+    for r in spec.requires:
+        typer.echo(f"  requires on {r['when']}: {r['metric']} {r['op']} {r['value']} over {r['window']} steps"
+                   + (" per gym" if r.get("per_gym") else ""))
+
+
+def _report_write(ctx: _Ctx, res: Any) -> None:
+    ev = res.event
+    if ctx.as_json:
+        emit_json({"ok": res.ok, "pending": res.pending, "event": ev, "events": res.events, **ctx.run_info()})
+    if not res.ok:
+        err(f"refused ({ev.get('rule')}): {ev.get('message')}")
+        raise typer.Exit(EXIT_REFUSED)
+    if not ctx.as_json:
+        where = f" for gym {ev['gym']}" if ev.get("gym") else ""
+        typer.echo(f"{ev['knob']}{where}: {json.dumps(ev.get('old'))} -> {json.dumps(ev.get('new'))} "
+                   f"[{ev.get('id')}] {ev.get('message')}")
+
+
+@app.command("set")
+def set_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>."),
+            value: str = typer.Argument(..., help="New value as YAML: 0.004, true, neutral, '[-1, 2]'."),
+            reason: str = typer.Option(..., "--reason", help="Why (kept in the event log)."),
+            gym: Optional[str] = typer.Option(None, "--gym", help="Set this gym's value only."),
+            author: str = typer.Option("human", "--author", help="human | agent | system."),
+            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+            run: Optional[str] = RunOpt) -> None:
+    """Change a knob through the validation path (range, max delta, requires, gym). Refused: exit 3, file untouched."""
+    from harness.knobs.store import UnknownKnob
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    parsed = _parse_value(value)
+    try:
+        ctx.store.spec(name)
+    except UnknownKnob as exc:
+        from harness.knobs.events import KnobEvent
+
+        ctx.store.log.append(KnobEvent(knob=name, gym=gym, new=parsed, author=author, reason=reason,
+                                       status="rejected", rule="unknown knob", message=str(exc), source="cli",
+                                       step_written=ctx.step))
+        fail(str(exc), EXIT_REFUSED, as_json, rule="unknown knob")
+    try:
+        res = ctx.store.set(name, parsed, gym=gym, author=author, reason=reason, recent_metrics=ctx.metrics,
+                            step_written=ctx.step, run_live=ctx.live)
+    except ValueError as exc:
+        fail(str(exc), EXIT_REFUSED, as_json)
+    _report_write(ctx, res)
+
+
+@app.command("add")
+def add_cmd(name: str = typer.Argument(..., help="New knob name <area>.<name>."),
+            schema: str = typer.Option(..., "--schema", help="JSON schema of the knob's value with description, "
+                                       "x-hot, x-gyms (and optional x-max-delta, x-requires...)."),
+            value: str = typer.Option(..., "--value", help="Initial value as YAML."),
+            reason: str = typer.Option(..., "--reason"),
+            author: str = typer.Option("human", "--author"),
+            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+            run: Optional[str] = RunOpt) -> None:
+    """Add a new knob with its schema entry (validated like any other write)."""
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    area, _, knob = name.partition(".")
+    try:
+        sch = json.loads(schema)
+    except json.JSONDecodeError as exc:
+        fail(f"--schema is not valid JSON: {exc}", EXIT_REFUSED, as_json)
+    try:
+        res = ctx.store.add_knob(area, knob, sch, _parse_value(value), author=author, reason=reason, run_live=ctx.live)
+    except ValueError as exc:
+        fail(str(exc), EXIT_REFUSED, as_json)
+    _report_write(ctx, res)
+
+
+@app.command("validate")
+def validate_cmd(as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
+                 runs_dir_: Optional[Path] = RunsDirOpt) -> None:
+    """Validate every knob, schema and rule file; exit 4 naming each invalid file."""
+    from harness.knobs.store import validate_dir
+
+    kdir = knobs_dir(knobs_dir_)
+    problems = validate_dir(kdir)
+    if as_json:
+        emit_json({"ok": not problems, "knobs_dir": str(kdir), "problems": problems})
+    else:
+        for p in problems:
+            err(f"{p['file']}" + (f":{p['line']}" if p.get("line") else "") + f": [{p['rule']}] {p['message']}")
+        if not problems:
+            typer.echo(f"ok: every knob, schema and rule file in {kdir} is valid")
+    if problems:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _events(ctx: _Ctx) -> list[dict[str, Any]]:
+    return ctx.store.log.read()
+
+
+@app.command("history")
+def history_cmd(name: Optional[str] = typer.Argument(None, help="Only events of this knob (prefix match: 'env.', 'rules.')."),
+                limit: int = typer.Option(50, "--limit", help="Most recent events to show."),
+                status: Optional[str] = typer.Option(None, "--status", help="accepted | rejected."),
+                as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
+                runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt) -> None:
+    """Knob events (accepted and refused writes) of the run, or of the knobs folder without a run."""
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, need_valid=False)
+    evs = [e for e in _events(ctx)
+           if (name is None or e.get("knob") == name or str(e.get("knob", "")).startswith(name if name.endswith(".") else name + "."))
+           and (status is None or e.get("status") == status)]
+    total = len(evs)
+    evs = evs[-limit:] if limit > 0 else evs
+    if as_json:
+        emit_json({"events": evs, "total": total, "shown": len(evs), "log": str(ctx.store.log.path), **ctx.run_info()})
+        return
+    for e in evs:
+        gym = f"[{e['gym']}]" if e.get("gym") else ""
+        step = f" step {e.get('step_effective')}" if e.get("step_effective") is not None else ""
+        old, new = (json.dumps(e.get("old"))[:40], json.dumps(e.get("new"))[:40])
+        typer.echo(f"{e.get('time')} {e.get('id')} {e.get('status'):8} {e.get('knob')}{gym} {old} -> {new}"
+                   f" by {e.get('author')}{step}: {e.get('reason')}"
+                   + (f" | {e.get('rule')}: {e.get('message')}" if e.get("status") == "rejected" else ""))
+    if total > len(evs):
+        typer.echo(f"({total - len(evs)} older events not shown; --limit)")
+
+
+@app.command("revert")
+def revert_cmd(event: str = typer.Argument(..., help="Event id (k-...) whose change to undo."),
+               reason: Optional[str] = typer.Option(None, "--reason"),
+               author: str = typer.Option("human", "--author"),
+               as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+               run: Optional[str] = RunOpt) -> None:
+    """Set the knob of an accepted event back to its value before that event."""
+    from harness.knobs.events import EventLog
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    extra = [EventLog(ctx.kdir / ".history" / "knob_events.jsonl")]
+    try:
+        res = ctx.store.revert(event, author=author, reason=reason, recent_metrics=ctx.metrics,
+                               step_written=ctx.step, run_live=ctx.live, extra_logs=extra)
+    except KeyError as exc:
+        fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
+    except ValueError as exc:
+        fail(str(exc), EXIT_REFUSED, as_json)
+    _report_write(ctx, res)
+
+
+def _print_event(e: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(e, default=str))
+        return
+    where = f"{e.get('file')}" + (f":{e['line']}" if e.get("line") else "")
+    if e.get("status") == "accepted":
+        typer.echo(f"ACCEPTED {e.get('knob')}{'[' + e['gym'] + ']' if e.get('gym') else ''}: "
+                   f"{json.dumps(e.get('old'))[:60]} -> {json.dumps(e.get('new'))[:60]} ({e.get('author')}: {e.get('reason')})")
+    else:
+        typer.echo(f"REFUSED  {e.get('knob')} in {where} [{e.get('rule')}]: {e.get('message')}")
+
+
+@app.command("watch")
+def watch_cmd(interval: float = typer.Option(0.5, "--interval", help="Seconds between checks."),
+              duration: float = typer.Option(0.0, "--duration", help="Stop after this many seconds (0: until Ctrl-C)."),
+              as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
+              knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+              run: Optional[str] = RunOpt) -> None:
+    """Print each accepted or refused knob edit as it happens, until interrupted.
+
+    With a live run: follows what the run accepts and refuses (its knob_events.jsonl). Without one:
+    watches the folder itself and validates each edit (logging to the folder's own history).
+    """
+    from harness.knobs.watcher import KnobWatcher
+    from harness.runs import jsonl
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    t_end = time.monotonic() + duration if duration > 0 else None
+    if not as_json:
+        src = f"live run {ctx.run_dir.name}" if ctx.live else f"{ctx.kdir} (no live run)"
+        typer.echo(f"watching {src}; Ctrl-C to stop", err=True)
+    try:
+        if ctx.live:
+            path = ctx.run_dir / "knob_events.jsonl"
+            seen = len(jsonl.read(path))
+            while t_end is None or time.monotonic() < t_end:
+                recs = jsonl.read(path)
+                for e in recs[seen:]:
+                    _print_event(e, as_json)
+                seen = len(recs)
+                time.sleep(interval)
+        else:
+            ctx.store.debounce_s = min(ctx.store.debounce_s, interval)
+            with KnobWatcher(ctx.store):
+                while t_end is None or time.monotonic() < t_end:
+                    res = ctx.store.poll(0, ctx.metrics)
+                    for e in res.applied + res.next_run + res.refused:
+                        _print_event(e, as_json)
+                    time.sleep(interval)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,85 @@
+"""Knob events: one JSONL record per accepted or refused write (``knob_events.jsonl``).
+
+Fields (documented for the skill in skill/references/formats.md):
+``id`` (``k-`` + 10 hex), ``time`` (ISO 8601 UTC), ``knob`` (``<area>.<name>``, or ``rules.users.<gym>``,
+``rules.rewards.<stem>``, ``schema.<area>``, or the file name when the file as a whole was refused),
+``gym`` (null for the global/default value), ``old``, ``new``, ``author`` (human|agent|system),
+``reason``, ``status`` (accepted|rejected), ``rule`` (refusal rule, null when accepted), ``message``,
+``file``, ``line`` (1-based when known), ``step_written`` (run step in progress when the write was
+made; null without a run), ``step_effective`` (first step that runs with the value; null when not
+applied to a run), ``applies`` (live|next_run), ``source`` (cli|watch|revert|system), ``ref`` (the
+event a revert undoes).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.runs import jsonl
+
+AUTHORS = ("human", "agent", "system")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    return "k-" + uuid.uuid4().hex[:10]
+
+
+@dataclass
+class KnobEvent:
+    knob: str
+    status: str
+    author: str = "human"
+    reason: str = ""
+    gym: str | None = None
+    old: Any = None
+    new: Any = None
+    rule: str | None = None
+    message: str = ""
+    file: str | None = None
+    line: int | None = None
+    step_written: int | None = None
+    step_effective: int | None = None
+    applies: str = "live"
+    source: str = "watch"
+    ref: str | None = None
+    id: str = field(default_factory=new_id)
+    time: str = field(default_factory=now_iso)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        # stable key order: identification first
+        order = ["id", "time", "knob", "gym", "old", "new", "author", "reason", "status", "rule", "message",
+                 "file", "line", "step_written", "step_effective", "applies", "source", "ref"]
+        return {k: d[k] for k in order}
+
+
+class EventLog:
+    """Append-only knob event log at ``path`` (None: events are kept in memory only)."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path is not None else None
+        self.memory: list[dict[str, Any]] = []
+
+    def append(self, event: KnobEvent) -> dict[str, Any]:
+        rec = event.to_dict()
+        self.memory.append(rec)
+        if self.path is not None:
+            jsonl.append(self.path, rec)
+        return rec
+
+    def read(self) -> list[dict[str, Any]]:
+        return jsonl.read(self.path) if self.path is not None else list(self.memory)
+
+    def find(self, event_id: str) -> dict[str, Any] | None:
+        for rec in self.read():
+            if rec.get("id") == event_id:
+                return rec
+        return None

@@ -1,0 +1,237 @@
+"""Knob schemas: loading, meta-validation, and validation of knob values.
+
+One JSON Schema per area in ``knobs/schema/<area>.schema.json``. Each property is one knob, written
+as the schema of its *scalar* value (type, range, enum, ...) plus a ``description`` and the harness
+keywords below. The harness derives the per-gym form itself: a knob's value is either the scalar or a
+mapping ``{default: <scalar>, <gym>: <scalar>, ...}``.
+
+Harness keywords (all documented in the skill's knob catalogue):
+
+``x-hot`` (bool, required)
+    true: applied live at the next step boundary (env/user/reward knobs from the next episode);
+    false: accepted into the file but in force only from the next run.
+``x-gyms`` (list, required)
+    gyms the knob governs; ``["*"]`` for every gym. A write for a gym outside the list, or a write
+    that governs none of the run's gyms, is refused ("wrong gym").
+``x-max-delta`` (number)
+    largest absolute change one write may make (element-wise for arrays).
+``x-max-factor`` (number > 1)
+    largest multiplicative change one write may make (for scale-free knobs such as learning rates).
+``x-requires`` (list of conditions)
+    conditions on recent training metrics that a write must meet; each
+    ``{when: increase|decrease|change, metric, per_gym, op: ">="|"<=", value, window, why}``:
+    when the write moves the value in direction ``when``, the mean of ``metric`` (``gym/<g>/<metric>``
+    for each affected gym when ``per_gym``) over the last ``window`` steps must satisfy ``op value``.
+``x-check`` (string)
+    a named cross-field check: ``increasing`` (array items strictly increasing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from harness.knobs.snapshot import AREAS, DEFAULT_KEY
+
+HARNESS_KEYWORDS = {"x-hot", "x-gyms", "x-max-delta", "x-max-factor", "x-requires", "x-check"}
+REQUIRES_KEYS = {"when", "metric", "per_gym", "op", "value", "window", "why"}
+GYM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+# Refusal rules (the ``rule`` field of a rejected knob event; the CLI names them).
+RULE_UNKNOWN = "unknown knob"
+RULE_TYPE = "type"
+RULE_RANGE = "range"
+RULE_DELTA = "max delta"
+RULE_REQUIRES = "requires"
+RULE_GYM = "wrong gym"
+RULE_MISSING = "missing"
+RULE_SCHEMA = "schema"
+
+
+class SchemaProblem(Exception):
+    """A schema file that is not a valid knob schema (names the file and the knob)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a value or a write is refused: ``rule`` (one of the RULE_* names) and a message."""
+
+    rule: str
+    message: str
+
+
+@dataclass
+class KnobSpec:
+    """One knob as declared in its area schema."""
+
+    area: str
+    name: str
+    schema: dict[str, Any]  # the scalar schema (harness keywords removed)
+    description: str
+    hot: bool
+    gyms: list[str]
+    max_delta: float | None = None
+    max_factor: float | None = None
+    requires: list[dict[str, Any]] = field(default_factory=list)
+    check: str | None = None
+    validator: Draft202012Validator | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.area}.{self.name}"
+
+    def governs(self, gym: str) -> bool:
+        return "*" in self.gyms or gym in self.gyms
+
+    def allowed_text(self) -> str:
+        """Short human description of the allowed values, for refusal messages and listings."""
+        s = self.schema
+        if "enum" in s:
+            return "one of " + ", ".join(map(str, s["enum"]))
+        t = s.get("type", "value")
+        lo = s.get("minimum", s.get("exclusiveMinimum"))
+        hi = s.get("maximum", s.get("exclusiveMaximum"))
+        if t == "array":
+            items = s.get("items", {})
+            if "enum" in items:
+                return "a list of " + ", ".join(map(str, items["enum"]))
+            lo, hi = items.get("minimum"), items.get("maximum")
+            n = s.get("minItems")
+            return f"a list of {n or ''} {items.get('type', 'value')}s in [{lo}, {hi}]".replace("  ", " ")
+        if lo is not None or hi is not None:
+            lb = "(" if "exclusiveMinimum" in s else "["
+            rb = ")" if "exclusiveMaximum" in s else "]"
+            return f"{t} in {lb}{lo}, {hi}{rb}"
+        return str(t)
+
+    def catalogue_entry(self) -> dict[str, Any]:
+        return {"name": self.full_name, "description": self.description, "allowed": self.allowed_text(),
+                "hot": self.hot, "gyms": self.gyms, "max_delta": self.max_delta, "max_factor": self.max_factor,
+                "requires": self.requires, "schema": self.schema}
+
+
+@dataclass
+class AreaSchema:
+    area: str
+    path: Path
+    raw: dict[str, Any]
+    knobs: dict[str, KnobSpec]
+
+
+def _meta_check(area: str, path: Path, name: str, prop: Any) -> KnobSpec:
+    where = f"{path}: knob {area}.{name}"
+    if not isinstance(prop, dict):
+        raise SchemaProblem(f"{where}: must be an object")
+    unknown = {k for k in prop if k.startswith("x-")} - HARNESS_KEYWORDS
+    if unknown:
+        raise SchemaProblem(f"{where}: unknown harness keyword(s) {sorted(unknown)}; known: {sorted(HARNESS_KEYWORDS)}")
+    if not isinstance(prop.get("description"), str) or not prop["description"].strip():
+        raise SchemaProblem(f"{where}: needs a description (what it governs)")
+    if not isinstance(prop.get("x-hot"), bool):
+        raise SchemaProblem(f"{where}: needs x-hot: true (live) or false (next run)")
+    gyms = prop.get("x-gyms")
+    if not isinstance(gyms, list) or not gyms or not all(isinstance(g, str) and (g == "*" or GYM_NAME.match(g)) for g in gyms):
+        raise SchemaProblem(f"{where}: x-gyms must be a non-empty list of gym names or [\"*\"]")
+    if "type" not in prop and "enum" not in prop:
+        raise SchemaProblem(f"{where}: needs a type or an enum")
+    for key in ("x-max-delta", "x-max-factor"):
+        if key in prop and (not isinstance(prop[key], (int, float)) or isinstance(prop[key], bool) or prop[key] <= 0):
+            raise SchemaProblem(f"{where}: {key} must be a positive number")
+    if "x-max-factor" in prop and prop["x-max-factor"] <= 1:
+        raise SchemaProblem(f"{where}: x-max-factor must be > 1")
+    reqs = prop.get("x-requires", [])
+    if not isinstance(reqs, list):
+        raise SchemaProblem(f"{where}: x-requires must be a list of conditions")
+    for r in reqs:
+        if not isinstance(r, dict) or set(r) - REQUIRES_KEYS or not {"when", "metric", "op", "value"} <= set(r):
+            raise SchemaProblem(f"{where}: each x-requires entry needs when, metric, op, value "
+                                f"(optional per_gym, window, why); got {r!r}")
+        if r["when"] not in ("increase", "decrease", "change") or r["op"] not in (">=", "<="):
+            raise SchemaProblem(f"{where}: x-requires when must be increase|decrease|change and op >=|<=")
+    if prop.get("x-check") not in (None, "increasing"):
+        raise SchemaProblem(f"{where}: x-check must be 'increasing'")
+    scalar = {k: v for k, v in prop.items() if k not in HARNESS_KEYWORDS}
+    try:
+        Draft202012Validator.check_schema(scalar)
+    except SchemaError as exc:
+        raise SchemaProblem(f"{where}: invalid JSON Schema: {exc.message}") from None
+    return KnobSpec(area=area, name=name, schema=scalar, description=prop["description"].strip(), hot=prop["x-hot"],
+                    gyms=list(gyms), max_delta=prop.get("x-max-delta"), max_factor=prop.get("x-max-factor"),
+                    requires=[{"per_gym": False, "window": 5, "why": "", **r} for r in reqs],
+                    check=prop.get("x-check"), validator=Draft202012Validator(scalar))
+
+
+def parse_area_schema(area: str, path: Path, raw: Any) -> AreaSchema:
+    """Meta-validate one area schema document; raises SchemaProblem naming file and knob."""
+    if not isinstance(raw, dict) or raw.get("type") != "object" or not isinstance(raw.get("properties"), dict):
+        raise SchemaProblem(f"{path}: an area schema is an object schema with 'properties' (one per knob)")
+    knobs = {name: _meta_check(area, path, name, prop) for name, prop in raw["properties"].items()}
+    return AreaSchema(area=area, path=path, raw=raw, knobs=knobs)
+
+
+def schema_path(knobs_dir: Path, area: str) -> Path:
+    return Path(knobs_dir) / "schema" / f"{area}.schema.json"
+
+
+def load_area_schema(knobs_dir: Path, area: str) -> AreaSchema:
+    path = schema_path(knobs_dir, area)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SchemaProblem(f"{path}: schema file missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SchemaProblem(f"{path}: not valid JSON: {exc}") from None
+    return parse_area_schema(area, path, raw)
+
+
+def load_schemas(knobs_dir: Path) -> dict[str, AreaSchema]:
+    return {area: load_area_schema(knobs_dir, area) for area in AREAS}
+
+
+# --------------------------------------------------------------------------- value validation
+def _scalar_refusal(spec: KnobSpec, value: Any, where: str) -> Refusal | None:
+    errors = sorted(spec.validator.iter_errors(value), key=lambda e: len(list(e.path)))
+    if errors:
+        e = errors[0]
+        rule = RULE_TYPE if e.validator == "type" else RULE_RANGE
+        return Refusal(rule, f"{where}: {value!r} is not allowed ({e.message}); allowed: {spec.allowed_text()}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return Refusal(RULE_RANGE, f"{where}: {value!r} is not a finite number; allowed: {spec.allowed_text()}")
+    if spec.check == "increasing" and isinstance(value, list):
+        if any(not a < b for a, b in zip(value, value[1:])):
+            return Refusal(RULE_RANGE, f"{where}: {value!r} must be strictly increasing (low < high)")
+    return None
+
+
+def cells(value: Any) -> dict[str | None, Any]:
+    """The per-gym cells of a value: ``{None: scalar}`` or ``{None: default, gym: v, ...}``."""
+    if isinstance(value, Mapping):
+        return {(None if k == DEFAULT_KEY else k): v for k, v in value.items()}
+    return {None: value}
+
+
+def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:
+    """Check a knob's whole value (scalar or per-gym form) against its schema."""
+    if isinstance(value, Mapping):
+        if DEFAULT_KEY not in value:
+            return Refusal(RULE_RANGE, f"{spec.full_name}: a per-gym value needs a 'default' entry "
+                                       f"(e.g. {{default: ..., travel: ...}})")
+        for key, v in value.items():
+            if key != DEFAULT_KEY:
+                if not isinstance(key, str) or not GYM_NAME.match(key):
+                    return Refusal(RULE_GYM, f"{spec.full_name}: {key!r} is not a gym name")
+                if not spec.governs(key):
+                    return Refusal(RULE_GYM, f"{spec.full_name}: has no effect on gym {key!r}; "
+                                             f"it governs {', '.join(spec.gyms)}")
+            r = _scalar_refusal(spec, v, f"{spec.full_name}[{key}]")
+            if r:
+                return r
+        return None
+    return _scalar_refusal(spec, value, spec.full_name)

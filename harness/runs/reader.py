@@ -1,0 +1,86 @@
+"""Reading runs from the file system (what the CLI, the skill's commands and the meta-agent see).
+
+A run folder ``runs/<run_id>/`` holds ``status.json`` (heartbeat, rewritten atomically by the
+trainer), ``metrics.jsonl``, ``knob_events.jsonl``, ``knobs_in_force.json`` and more (see
+harness/runs/writer.py and skill/references/formats.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from harness.runs import jsonl
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def status(run_dir: Path) -> dict[str, Any] | None:
+    return read_json(Path(run_dir) / "status.json")
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_live(st: dict[str, Any] | None) -> bool:
+    """A run is live when its status says running and its trainer process exists on this host."""
+    if not st or st.get("state") != "running":
+        return False
+    if st.get("host") not in (None, socket.gethostname()):
+        return False
+    return pid_alive(st.get("pid"))
+
+
+def list_runs(runs_dir: Path) -> list[Path]:
+    """Run folders (those with a status.json or config.yaml), oldest first by creation."""
+    root = Path(runs_dir)
+    if not root.is_dir():
+        return []
+    runs = [p for p in root.iterdir() if p.is_dir() and ((p / "status.json").exists() or (p / "config.yaml").exists())]
+    return sorted(runs, key=lambda p: ((status(p) or {}).get("started_unix", p.stat().st_mtime), p.name))
+
+
+def find_run(runs_dir: Path, run: str | None) -> Path | None:
+    """``run`` as a path or a run id under ``runs_dir``; None -> the newest run."""
+    if run:
+        p = Path(run)
+        if p.is_dir() and (p / "status.json").exists():
+            return p
+        p = Path(runs_dir) / run
+        return p if p.is_dir() else None
+    runs = list_runs(runs_dir)
+    return runs[-1] if runs else None
+
+
+def find_live_run(runs_dir: Path, knobs_dir: Path | None = None) -> Path | None:
+    """The newest live run (optionally: the one training from ``knobs_dir``)."""
+    want = str(Path(knobs_dir).resolve()) if knobs_dir is not None else None
+    for p in reversed(list_runs(runs_dir)):
+        st = status(p)
+        if is_live(st) and (want is None or st.get("knobs_dir") == want):
+            return p
+    return None
+
+
+def recent_metrics(run_dir: Path | None, n: int = 50) -> list[dict[str, Any]]:
+    if run_dir is None:
+        return []
+    return jsonl.tail(Path(run_dir) / "metrics.jsonl", n)
