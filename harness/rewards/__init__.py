@@ -1,0 +1,8 @@
+"""Per-turn rewards: the verifiable task reward plus rule rewards from ``knobs/rules/rewards``."""
+
+from harness.rewards.model import RewardModel
+from harness.rewards.predicates import PREDICATES, get_predicate, predicate_names, register_predicate
+from harness.rewards.rules import RewardRule, RewardRuleError, compile_rule_files
+
+__all__ = ["RewardModel", "RewardRule", "RewardRuleError", "compile_rule_files", "PREDICATES", "get_predicate",
+           "predicate_names", "register_predicate"]

@@ -1,0 +1,109 @@
+"""Reward rule files (``knobs/rules/rewards/*.yaml``): validation and compilation.
+
+Each file is checked against ``knobs/schema/reward_rules.schema.json``, then semantically: every
+predicate exists (the error lists the valid names), its params are exactly the ones it declares,
+rule names are unique across files, and ``gyms`` names known gyms.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping
+
+import jsonschema
+
+from harness.knobs.snapshot import repo_knobs_dir
+from harness.rewards.predicates import Predicate, get_predicate
+
+
+class RewardRuleError(ValueError):
+    """A reward rule file is invalid; the message names the file, the field and the value."""
+
+
+@dataclass(frozen=True)
+class RewardRule:
+    """One compiled rule: ``value`` is added when ``predicate`` holds on a turn of a gym in ``gyms``."""
+
+    name: str
+    predicate: Predicate
+    value: float
+    gyms: frozenset[str] | None
+    params: Mapping[str, Any]
+    source: str
+
+    def applies_to(self, gym: str) -> bool:
+        return self.gyms is None or gym in self.gyms
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((repo_knobs_dir() / "schema" / "reward_rules.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _where(path: Any) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
+
+
+def _known_gyms() -> list[str]:
+    from harness.envs.registry import names  # local: the registry imports the env base class
+
+    return names()
+
+
+def _check_params(src: str, where: str, pred: Predicate, params: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(params) - set(pred.params)
+    if unknown:
+        allowed = ", ".join(pred.params) or "none"
+        raise RewardRuleError(f"{src}: {where}.params has unknown parameter(s) {', '.join(sorted(unknown))} for "
+                              f"predicate {pred.name!r}; allowed: {allowed}")
+    out = {}
+    for name, typ in pred.params.items():
+        if name not in params:
+            raise RewardRuleError(f"{src}: {where}.params.{name} is required by predicate {pred.name!r}")
+        v = params[name]
+        if isinstance(v, bool) or not isinstance(v, typ):
+            raise RewardRuleError(f"{src}: {where}.params.{name} = {v!r} must be of type {typ.__name__}")
+        out[name] = v
+    return out
+
+
+def compile_rule_files(files: Mapping[str, Any]) -> tuple[RewardRule, ...]:
+    """Compile ``{file stem: parsed yaml}`` (name order) into rules; raises :class:`RewardRuleError`."""
+    rules: list[RewardRule] = []
+    seen: dict[str, str] = {}
+    gyms_known: list[str] | None = None
+    for stem in sorted(files):
+        data = files[stem]
+        src = f"knobs/rules/rewards/{stem}.yaml"
+        if data is None:
+            continue  # an empty file holds no rules
+        if not isinstance(data, dict):
+            raise RewardRuleError(f"{src}: the top level must be a mapping with a 'rules' list, got {type(data).__name__}")
+        errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise RewardRuleError(f"{src}: field {_where(errors[0].absolute_path)}: {errors[0].message}")
+        for i, raw in enumerate(data["rules"]):
+            where = f"rules[{i}]"
+            name = raw["name"]
+            if name in seen:
+                raise RewardRuleError(f"{src}: {where}.name = {name!r} is already defined in {seen[name]}; "
+                                      "rule names must be unique across reward rule files")
+            seen[name] = src
+            try:
+                pred = get_predicate(raw["predicate"])
+            except KeyError as exc:
+                raise RewardRuleError(f"{src}: {where}.predicate: {exc.args[0]}") from None
+            params = _check_params(src, where, pred, raw.get("params") or {})
+            gyms = None
+            if "gyms" in raw:
+                gyms_known = gyms_known if gyms_known is not None else _known_gyms()
+                bad = [g for g in raw["gyms"] if g not in gyms_known]
+                if bad:
+                    raise RewardRuleError(f"{src}: {where}.gyms names unknown gym(s) {', '.join(bad)}; "
+                                          f"known gyms: {', '.join(gyms_known)}")
+                gyms = frozenset(raw["gyms"])
+            rules.append(RewardRule(name, pred, float(raw["value"]), gyms, params, src))
+    return tuple(rules)

@@ -1,0 +1,68 @@
+"""The user mixture: which arm (symbolic or LLM) an episode gets, and building that user.
+
+``user_strategy_mix`` is the probability of the symbolic arm, drawn per episode for *every* gym (the
+method's selector resolved to None for most gyms; here a gym either gets an arm or an error).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.envs.types import ARMS
+from harness.users.base import SimulatedUser
+from harness.users.rules import RuleFileError, compile_user_rules
+from harness.users.symbolic import SymbolicUser
+
+
+class UserFactory:
+    """Chooses the arm of each episode and builds its user.
+
+    llm: an LLM backend (``harness.users.llm.LLMBackend``: a local transformers model or an
+        OpenAI-compatible endpoint), or None when the run has no LLM user; then only
+        ``user_strategy_mix: 1.0`` is valid.
+    """
+
+    def __init__(self, llm: Any = None):
+        self.llm = llm
+
+    def choose_arm(self, rng: np.random.Generator, user_knobs: Mapping[str, Any]) -> str:
+        """Draw the episode's arm: "symbolic" with probability ``user_strategy_mix``, else "llm".
+
+        One uniform number is drawn whatever the mix, so changing the mix does not shift the rest
+        of the episode's random stream. A mix of exactly 1.0 never needs an LLM backend."""
+        if "user_strategy_mix" not in user_knobs:
+            raise ValueError("user knob 'user_strategy_mix' is missing (knobs/user.yaml)")
+        mix = user_knobs["user_strategy_mix"]
+        if isinstance(mix, bool) or not isinstance(mix, (int, float)) or not 0.0 <= float(mix) <= 1.0:
+            raise ValueError(f"user knob user_strategy_mix={mix!r} is invalid; expected a number in [0, 1]")
+        u = float(rng.random())
+        arm = "symbolic" if u < float(mix) else "llm"
+        if arm == "llm" and self.llm is None:
+            raise RuntimeError(
+                f"user_strategy_mix={mix} drew the LLM user, but no LLM user is configured. Set `user_llm` in "
+                "the run config (a local transformers model path, or an OpenAI-compatible endpoint: base_url, "
+                "model, api_key) or set user_strategy_mix: 1.0 in knobs/user.yaml for the symbolic user only.")
+        return arm
+
+    def make(self, arm: str, env: Any) -> SimulatedUser:
+        """The user of arm ``arm`` for ``env`` (a ``UserCentricEnv``: its ``name``, ``knobs`` and
+        ``dynamic_facts`` hook are used). The gym's rule file ``knobs/rules/users/<gym>.yaml`` is
+        required by both arms (the LLM arm uses its decline, volunteer and redaction templates)."""
+        if arm not in ARMS:
+            raise ValueError(f"unknown user arm {arm!r}; allowed: {', '.join(ARMS)}")
+        data = env.knobs.user_rules_for(env.name)
+        if data is None:
+            raise RuleFileError(
+                f"gym {env.name!r} has no symbolic-user rule file knobs/rules/users/{env.name}.yaml; both user arms "
+                "need one (start from knobs/rules/users/travel.yaml; schema knobs/schema/user_rules.schema.json)")
+        rules = compile_user_rules(data, f"knobs/rules/users/{env.name}.yaml", gym=env.name)
+        if arm == "symbolic":
+            return SymbolicUser(rules, env.dynamic_facts)
+        if self.llm is None:
+            raise RuntimeError("the LLM user arm was requested but UserFactory has no LLM backend (llm=None); "
+                               "configure `user_llm` in the run config")
+        from harness.users.llm import LLMUser  # local: keeps the symbolic-only path free of openai/torch imports
+
+        return LLMUser(rules, self.llm, env.dynamic_facts)

@@ -1,0 +1,162 @@
+"""Symbolic-user rule files (``knobs/rules/users/<gym>.yaml``): validation and compilation.
+
+A rule file is checked against ``knobs/schema/user_rules.schema.json`` and then semantically
+(regular expressions compile, intent names are unique, ``fallback_intent`` exists, templates use
+only the ``{facts}`` placeholder and use it exactly when they disclose). Compiled rules are cached
+by content, so re-reading an unchanged file at every reset costs a hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from harness.knobs.snapshot import repo_knobs_dir
+from harness.users.personas import Persona, persona_table
+
+DISCLOSURES = ("none", "matched", "next", "matched_or_next")
+FACTS_SLOT = "{facts}"
+DEFAULT_REDACTED = ("I'd rather not go into that. Could you ask me something more specific?",)
+_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class RuleFileError(ValueError):
+    """A user or reward rule file is invalid; the message names the file, the field and the value."""
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One compiled intent rule."""
+
+    name: str
+    patterns: tuple[re.Pattern[str], ...]
+    disclosure: str
+    replies: tuple[str, ...]
+
+    def matches(self, question: str) -> bool:
+        return any(p.search(question) for p in self.patterns)
+
+
+@dataclass(frozen=True)
+class UserRules:
+    """A compiled symbolic-user rule file."""
+
+    gym: str
+    intents: tuple[Intent, ...]
+    fallback: Intent
+    no_match: tuple[str, ...]
+    budget_exhausted: tuple[str, ...]
+    volunteer: tuple[str, ...]
+    redacted: tuple[str, ...]
+    personas: dict[str, Persona]
+
+    def classify(self, question: str) -> Intent:
+        """The first intent whose patterns match ``question``, else the fallback intent."""
+        for intent in self.intents:
+            if intent.matches(question):
+                return intent
+        return self.fallback
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((repo_knobs_dir() / "schema" / "user_rules.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _where(path: Any) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
+
+
+def _check_templates(source: str, field: str, templates: list[str], with_facts: bool) -> None:
+    for i, t in enumerate(templates):
+        names = set(_PLACEHOLDER_RE.findall(t))
+        unknown = names - {"facts"}
+        if unknown:
+            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} uses unknown placeholder(s) "
+                                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists")
+        if with_facts and FACTS_SLOT not in t:
+            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} must contain {FACTS_SLOT} (it discloses facts)")
+        if not with_facts and FACTS_SLOT in t:
+            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} must not contain {FACTS_SLOT} (it discloses nothing)")
+
+
+def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        raise RuleFileError(f"{source}: field {_where(e.absolute_path)}: {e.message}")
+    if gym is not None and data["gym"] != gym:
+        raise RuleFileError(f"{source}: field gym = {data['gym']!r} but the file serves gym {gym!r}")
+    intents: list[Intent] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data["intents"]):
+        name = raw["name"]
+        if name in seen:
+            raise RuleFileError(f"{source}: intents[{i}].name = {name!r} is a duplicate; intent names must be unique")
+        seen.add(name)
+        pats = []
+        for j, pat in enumerate(raw["patterns"]):
+            try:
+                pats.append(re.compile(pat, re.IGNORECASE))
+            except re.error as exc:
+                raise RuleFileError(f"{source}: intents[{i}].patterns[{j}] = {pat!r} is not a valid regular "
+                                    f"expression: {exc}") from None
+        _check_templates(source, f"intents[{i}].replies", raw["replies"], raw["disclosure"] != "none")
+        intents.append(Intent(name, tuple(pats), raw["disclosure"], tuple(raw["replies"])))
+    by_name = {it.name: it for it in intents}
+    fb = data["fallback_intent"]
+    if fb not in by_name:
+        raise RuleFileError(f"{source}: field fallback_intent = {fb!r} names no intent; intents: {', '.join(by_name)}")
+    rep = data["replies"]
+    _check_templates(source, "replies.no_match", rep["no_match"], False)
+    _check_templates(source, "replies.budget_exhausted", rep["budget_exhausted"], False)
+    _check_templates(source, "replies.volunteer", rep["volunteer"], True)
+    redacted = rep.get("redacted", list(DEFAULT_REDACTED))
+    _check_templates(source, "replies.redacted", redacted, False)
+    return UserRules(gym=data["gym"], intents=tuple(intents), fallback=by_name[fb], no_match=tuple(rep["no_match"]),
+                     budget_exhausted=tuple(rep["budget_exhausted"]), volunteer=tuple(rep["volunteer"]),
+                     redacted=tuple(redacted),
+                     personas=persona_table(data.get("personas")))
+
+
+_CACHE: dict[str, UserRules] = {}
+
+
+def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = None) -> UserRules:
+    """Validate and compile a parsed rule file; results are cached by content.
+
+    source: names the file in error messages (e.g. ``knobs/rules/users/travel.yaml``).
+    gym: when given, the file's ``gym`` field must equal it.
+    """
+    if data is None:
+        raise RuleFileError(f"{source}: the file is empty or missing; a symbolic user needs its rules")
+    if not isinstance(data, dict):
+        raise RuleFileError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    key = hashlib.sha256(json.dumps([data, source, gym], sort_keys=True, default=str).encode()).hexdigest()
+    rules = _CACHE.get(key)
+    if rules is None:
+        rules = _compile(data, source, gym)
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = rules
+    return rules
+
+
+def load_user_rules_file(path: str | Path) -> UserRules:
+    """Read and compile ``knobs/rules/users/<gym>.yaml`` (the gym is the file's stem)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise RuleFileError(f"{p}: not valid YAML: {exc}") from None
+    return compile_user_rules(data, str(p), gym=p.stem)
