@@ -2,7 +2,7 @@
 
 from harness.rewards.model import RewardModel
 from harness.rewards.predicates import PREDICATES, get_predicate, predicate_names, register_predicate
-from harness.rewards.rules import RewardRule, RewardRuleError, compile_rule_files
+from harness.rewards.rules import RewardRule, RewardRuleError, compile_rule_files, validate_rule_file
 
-__all__ = ["RewardModel", "RewardRule", "RewardRuleError", "compile_rule_files", "PREDICATES", "get_predicate",
+__all__ = ["RewardModel", "RewardRule", "RewardRuleError", "compile_rule_files", "validate_rule_file", "PREDICATES", "get_predicate",
            "predicate_names", "register_predicate"]

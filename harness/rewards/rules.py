@@ -43,6 +43,11 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
+def _p(source: str) -> str:
+    """Message prefix naming the file ("" when the caller adds its own, as the knob store does)."""
+    return f"{source}: " if source else ""
+
+
 def _where(path: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
 
@@ -57,53 +62,62 @@ def _check_params(src: str, where: str, pred: Predicate, params: Mapping[str, An
     unknown = set(params) - set(pred.params)
     if unknown:
         allowed = ", ".join(pred.params) or "none"
-        raise RewardRuleError(f"{src}: {where}.params has unknown parameter(s) {', '.join(sorted(unknown))} for "
+        raise RewardRuleError(f"{_p(src)}{where}.params has unknown parameter(s) {', '.join(sorted(unknown))} for "
                               f"predicate {pred.name!r}; allowed: {allowed}")
     out = {}
     for name, typ in pred.params.items():
         if name not in params:
-            raise RewardRuleError(f"{src}: {where}.params.{name} is required by predicate {pred.name!r}")
+            raise RewardRuleError(f"{_p(src)}{where}.params.{name} is required by predicate {pred.name!r}")
         v = params[name]
         if isinstance(v, bool) or not isinstance(v, typ):
-            raise RewardRuleError(f"{src}: {where}.params.{name} = {v!r} must be of type {typ.__name__}")
+            raise RewardRuleError(f"{_p(src)}{where}.params.{name} = {v!r} must be of type {typ.__name__}")
         out[name] = v
     return out
 
 
-def compile_rule_files(files: Mapping[str, Any]) -> tuple[RewardRule, ...]:
-    """Compile ``{file stem: parsed yaml}`` (name order) into rules; raises :class:`RewardRuleError`."""
+def compile_rule_files(files: Mapping[str, Any], name_files: bool = True) -> tuple[RewardRule, ...]:
+    """Compile ``{file stem: parsed yaml}`` (name order) into rules; raises :class:`RewardRuleError`.
+
+    name_files: start error messages with the file (``knobs/rules/rewards/<stem>.yaml``)."""
     rules: list[RewardRule] = []
     seen: dict[str, str] = {}
     gyms_known: list[str] | None = None
     for stem in sorted(files):
         data = files[stem]
-        src = f"knobs/rules/rewards/{stem}.yaml"
+        src = f"knobs/rules/rewards/{stem}.yaml" if name_files else ""
         if data is None:
             continue  # an empty file holds no rules
         if not isinstance(data, dict):
-            raise RewardRuleError(f"{src}: the top level must be a mapping with a 'rules' list, got {type(data).__name__}")
+            raise RewardRuleError(f"{_p(src)}the top level must be a mapping with a 'rules' list, got {type(data).__name__}")
         errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
         if errors:
-            raise RewardRuleError(f"{src}: field {_where(errors[0].absolute_path)}: {errors[0].message}")
+            raise RewardRuleError(f"{_p(src)}field {_where(errors[0].absolute_path)}: {errors[0].message}")
         for i, raw in enumerate(data["rules"]):
             where = f"rules[{i}]"
             name = raw["name"]
             if name in seen:
-                raise RewardRuleError(f"{src}: {where}.name = {name!r} is already defined in {seen[name]}; "
+                raise RewardRuleError(f"{_p(src)}{where}.name = {name!r} is already defined in {seen[name]}; "
                                       "rule names must be unique across reward rule files")
             seen[name] = src
             try:
                 pred = get_predicate(raw["predicate"])
             except KeyError as exc:
-                raise RewardRuleError(f"{src}: {where}.predicate: {exc.args[0]}") from None
+                raise RewardRuleError(f"{_p(src)}{where}.predicate: {exc.args[0]}") from None
             params = _check_params(src, where, pred, raw.get("params") or {})
             gyms = None
             if "gyms" in raw:
                 gyms_known = gyms_known if gyms_known is not None else _known_gyms()
                 bad = [g for g in raw["gyms"] if g not in gyms_known]
                 if bad:
-                    raise RewardRuleError(f"{src}: {where}.gyms names unknown gym(s) {', '.join(bad)}; "
+                    raise RewardRuleError(f"{_p(src)}{where}.gyms names unknown gym(s) {', '.join(bad)}; "
                                           f"known gyms: {', '.join(gyms_known)}")
                 gyms = frozenset(raw["gyms"])
             rules.append(RewardRule(name, pred, float(raw["value"]), gyms, params, src))
     return tuple(rules)
+
+
+def validate_rule_file(data: Any) -> None:
+    """Raise :class:`RewardRuleError` when ``data`` is not a valid reward rule file on its own. The
+    knob store calls this on every write of ``knobs/rules/rewards/<stem>.yaml`` and adds the file
+    name itself. (Name clashes with other files are caught when the set is installed.)"""
+    compile_rule_files({"file": data}, name_files=False)

@@ -5,8 +5,9 @@ from harness.users.base import SimulatedUser
 from harness.users.leakguard import LeakGuard
 from harness.users.mixture import UserFactory
 from harness.users.personas import PERSONA_NAMES
-from harness.users.rules import RuleFileError, compile_user_rules, load_user_rules_file
+from harness.users.rules import RuleFileError, compile_user_rules, load_user_rules_file, validate_rule_file
 from harness.users.symbolic import SymbolicUser
 
 __all__ = ["UserFactory", "SimulatedUser", "SymbolicUser", "LeakGuard", "PERSONA_NAMES", "RuleFileError",
-           "compile_user_rules", "load_user_rules_file"]
+           "compile_user_rules", "load_user_rules_file",
+           "validate_rule_file"]

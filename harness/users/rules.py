@@ -71,6 +71,11 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
+def _p(source: str) -> str:
+    """Message prefix naming the file ("" when the caller adds its own, as the knob store does)."""
+    return f"{source}: " if source else ""
+
+
 def _where(path: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
 
@@ -80,41 +85,41 @@ def _check_templates(source: str, field: str, templates: list[str], with_facts: 
         names = set(_PLACEHOLDER_RE.findall(t))
         unknown = names - {"facts"}
         if unknown:
-            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} uses unknown placeholder(s) "
+            raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} uses unknown placeholder(s) "
                                 f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists")
         if with_facts and FACTS_SLOT not in t:
-            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} must contain {FACTS_SLOT} (it discloses facts)")
+            raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} must contain {FACTS_SLOT} (it discloses facts)")
         if not with_facts and FACTS_SLOT in t:
-            raise RuleFileError(f"{source}: {field}[{i}] = {t!r} must not contain {FACTS_SLOT} (it discloses nothing)")
+            raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} must not contain {FACTS_SLOT} (it discloses nothing)")
 
 
 def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        raise RuleFileError(f"{source}: field {_where(e.absolute_path)}: {e.message}")
+        raise RuleFileError(f"{_p(source)}field {_where(e.absolute_path)}: {e.message}")
     if gym is not None and data["gym"] != gym:
-        raise RuleFileError(f"{source}: field gym = {data['gym']!r} but the file serves gym {gym!r}")
+        raise RuleFileError(f"{_p(source)}field gym = {data['gym']!r} but the file serves gym {gym!r}")
     intents: list[Intent] = []
     seen: set[str] = set()
     for i, raw in enumerate(data["intents"]):
         name = raw["name"]
         if name in seen:
-            raise RuleFileError(f"{source}: intents[{i}].name = {name!r} is a duplicate; intent names must be unique")
+            raise RuleFileError(f"{_p(source)}intents[{i}].name = {name!r} is a duplicate; intent names must be unique")
         seen.add(name)
         pats = []
         for j, pat in enumerate(raw["patterns"]):
             try:
                 pats.append(re.compile(pat, re.IGNORECASE))
             except re.error as exc:
-                raise RuleFileError(f"{source}: intents[{i}].patterns[{j}] = {pat!r} is not a valid regular "
+                raise RuleFileError(f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} is not a valid regular "
                                     f"expression: {exc}") from None
         _check_templates(source, f"intents[{i}].replies", raw["replies"], raw["disclosure"] != "none")
         intents.append(Intent(name, tuple(pats), raw["disclosure"], tuple(raw["replies"])))
     by_name = {it.name: it for it in intents}
     fb = data["fallback_intent"]
     if fb not in by_name:
-        raise RuleFileError(f"{source}: field fallback_intent = {fb!r} names no intent; intents: {', '.join(by_name)}")
+        raise RuleFileError(f"{_p(source)}field fallback_intent = {fb!r} names no intent; intents: {', '.join(by_name)}")
     rep = data["replies"]
     _check_templates(source, "replies.no_match", rep["no_match"], False)
     _check_templates(source, "replies.budget_exhausted", rep["budget_exhausted"], False)
@@ -137,9 +142,9 @@ def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = 
     gym: when given, the file's ``gym`` field must equal it.
     """
     if data is None:
-        raise RuleFileError(f"{source}: the file is empty or missing; a symbolic user needs its rules")
+        raise RuleFileError(f"{_p(source)}the file is empty or missing; a symbolic user needs its rules")
     if not isinstance(data, dict):
-        raise RuleFileError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+        raise RuleFileError(f"{_p(source)}the top level must be a mapping, got {type(data).__name__}")
     key = hashlib.sha256(json.dumps([data, source, gym], sort_keys=True, default=str).encode()).hexdigest()
     rules = _CACHE.get(key)
     if rules is None:
@@ -160,3 +165,10 @@ def load_user_rules_file(path: str | Path) -> UserRules:
     except yaml.YAMLError as exc:
         raise RuleFileError(f"{p}: not valid YAML: {exc}") from None
     return compile_user_rules(data, str(p), gym=p.stem)
+
+
+def validate_rule_file(data: Any, gym: str | None = None) -> None:
+    """Raise :class:`RuleFileError` when ``data`` is not a valid rule file (for ``gym`` when given).
+    The knob store calls this on every write of ``knobs/rules/users/<gym>.yaml``; the message does
+    not repeat the file name, which the store adds."""
+    compile_user_rules(data, "", gym=gym)
