@@ -195,8 +195,9 @@ class KnobStore:
                 continue
             values, errs = self._validate_area_doc(area, path, doc)
             problems.extend(errs)
+            present = set(map(str, doc)) if isinstance(doc, dict) else set()
             for name in self.schemas[area].knobs:
-                if name not in values:
+                if name not in present:
                     problems.append({"file": str(path), "line": None, "rule": RULE_MISSING,
                                      "message": f"knob {area}.{name} has no value"})
             self.in_force[area] = values
@@ -588,24 +589,27 @@ class KnobStore:
         return result
 
     def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[Any, Any, str] | None:
-        """(round-trip doc, plain value, sha) when the file changed since last processed; logs read problems."""
+        """(round-trip doc, plain value, sha) when the file changed since last processed; logs read problems.
+        Unchanged bytes are detected by hash before any parsing (cheap polls)."""
+        key = path.resolve()
+        prev_sha, prev_value = self._file_view.get(key, (None, None))
         try:
-            data_doc, text = yamlio.read_yaml(path)
+            data = yamlio.read_capped(path)
+            sha = _sha(data)
+            if prev_sha == sha:
+                return None
+            doc = yamlio.parse_text(path, yamlio.decode(path, data))
         except yamlio.FileProblem as exc:
-            prev_sha = self._file_view.get(path.resolve(), (None, None))[0]
             marker = f"problem:{exc.kind}:{exc.message}"
             if prev_sha == marker:
                 return None
-            self._file_view[path.resolve()] = (marker, self._file_view.get(path.resolve(), (None, None))[1])
+            self._file_view[key] = (marker, prev_value)
             result.refused.append(self._event(knob=knob, status="rejected", rule=exc.kind, author="human",
                                               reason=f"hand edit of {path.name}", file=str(path), line=exc.line,
                                               message=exc.message + "; the last valid values stay in force",
                                               step_written=self.current_step, source="watch"))
             return None
-        sha = _sha(text)
-        if self._file_view.get(path.resolve(), (None,))[0] == sha:
-            return None
-        return data_doc, yamlio.plain(data_doc), sha
+        return doc, yamlio.plain(doc), sha
 
     def _attributed(self, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
         att = self._take_attribution(knob, gym, new)

@@ -67,17 +67,21 @@ def parse_text(path: Path, text: str) -> Any:
         raise FileProblem(path, "syntax", "YAML nesting too deep") from None
 
 
-def read_yaml(path: Path) -> tuple[Any, str]:
-    """(round-trip document, text) of a file; raises FileProblem."""
-    path = Path(path)
+def read_capped(path: Path) -> bytes:
+    """The bytes of a file, at most MAX_FILE_BYTES + 1 of them (never reads a huge file whole)."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)  # never read a huge file whole
+            return f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise FileProblem(path, "missing", "file not found (deleted?)") from None
     except IsADirectoryError:
         raise FileProblem(path, "missing", "is a directory, expected a YAML file") from None
-    text = decode(path, data)
+
+
+def read_yaml(path: Path) -> tuple[Any, str]:
+    """(round-trip document, text) of a file; raises FileProblem."""
+    path = Path(path)
+    text = decode(path, read_capped(path))
     return parse_text(path, text), text
 
 

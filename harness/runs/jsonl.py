@@ -8,13 +8,29 @@ line (a writer killed mid-write); :func:`repair` truncates such a tail before a 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator
 
 
+def _finite(obj: Any) -> Any:
+    """Non-finite floats as strings ("nan", "inf", "-inf"): strict JSON has no NaN."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def dumps(record: Any) -> str:
-    return json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+    """One strict-JSON line (NaN and infinities become strings)."""
+    try:
+        return json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(record), ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
 
 
 def append(path: str | Path, record: Any) -> None:
