@@ -588,8 +588,8 @@ class KnobStore:
                 self._poll_rule_schema(key, path, step, result)
         return result
 
-    def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[Any, Any, str] | None:
-        """(round-trip doc, plain value, sha) when the file changed since last processed; logs read problems.
+    def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[dict[str, int], Any, str] | None:
+        """(top-level key lines, plain value, sha) when the file changed since last processed; logs read problems.
         Unchanged bytes are detected by hash before any parsing (cheap polls)."""
         key = path.resolve()
         prev_sha, prev_value = self._file_view.get(key, (None, None))
@@ -598,7 +598,8 @@ class KnobStore:
             sha = _sha(data)
             if prev_sha == sha:
                 return None
-            doc = yamlio.parse_text(path, yamlio.decode(path, data))
+            text = yamlio.decode(path, data)
+            value = yamlio.plain(yamlio.parse_text(path, text, fast=True))
         except yamlio.FileProblem as exc:
             marker = f"problem:{exc.kind}:{exc.message}"
             if prev_sha == marker:
@@ -609,7 +610,7 @@ class KnobStore:
                                               message=exc.message + "; the last valid values stay in force",
                                               step_written=self.current_step, source="watch"))
             return None
-        return doc, yamlio.plain(doc), sha
+        return yamlio.top_level_key_lines(text), value, sha
 
     def _attributed(self, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
         att = self._take_attribution(knob, gym, new)
@@ -625,7 +626,7 @@ class KnobStore:
         got = self._read_changed(path, step, result, knob=path.name)
         if got is None:
             return
-        doc, value, sha = got
+        lines, value, sha = got
         prev_view = self._file_view.get(path.resolve(), (None, {}))[1] or {}
         self._file_view[path.resolve()] = (sha, value)
         if not isinstance(value, dict):
@@ -640,7 +641,7 @@ class KnobStore:
             if key not in specs and (not isinstance(prev_view, dict) or key not in prev_view or prev_view[key] != value[key]):
                 result.refused.append(self._event(
                     knob=f"{area}.{key}", status="rejected", rule=RULE_UNKNOWN, author="human",
-                    reason=f"hand edit of {path.name}", file=str(path), line=yamlio.key_line(doc, key), new=value[key],
+                    reason=f"hand edit of {path.name}", file=str(path), line=lines.get(str(key)), new=value[key],
                     message=f"unknown knob {area}.{key}; a new knob needs its schema entry in "
                             f"{schema_path(self.dir, area).name} (eau knobs add)",
                     step_written=self.current_step, source="watch"))
@@ -659,7 +660,7 @@ class KnobStore:
                 continue  # this knob's text did not change (a refused value stays refused until edited)
             if new_raw == in_force:
                 continue
-            line = yamlio.key_line(doc, name)
+            line = lines.get(name)
             changed, refusal = self.check_cells(spec, in_force, new_raw, recent_metrics=metrics)
             if refusal:
                 g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)

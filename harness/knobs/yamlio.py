@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +53,26 @@ def decode(path: Path, data: bytes) -> str:
                           line) from None
 
 
-def parse_text(path: Path, text: str) -> Any:
-    """Round-trip parse (keeps line information for error messages)."""
+def _safe() -> YAML:
+    return YAML(typ="safe")  # the C parser when ruamel.yaml.clib is installed
+
+
+_TOP_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:", re.MULTILINE)
+
+
+def top_level_key_lines(text: str) -> dict[str, int]:
+    """1-based line of each top-level key (``name:`` at column 0) of a YAML text."""
+    lines: dict[str, int] = {}
+    for m in _TOP_KEY.finditer(text):
+        lines.setdefault(m.group(1), text.count("\n", 0, m.start()) + 1)
+    return lines
+
+
+def parse_text(path: Path, text: str, fast: bool = False) -> Any:
+    """Parse YAML 1.2. ``fast``: plain values through the safe (C) loader; otherwise a round-trip
+    document that keeps comments and line information. Errors carry the parser's line."""
     try:
-        return _rt().load(text)
+        return _safe().load(text) if fast else _rt().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
