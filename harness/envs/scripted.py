@@ -1,0 +1,290 @@
+"""Scripted agents for the user gyms: a privileged **oracle** and a **random** agent.
+
+The oracle may read ``env.task`` (the hidden facts and answer) but acts only through ordinary agent
+turns, so its transcripts are clean warm-start demonstrations: one short question per hidden fact,
+built from the fact's keywords; the searches the gym needs; then the correct answer. It respects
+the episode's limits: it answers on the last turn it has, fills ``min_questions`` first when turns
+run short, and stops asking once the user's ``max_reveals`` budget is spent.
+
+Per gym:
+
+* travel: ask about each undisclosed preference, search each aspect (again after a failed search),
+  answer the best option ids.
+* function: search the test case, probe a base input and one-variable changes of it (never the test
+  case), answer the value.
+* telepathy: ask the yes/no question that best splits the entities still consistent with the
+  answers so far (a real twenty-questions strategy), answer the entity.
+* intention: ask about each uncovered detail, most important first, answer a summary.
+
+The random agent draws a choice uniformly among the gym's allowed choices and content from the
+task's vocabulary (prompt words, the gym's own vocabulary, option ids, entity names, numbers).
+
+``run_episode(env, policy, seed, options)`` plays one episode with ``"oracle"``, ``"random"`` or any
+``policy(env) -> str`` and returns ``env.episode_record()``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from harness.envs.base import UserCentricEnv
+from harness.envs.types import Fact
+
+Policy = Union[str, Callable[[UserCentricEnv], str]]
+FILLER_QUESTION = "Is there anything important I have not asked about yet?"
+
+
+# ---------------------------------------------------------------------------- rendering
+def render(env: UserCentricEnv, choice: str, content: str) -> str:
+    """One agent turn in the env's rendering (tagged line or ``interact`` tool call)."""
+    if env.rendering == "tool_call":
+        call = {"name": "interact", "arguments": {"choice": choice, "content": content}}
+        return f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>"
+    return f"{choice.upper()}: {content}"
+
+
+def fact_question(fact: Fact, facts: list[Fact] | None = None, threshold: float = 0.3) -> str:
+    """A short question about ``fact`` built from its content keywords.
+
+    With the task's ``facts`` given, the question uses as few keywords as make ``fact`` the best
+    match of the symbolic user's similarity (``harness.users.matching``) at ``threshold``.
+    """
+    from harness.users.matching import rank_facts, terms  # the users' own measure decides what counts
+
+    words = [w for w in fact.keywords if terms(w)] or [fact.key.rsplit(".", 1)[-1].replace("_", " ")]
+    question = ""
+    for n in range(1, min(3, len(words)) + 1):
+        question = f"What should I know about the {' and '.join(words[:n])}?"
+        if facts is None:
+            return question
+        ranked = rank_facts(question, facts, threshold)
+        if ranked and ranked[0][0].key == fact.key:
+            return question
+    return question
+
+
+# ---------------------------------------------------------------------------- budgets
+def _reveals_left(env: UserCentricEnv) -> int:
+    return max(0, int(env.user_knobs.get("max_reveals", 1 << 30)) - env.state.disclosures)
+
+
+def _schedule(env: UserCentricEnv, steps: list[tuple[str, str]], answer: str,
+              ask_fallback: str = FILLER_QUESTION) -> str:
+    """Pick this turn's action from the remaining useful ``steps`` under the episode's limits."""
+    st = env.state
+    remaining = int(env.env_knobs["max_steps"]) - st.turn  # turns left, this one included
+    asks_needed = max(0, env.effective_min_questions() - st.questions)
+    first_ask = next((s for s in steps if s[0] == "ask"), ("ask", ask_fallback))
+    if asks_needed and remaining - 1 <= asks_needed:
+        return render(env, *first_ask)  # only just enough turns left for the required questions
+    if remaining <= 1 or not steps:
+        if asks_needed:
+            return render(env, *first_ask)
+        return render(env, "answer", answer)
+    return render(env, *steps[0])
+
+
+# ---------------------------------------------------------------------------- travel
+def _travel_listed(env: UserCentricEnv) -> set[str]:
+    """Aspects whose options some successful search of this episode listed."""
+    from harness.envs.travel import aspects_in_query
+
+    trip = env.task.data["content"]["aspects"]
+    done: set[str] = set()
+    for t in env.state.turns:
+        if t.tool and t.tool.get("ok") and not str(t.tool.get("result", "")).startswith("No options"):
+            done.update(a for a in aspects_in_query(str(t.tool.get("args", ""))) if a in trip)
+    return done
+
+
+def _travel_oracle(env: UserCentricEnv) -> str:
+    task, st = env.task, env.state
+    steps: list[tuple[str, str]] = []
+    if _reveals_left(env):
+        for f in task.facts:
+            if f.key not in st.revealed:
+                aspect = f.key.split(".")[1]
+                steps.append(("ask", f"Do you have a preference for the {aspect} {f.keywords[1]}?"))
+    listed = _travel_listed(env)
+    steps += [("search", f"{a} options") for a in task.data["content"]["aspects"] if a not in listed]
+    return _schedule(env, steps, task.secret)
+
+
+# ---------------------------------------------------------------------------- function
+def _function_probes(test: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """A base input and its one-variable changes, none equal to the test case."""
+    for base in ((1, 1, 1, 1), (2, 2, 2, 2), (1, 2, 3, 4)):
+        probes = [base] + [tuple(v + (1 if i == j else 0) for j, v in enumerate(base)) for i in range(4)]
+        if test not in probes:
+            return probes
+    return []  # unreachable: the three bases' probe sets are disjoint
+
+
+def _function_oracle(env: UserCentricEnv) -> str:
+    from harness.envs.function import fmt_probe, probe_key
+
+    task, st = env.task, env.state
+    steps: list[tuple[str, str]] = []
+    if not any(t.tool and t.tool.get("ok") for t in st.turns):
+        steps.append(("search", "test case"))
+    if _reveals_left(env):
+        steps += [("ask", f"What is {fmt_probe(p)}?") for p in _function_probes(tuple(task.data["test_case"]))
+                  if probe_key(p) not in st.revealed]
+    return _schedule(env, steps, str(task.data["value"]), "What is f(0, 0, 0, 0)?")
+
+
+# ---------------------------------------------------------------------------- telepathy
+@lru_cache(maxsize=1)
+def _kb_matrix() -> tuple[list[str], np.ndarray, dict[str, int]]:
+    """(attribute names, entity x attribute value codes, entity name -> row)."""
+    from harness.envs.telepathy_kb import MAYBE, YES, load_kb
+
+    kb = load_kb()
+    names = list(kb.attributes)
+    code = {YES: 0, MAYBE: 1}
+    mat = np.array([[code.get(e.values[a], 2) for a in names] for e in kb.entities], dtype=np.int8)
+    return names, mat, {e.name: i for i, e in enumerate(kb.entities)}
+
+
+def best_split(candidates: np.ndarray, skip: set[int]) -> int | None:
+    """Column of the attribute whose answer best splits the ``candidates`` rows (highest entropy)."""
+    n = len(candidates)
+    if n <= 1:
+        return None
+    counts = np.stack([(candidates == v).sum(axis=0) for v in range(3)]).astype(float) / n  # (3, A)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -(np.where(counts > 0, counts * np.log2(counts), 0.0)).sum(axis=0)
+    for j in skip:
+        ent[j] = -1.0
+    j = int(np.argmax(ent))
+    return j if ent[j] > 0 else None
+
+
+def _telepathy_oracle(env: UserCentricEnv) -> str:
+    from harness.envs.telepathy_kb import load_kb
+
+    names, mat, row = _kb_matrix()
+    target = mat[row[env.task.data["entity"]]]
+    known = [names.index(k[5:]) for k in env.state.revealed if k.startswith("attr.")]
+    mask = np.all(mat[:, known] == target[known], axis=1) if known else np.ones(len(mat), dtype=bool)
+    steps: list[tuple[str, str]] = []
+    if _reveals_left(env):
+        j = best_split(mat[mask], set(known))
+        if j is not None:
+            steps.append(("ask", load_kb().attributes[names[j]].question))
+    return _schedule(env, steps, env.task.data["entity"], "Is it alive?")
+
+
+# ---------------------------------------------------------------------------- intention
+def _intention_oracle(env: UserCentricEnv) -> str:
+    task = env.task
+    covered = getattr(env, "covered", set())
+    steps: list[tuple[str, str]] = []
+    if _reveals_left(env):
+        pending = sorted((f for f in task.facts if f.key not in covered), key=lambda f: f.importance)
+        threshold = float(env.user_knobs.get("match_threshold", 0.3))
+        steps += [("ask", fact_question(f, task.facts, threshold)) for f in pending]
+    known = [f.text for f in task.facts if f.key in env.state.revealed]
+    summary = "Here is the plan, based on what you told me: " + (" ".join(known) if known else "a standard plan.")
+    return _schedule(env, steps, summary)
+
+
+_ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
+    "travel": _travel_oracle, "function": _function_oracle, "telepathy": _telepathy_oracle,
+    "intention": _intention_oracle,
+}
+
+
+def oracle_action(env: UserCentricEnv) -> str:
+    """The oracle's next turn for ``env`` (after ``reset``); ValueError for a gym without an oracle."""
+    if env.task is None:
+        raise RuntimeError("oracle_action: call env.reset() first")
+    try:
+        planner = _ORACLES[env.name]
+    except KeyError:
+        raise ValueError(f"no scripted oracle for gym {env.name!r}; gyms with one: {', '.join(_ORACLES)}") from None
+    return planner(env)
+
+
+# ---------------------------------------------------------------------------- random agent
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]+")
+
+
+def _vocabulary(env: UserCentricEnv) -> list[str]:
+    """Words a random agent draws from: the prompt plus the gym's own vocabulary."""
+    words = _WORD_RE.findall(env.task.prompt)
+    if env.name == "travel":
+        from harness.envs.travel import ASPECTS
+
+        for asp in ASPECTS.values():
+            words += list(asp.synonyms[:2]) + [w for a in asp.attributes for w in a.words]
+    elif env.name == "telepathy":
+        from harness.envs.telepathy_kb import load_kb
+
+        for attr in load_kb().attributes.values():
+            words += _WORD_RE.findall(attr.question)
+    elif env.name == "intention":
+        from harness.envs.intention import REQUESTS
+
+        req = next(r for r in REQUESTS if r.name == env.task.data["request"])
+        words += [k for d in req.details for k in d.keywords]
+    return words
+
+
+def _random_answer(env: UserCentricEnv, rng: np.random.Generator, words: list[str]) -> str:
+    if env.name == "travel":
+        opts = env.task.data["options"]
+        return ", ".join(str(rng.choice([o["id"] for o in opts[a]])) for a in env.task.data["content"]["aspects"])
+    if env.name == "function":
+        return str(int(rng.integers(-60, 61)))
+    if env.name == "telepathy":
+        from harness.envs.telepathy_kb import load_kb
+
+        ents = load_kb().entities
+        return ents[int(rng.integers(len(ents)))].name
+    return " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(3, 9))))
+
+
+def random_action(env: UserCentricEnv, rng: np.random.Generator) -> str:
+    """A uniformly random choice with random content from the task's vocabulary."""
+    if env.task is None:
+        raise RuntimeError("random_action: call env.reset() first")
+    words = _vocabulary(env)
+    choice = str(rng.choice(list(env.allowed_choices)))
+    if choice == "answer":
+        return render(env, "answer", _random_answer(env, rng, words))
+    if env.name == "function" and choice == "ask" and rng.random() < 0.5:
+        probe = ", ".join(str(int(x)) for x in rng.integers(-5, 10, size=4))
+        return render(env, "ask", f"What is f({probe})?")
+    content = " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(2, 7))))
+    return render(env, choice, content + ("?" if choice == "ask" else ""))
+
+
+# ---------------------------------------------------------------------------- episodes
+def run_episode(env: UserCentricEnv, policy: Policy, seed: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Play one episode of ``env`` with ``policy`` ("oracle", "random" or ``policy(env) -> str``).
+
+    ``seed`` seeds the reset (task draw, user) and the random agent; returns ``env.episode_record()``.
+    """
+    if isinstance(policy, str):
+        if policy == "oracle":
+            act: Callable[[UserCentricEnv], str] = oracle_action
+        elif policy == "random":
+            rng = np.random.default_rng(seed)
+            act = lambda e: random_action(e, rng)  # noqa: E731
+        else:
+            raise ValueError(f"unknown scripted policy {policy!r}; allowed: oracle, random, or a callable")
+    else:
+        act = policy
+    env.reset(seed=seed, options=options)
+    limit = int(env.env_knobs["max_steps"])
+    for _ in range(limit):
+        _, _, terminated, truncated, _ = env.step(act(env))
+        if terminated or truncated:
+            break
+    return env.episode_record()
