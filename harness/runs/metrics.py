@@ -1,0 +1,98 @@
+"""Episode statistics of a step: the behavioural half of a ``metrics.jsonl`` line.
+
+Computed from trajectory records (``env.episode_record()`` plus the rollout's token counts), so the
+same function serves the trainer, ``eau gate`` replays and evaluation. Metrics are always also split
+by gym (``gym/<gym>/<metric>``) and by user arm (``arm/<symbolic|llm>/<metric>``): a blended number
+hides the arms' difference (the method's mixed runs differed by 0.29 between arms).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Iterable, Mapping, Sequence
+
+SPLIT_METRICS = ("reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean")
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else 0.0
+
+
+def _std(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = _mean(xs)
+    return float(math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs)))
+
+
+def _turn_counts(ep: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """(asks, tool failures, leak flags, turns) of an episode."""
+    asks = fails = leaks = 0
+    turns = ep.get("turns") or []
+    for t in turns:
+        if (t.get("action") or {}).get("choice") == "ask":
+            asks += 1
+        if "tool_failure" in (t.get("events") or []):
+            fails += 1
+        if ((t.get("user_reply") or {}).get("flags") or {}).get("leak_redacted"):
+            leaks += 1
+    return asks, fails, leaks, len(turns)
+
+
+def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The headline behaviour metrics of a group of episodes."""
+    n = len(episodes)
+    if n == 0:
+        return {"episodes": 0}
+    rewards = [float(e.get("reward", 0.0)) for e in episodes]
+    turns_total = sum(int(e.get("num_turns", 0)) for e in episodes)
+    asks = fails = leaks = 0
+    for e in episodes:
+        a, f, lk, _ = _turn_counts(e)
+        asks, fails, leaks = asks + a, fails + f, leaks + lk
+    resp = [x for e in episodes for x in (e.get("response_tokens") or [])]
+    return {
+        "episodes": n,
+        "reward_mean": _mean(rewards),
+        "reward_std": _std(rewards),
+        "task_score_mean": _mean([float(e.get("task_score", 0.0)) for e in episodes]),
+        "success_rate": _mean([1.0 if e.get("success") else 0.0 for e in episodes]),
+        "turns_mean": turns_total / n,
+        "questions_mean": _mean([float(e.get("questions", 0)) for e in episodes]),
+        "question_rate": asks / turns_total if turns_total else 0.0,
+        "answer_rate": _mean([1.0 if e.get("answered") else 0.0 for e in episodes]),
+        "format_error_rate": sum(int(e.get("format_errors", 0)) for e in episodes) / turns_total if turns_total else 0.0,
+        "deadlock_rate": _mean([1.0 if e.get("deadlock") else 0.0 for e in episodes]),
+        "disclosures_mean": _mean([float(e.get("disclosures", 0)) for e in episodes]),
+        "tool_failure_rate": fails / turns_total if turns_total else 0.0,
+        "leak_flag_rate": leaks / turns_total if turns_total else 0.0,
+        "token_truncation_rate": _mean([1.0 if e.get("token_truncated") else 0.0 for e in episodes]),
+        "response_tokens_mean": _mean(resp) if resp else 0.0,
+    }
+
+
+def episode_metrics(episodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Core stats over all episodes plus ``gym/<g>/*``, ``arm/<a>/*`` and ``gym/<g>/arm/<a>/*`` splits."""
+    eps = list(episodes)
+    out: dict[str, float] = dict(core_stats(eps))
+    by_gym: dict[str, list] = defaultdict(list)
+    by_arm: dict[str, list] = defaultdict(list)
+    by_gym_arm: dict[tuple[str, str], list] = defaultdict(list)
+    for e in eps:
+        by_gym[str(e.get("gym"))].append(e)
+        by_arm[str(e.get("arm"))].append(e)
+        by_gym_arm[(str(e.get("gym")), str(e.get("arm")))].append(e)
+    for g, group in sorted(by_gym.items()):
+        st = core_stats(group)
+        for k in SPLIT_METRICS:
+            out[f"gym/{g}/{k}"] = st[k]
+    for a, group in sorted(by_arm.items()):
+        st = core_stats(group)
+        for k in SPLIT_METRICS:
+            out[f"arm/{a}/{k}"] = st[k]
+    for (g, a), group in sorted(by_gym_arm.items()):
+        st = core_stats(group)
+        out[f"gym/{g}/arm/{a}/reward_mean"] = st["reward_mean"]
+        out[f"gym/{g}/arm/{a}/success_rate"] = st["success_rate"]
+    return out

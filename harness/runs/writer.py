@@ -1,0 +1,145 @@
+"""Writing a run folder: ``runs/<run_id>/``.
+
+    config.yaml            frozen run configuration (preset + overrides), written once
+    knobs/                 snapshot of the knobs folder at start (values, schemas, rules)
+    metrics.jsonl          one line per completed step
+    trajectories/step_NNNNNN.jsonl   every episode of a step (written atomically when the step ends)
+    knob_events.jsonl      accepted and refused knob writes (harness/knobs/events.py)
+    knobs_in_force.json    the knob values the run is using now (rewritten atomically on change)
+    events.jsonl           run lifecycle and alerts: started, resumed, checkpoint, finished, failed, alert
+    status.json            heartbeat: state, step, pid, host, ETA (rewritten atomically every step)
+    log.txt                human-readable, one line per event/step, for ``tail -f``
+    checkpoints/step_NNNNNN/  resumable state (harness/ppo/checkpoint.py)
+    meta/                  meta-agent sessions (eau supervise)
+
+Every JSONL file is append-only with one complete line per record (harness/runs/jsonl.py). On
+resume, each log is cut back to the byte offset recorded in the checkpoint, so the run continues
+with no gap, torn line or duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from harness.knobs.yamlio import atomic_write_text
+from harness.runs import jsonl
+
+LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def traj_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / "trajectories" / f"step_{step:06d}.jsonl"
+
+
+class RunWriter:
+    """Writes one run folder. Create with :meth:`create` (new run) or :meth:`reopen` (resume)."""
+
+    def __init__(self, run_dir: Path, *, echo: bool = False):
+        self.dir = Path(run_dir)
+        self.echo = echo  # also print log lines to stderr (when no progress bar is shown)
+        self.status_doc: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(cls, run_dir: Path, config: Mapping[str, Any], knobs_dir: Path, gyms: list[str],
+               total_steps: int, echo: bool = False) -> "RunWriter":
+        run_dir = Path(run_dir)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise FileExistsError(f"run folder {run_dir} exists and is not empty; choose another --run-id "
+                                  f"or resume it with --resume {run_dir.name}")
+        (run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
+        (run_dir / "checkpoints").mkdir(exist_ok=True)
+        (run_dir / "meta").mkdir(exist_ok=True)
+        w = cls(run_dir, echo=echo)
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)),
+                                                                  sort_keys=False))
+        shutil.copytree(knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".*.tmp"))
+        w.status_doc = {"run_id": run_dir.name, "state": "running", "step": 0, "total_steps": total_steps,
+                        "pid": os.getpid(), "host": socket.gethostname(), "knobs_dir": str(Path(knobs_dir).resolve()),
+                        "gyms": gyms, "started": now_iso(), "started_unix": time.time(), "argv": sys.argv}
+        w.write_status()
+        w.event("started", config=config.get("preset"), gyms=gyms, total_steps=total_steps)
+        return w
+
+    @classmethod
+    def reopen(cls, run_dir: Path, offsets: Mapping[str, int], next_step: int, echo: bool = False) -> "RunWriter":
+        """Resume: cut each log back to ``offsets`` and drop trajectories of steps >= ``next_step``."""
+        run_dir = Path(run_dir)
+        w = cls(run_dir, echo=echo)
+        for name in LOGS:
+            p = run_dir / name
+            if p.exists():
+                keep = int(offsets.get(name, 0))
+                if p.stat().st_size > keep:
+                    with open(p, "rb+") as f:
+                        f.truncate(keep)
+            jsonl.repair(p)
+        for p in sorted((run_dir / "trajectories").glob("step_*.jsonl")):
+            if int(p.stem.split("_")[1]) >= next_step:
+                p.unlink()
+        for p in (run_dir / "trajectories").glob(".*.tmp"):
+            p.unlink()
+        from harness.runs.reader import status
+
+        w.status_doc = status(run_dir) or {"run_id": run_dir.name}
+        w.status_doc.update({"state": "running", "pid": os.getpid(), "host": socket.gethostname(), "step": next_step,
+                             "resumed": now_iso()})
+        w.write_status()
+        return w
+
+    def offsets(self) -> dict[str, int]:
+        """Current byte size of each log (stored in checkpoints)."""
+        return {name: (self.dir / name).stat().st_size if (self.dir / name).exists() else 0 for name in LOGS}
+
+    # ------------------------------------------------------------------ records
+    def log(self, line: str) -> None:
+        text = f"{now_iso()} {line.rstrip()}\n"
+        with open(self.dir / "log.txt", "a", encoding="utf-8") as f:
+            f.write(text)
+        if self.echo:
+            sys.stderr.write(text)
+
+    def event(self, kind: str, **data: Any) -> None:
+        jsonl.append(self.dir / "events.jsonl", {"time": now_iso(), "event": kind, "step": self.status_doc.get("step"),
+                                                  **data})
+
+    def alert(self, name: str, message: str, **data: Any) -> None:
+        self.event("alert", alert=name, message=message, **data)
+        self.log(f"ALERT {name}: {message}")
+
+    def metrics(self, record: Mapping[str, Any]) -> None:
+        jsonl.append(self.dir / "metrics.jsonl", dict(record))
+
+    def trajectories(self, step: int, episodes: Iterable[Mapping[str, Any]]) -> Path:
+        path = traj_path(self.dir, step)
+        atomic_write_text(path, "".join(jsonl.dumps(dict(e)) + "\n" for e in episodes))
+        return path
+
+    def knobs_in_force(self, doc: Mapping[str, Any]) -> None:
+        atomic_write_text(self.dir / "knobs_in_force.json", json.dumps(doc, indent=1, default=str))
+
+    def write_status(self, **fields: Any) -> None:
+        self.status_doc.update(fields)
+        self.status_doc["heartbeat"] = now_iso()
+        self.status_doc["heartbeat_unix"] = time.time()
+        atomic_write_text(self.dir / "status.json", json.dumps(self.status_doc, indent=1, default=str))
+
+    def finish(self, state: str, **data: Any) -> None:
+        """``state``: finished | failed | interrupted."""
+        self.write_status(state=state, ended=now_iso())
+        self.event(state, **data)
+        self.log(f"run {state}" + (f": {data}" if data else ""))
