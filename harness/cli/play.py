@@ -125,7 +125,7 @@ def play(
         if text is None:
             show("\n(end of input: the episode stops here without an answer)")
             break
-        obs, _, _, _, step_info = env.step(text)
+        obs, _, _, _, _ = env.step(text)
         record = env.state.turns[-1]
         role = {"user": "user", "tool": "search", "env": "env"}[record.obs_role]
         show(f"[{role}] {obs}")

@@ -69,7 +69,7 @@ TEMPLATES: tuple[RuleTemplate, ...] = (
                  lambda a, b, c, d, k: k[0] * (a + b + c + d) - max(a, d)),
     RuleTemplate("branch", "a - b if c > d else k1*(c + d)", 1,
                  lambda a, b, c, d, k: a - b if c > d else k[0] * (c + d)),
-    RuleTemplate("modulo", "(k1*a + b*c) % k2 + d", 2, lambda a, b, c, d, k: (k[0] * a + b * c) % (k[1] + 4) + d),
+    RuleTemplate("modulo", "(k1*a + b*c) % (k2 + 4) + d", 2, lambda a, b, c, d, k: (k[0] * a + b * c) % (k[1] + 4) + d),
 )
 _TEMPLATES = {t.name: t for t in TEMPLATES}
 

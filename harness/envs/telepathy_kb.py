@@ -18,7 +18,7 @@ distinct attribute profile, so a questioner can always narrow the set down to on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 YES, NO, MAYBE = "yes", "no", "maybe"
@@ -253,7 +253,7 @@ coconut : food : fruit tree_grown brown white round ~drink heavy
 mango : food : fruit sweet raw tree_grown yellow ~green
 avocado : food : fruit green tree_grown raw
 tomato : food : ~fruit vegetable red round raw
-carrot : food : vegetable ~raw ~sweet
+carrot : food : vegetable ~raw ~sweet ~hot
 potato : food : vegetable hot brown ~baked
 onion : food : vegetable white ~raw ~purple round
 broccoli : food : vegetable green ~raw ~hot
@@ -261,7 +261,7 @@ corn, sweetcorn : food : vegetable yellow ~hot ~sweet ~grain
 pumpkin : food : vegetable ~fruit round heavy ~baked ~sweet
 garlic : food : vegetable white small ~spicy
 chili pepper, chili, chilli : food : vegetable spicy red green small
-lettuce : food : vegetable green raw
+lettuce : food : vegetable green raw ~round ~soft
 mushroom : food : ~vegetable white brown small ~dangerous ~hot ~forest ~raw
 bread : food : baked grain breakfast brown ~hot
 cheese : food : dairy yellow ~white ~breakfast
@@ -280,11 +280,11 @@ hamburger, burger : food : meat hot grain brown round
 hot dog : food : meat hot grain ~red
 sandwich : food : grain ~meat ~dairy ~hot ~breakfast
 soup : food : hot ~drink ~meat ~vegetable
-salad : food : green raw ~vegetable
+salad : food : green raw ~vegetable ~meat ~cold
 steak : food : meat hot red brown heavy
 bacon : food : meat hot breakfast red
 sausage : food : meat hot ~breakfast brown
-french fries, fries, chips : food : hot ~vegetable yellow
+french fries, fries, chips : food : hot ~vegetable yellow small
 popcorn : food : ~sweet ~hot white small ~grain
 honey : food : sweet yellow ~drink ~breakfast
 coffee : food : drink hot brown black breakfast
@@ -327,29 +327,29 @@ ladder : object : tool ~metal ~wood ~big ~outdoor
 shovel, spade : object : tool metal wood outdoor
 pencil : object : office wood small yellow
 pen : object : office plastic small ~metal ~blue
-book : object : paper ~office indoor
-newspaper : object : paper black white
-backpack, rucksack : object : fabric ~clothing ~office
+book : object : paper ~office indoor ~children
+newspaper : object : paper black white ~office ~indoor
+backpack, rucksack : object : fabric ~clothing ~office ~children ~outdoor
 shoe, shoes : object : clothing ~fabric ~brown ~black
-hat : object : clothing fabric ~soft
+hat : object : clothing fabric ~soft ~outdoor ~round
 sock, socks : object : clothing fabric soft small
 glasses, eyeglasses, spectacles : object : ~clothing glass small ~metal ~plastic
 wristwatch : object : clothing small metal round ~electric ~screen glass
 candle : object : hot indoor ~small white
-mirror : object : glass indoor
-coin : object : metal small round
+mirror : object : glass indoor ~round ~metal ~wood
+coin : object : metal small round ~yellow ~gray
 balloon : object : round soft ~red children toy
 soccer ball, football : object : sport round white black outdoor toy
-tennis racket : object : sport outdoor ~strings
+tennis racket : object : sport outdoor ~strings ~metal ~plastic
 kite : object : fly outdoor ~fabric ~paper toy children
 doll : object : toy children ~small ~soft plastic ~fabric
 teddy bear : object : toy children soft fabric brown
-toothbrush : object : plastic small indoor
-towel : object : fabric soft indoor
+toothbrush : object : plastic small indoor ~electric
+towel : object : fabric soft indoor ~white ~water
 pillow : object : fabric soft indoor white
-broom : object : ~wood tool indoor
-bucket : object : plastic ~metal ~outdoor
-tent : object : fabric outdoor ~big
+broom : object : ~wood tool indoor ~plastic ~outdoor
+bucket : object : plastic ~metal ~outdoor ~children ~round
+tent : object : fabric outdoor ~big ~forest ~mountain
 washing machine : object : electric indoor heavy white metal ~big loud
 vacuum cleaner : object : electric indoor loud plastic
 light bulb, lightbulb : object : electric glass small indoor ~round ~hot
@@ -385,47 +385,47 @@ Hawaii : place : island americas water hot mountain
 Alps : place : landmark mountain europe cold
 Nile : place : landmark water africa hot old
 hospital : place : building man_made medical indoor -outdoor
-library : place : building man_made indoor -outdoor paper office
-airport : place : building man_made fly loud
-beach : place : water hot ~outdoor
+library : place : building man_made indoor -outdoor office old
+airport : place : building man_made loud ~outdoor
+beach : place : water hot ~island ~sport ~children
 museum : place : building man_made indoor -outdoor old creative
-supermarket : place : building man_made indoor -outdoor food
-zoo : place : man_made animal children
+supermarket : place : building man_made indoor -outdoor ~electric
+zoo : place : man_made children ~loud
 park : place : man_made green children
 stadium : place : building man_made sport loud
 cinema, movie theater : place : building man_made indoor -outdoor screen night
 doctor : person : medical university ~uniform
 nurse : person : medical uniform
 teacher : person : office ~university children
-firefighter : person : uniform dangerous outdoor hot drives ~indoor
+firefighter : person : uniform dangerous outdoor ~hot drives ~indoor
 police officer, policeman, policewoman : person : uniform outdoor ~dangerous drives ~night
-chef : person : kitchen hot ~uniform creative
+chef : person : kitchen ~hot ~uniform creative
 pilot : person : fly uniform ~passengers drives
 farmer : person : farm outdoor drives -indoor
 astronaut : person : fly uniform university dangerous
 painter : person : creative ~outdoor
-musician : person : music creative loud ~strings ~keys
-singer : person : music creative loud
+musician : person : music creative loud ~night ~university
+singer : person : music creative loud ~night
 dancer : person : ~music creative sport
-actor, actress : person : creative ~screen
-writer, author : person : creative office paper
+actor, actress : person : creative ~night ~loud
+writer, author : person : creative office ~university
 lawyer : person : office university
 engineer : person : university ~office
 scientist : person : university ~medical
-mechanic : person : ~engine ~uniform drives
+mechanic : person : ~uniform drives ~loud
 dentist : person : medical university
-veterinarian, vet : person : medical university animal
-baker : person : kitchen hot baked night
-fisherman, fisher : person : water outdoor -indoor
+veterinarian, vet : person : medical university ~farm
+baker : person : kitchen ~hot night
+fisherman, fisher : person : water outdoor -indoor ~drives ~night
 soldier : person : uniform dangerous outdoor
 taxi driver : person : drives passengers outdoor
 lifeguard : person : water outdoor sport -indoor
 judge : person : university office old
-librarian : person : office paper
+librarian : person : office ~old
 plumber : person : water ~drives
 athlete : person : sport outdoor
-waiter, waitress : person : ~uniform food ~night
-photographer : person : creative ~outdoor ~electric ~screen
+waiter, waitress : person : ~uniform ~kitchen ~night
+photographer : person : creative ~outdoor ~electric
 car, cars : vehicle : wheels engine big heavy metal ~electric drives
 bicycle, bike : vehicle : wheels metal sport
 motorcycle, motorbike : vehicle : wheels engine loud metal ~dangerous drives
@@ -467,7 +467,7 @@ class Attribute:
     question: str
     yes: str
     no: str
-    patterns: tuple[re.Pattern[str], ...]
+    pattern: re.Pattern[str]
 
     def statement(self, value: str) -> str:
         """The user's answer for ``value`` (yes, no or maybe)."""
@@ -502,8 +502,10 @@ def _parse_attributes(text: str) -> dict[str, Attribute]:
         name, question, yes, no, pats = parts
         if name in attrs:
             raise ValueError(f"telepathy_kb ATTRIBUTES line {lineno}: duplicate attribute {name!r}")
-        patterns = tuple(re.compile(rf"\b(?:{p.strip()})\b", re.IGNORECASE) for p in pats.split(";") if p.strip())
-        attrs[name] = Attribute(name, question, yes, no, patterns)
+        alts = sorted((p.strip() for p in pats.split(";") if p.strip()), key=len, reverse=True)
+        # One pattern per attribute; longer alternatives first so that the longest phrase wins.
+        pattern = re.compile(r"\b(?:" + "|".join(f"(?:{a})" for a in alts) + r")\b", re.IGNORECASE)
+        attrs[name] = Attribute(name, question, yes, no, pattern)
     return attrs
 
 
@@ -569,6 +571,7 @@ def _plurals(words: tuple[str, ...]) -> set[tuple[str, ...]]:
 
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
+MAX_NAME_WORDS = 4  # longest entity name or alias, in words (load_kb checks it)
 
 
 @dataclass(frozen=True)
@@ -584,6 +587,7 @@ class KnowledgeBase:
     entities: tuple[Entity, ...]
     by_name: dict[tuple[str, ...], Entity]
     by_form: dict[tuple[str, ...], Entity]
+    _memo: dict[str, list[Attribute]] = field(default_factory=dict, compare=False, repr=False)
 
     def entity(self, name: str) -> Entity:
         """The entity called ``name`` (any alias); KeyError names it when unknown."""
@@ -595,7 +599,7 @@ class KnowledgeBase:
     @staticmethod
     def _longest_matches(words: list[str], table: dict[tuple[str, ...], Entity]) -> list[tuple[Entity, int, int]]:
         """Non-overlapping (entity, first word, end word) matches, longest first from the left."""
-        longest = max(len(k) for k in table)
+        longest = MAX_NAME_WORDS
         found, i = [], 0
         while i < len(words):
             for n in range(min(longest, len(words) - i), 0, -1):
@@ -633,12 +637,14 @@ class KnowledgeBase:
         Entity names are blanked first (``sea turtle`` must not ask about water); overlapping
         matches keep the longest (``eats meat`` is ``carnivore``, not ``meat``).
         """
+        cached = self._memo.get(question)
+        if cached is not None:
+            return list(cached)
         _, text = self.entities_in_question(question)
         spans: list[tuple[int, int, Attribute]] = []
         for attr in self.attributes.values():
-            for pat in attr.patterns:
-                for m in pat.finditer(text):
-                    spans.append((m.start(), m.end(), attr))
+            for m in attr.pattern.finditer(text):
+                spans.append((m.start(), m.end(), attr))
         kept: list[tuple[int, int, Attribute]] = []
         for s, e, attr in sorted(spans, key=lambda sp: (-(sp[1] - sp[0]), sp[0])):
             if all(e <= ks or s >= ke for ks, ke, _ in kept):
@@ -647,7 +653,10 @@ class KnowledgeBase:
         for _, _, attr in sorted(kept, key=lambda sp: sp[0]):
             if attr not in out:
                 out.append(attr)
-        return out
+        if len(self._memo) > 4096:  # questions repeat within and across episodes; bound the memo
+            self._memo.clear()
+        self._memo[question] = out
+        return list(out)
 
 
 @lru_cache(maxsize=1)
@@ -662,6 +671,8 @@ def load_kb() -> KnowledgeBase:
             key = normalise(n)
             if key in by_name and by_name[key] is not ent:
                 raise ValueError(f"telepathy_kb: name {n!r} is used by {by_name[key].name!r} and {ent.name!r}")
+            if len(key) > MAX_NAME_WORDS:
+                raise ValueError(f"telepathy_kb: name {n!r} has more than {MAX_NAME_WORDS} words")
             by_name[key] = ent
             for form in _plurals(tuple(_WORD_RE.findall(n.lower()))):
                 by_form.setdefault(form, ent)

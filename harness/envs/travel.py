@@ -344,7 +344,7 @@ class TravelEnv(UserCentricEnv):
     fact_kinds = ("preference",)
     description = ("Travel planning: the user has preferences for each part of the trip that they have "
                    "not stated. Ask about them; search by naming a part of the trip (e.g. 'SEARCH: hotels') "
-                   "to list its options; answer with one option id per part (e.g. 'ANSWER: F2, H4').")
+                   "to list its options; answer with one option id per part (e.g. 'ANSWER: F<n>, H<n>').")
 
     def generate_task(self, split: str, index: int) -> Task:
         return make_task(split, index, int(self.env_knobs["noise_choice_number"]),
