@@ -98,3 +98,30 @@ def test_prompts_never_carry_the_answer(gym):
         obs, info = env.reset(seed=seed)
         guard = LeakGuard(env.task.secret)
         assert not guard.leaks(obs) and not guard.leaks(info["system_prompt"]), (seed, env.task.secret)
+
+
+@pytest.mark.parametrize("gym", ("intention", "function", "travel"))
+def test_oracle_does_not_nag_a_user_who_discloses_nothing(gym):
+    # reveal_kinds without this gym's kind: the user never discloses; the oracle asks each thing once.
+    env = env_of(gym, user={"reveal_kinds": ["constant"], "volunteer_interval": 0},
+                 env={"elicitation_interval": 20})
+    for seed in range(5):
+        rec = run_episode(env, "oracle", seed)
+        assert rec["answered"] and rec["disclosures"] == 0 and rec["num_turns"] < 16
+        assert not any("repeated_question" in t["events"] for t in rec["turns"])
+
+
+@pytest.mark.parametrize("gym", GYMS)
+def test_max_steps_change_applies_from_the_next_episode(gym):
+    from gyms_support import knobs
+
+    env = env_of(gym, env={"max_steps": 16})
+    env.reset(seed=0)
+    env.set_knobs(knobs(env={"max_steps": 3}))
+    for _ in range(4):
+        env.step("not an action")
+    assert not env.state.done and env.state.turn == 4  # this episode keeps 16
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step("not an action")
+    assert env.state.done and env.state.truncated and "deadlock" in env.state.turns[-1].events

@@ -105,10 +105,12 @@ def parse_probe(text: str) -> Probe | None:
 
 
 def probe_key(probe: Probe) -> str:
+    """Fact key of a probe's value (disclosures of the same input count against one key)."""
     return "probe." + ",".join(str(x) for x in probe)
 
 
 def fmt_probe(probe: Probe) -> str:
+    """``f(a, b, c, d)`` as the user and the search tool write it."""
     return "f(" + ", ".join(str(x) for x in probe) + ")"
 
 

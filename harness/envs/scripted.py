@@ -77,6 +77,8 @@ def _schedule(env: UserCentricEnv, steps: list[tuple[str, str]], answer: str,
               ask_fallback: str = FILLER_QUESTION) -> str:
     """Pick this turn's action from the remaining useful ``steps`` under the episode's limits."""
     st = env.state
+    # Each question is put once: a user that did not answer it (declined, LLM arm) is not nagged.
+    steps = [s for s in steps if s[0] != "ask" or " ".join(s[1].lower().split()) not in st.asked]
     remaining = int(env.env_knobs["max_steps"]) - st.turn  # turns left, this one included
     asks_needed = max(0, env.effective_min_questions() - st.questions)
     first_ask = next((s for s in steps if s[0] == "ask"), ("ask", ask_fallback))
@@ -170,13 +172,15 @@ def _telepathy_oracle(env: UserCentricEnv) -> str:
 
     names, mat, row = _kb_matrix()
     target = mat[row[env.task.data["entity"]]]
+    kb = load_kb()
     known = [names.index(k[5:]) for k in env.state.revealed if k.startswith("attr.")]
     mask = np.all(mat[:, known] == target[known], axis=1) if known else np.ones(len(mat), dtype=bool)
+    asked = {names.index(a.name) for q in env.state.asked for a in kb.attributes_in(q)}
     steps: list[tuple[str, str]] = []
     if _reveals_left(env):
-        j = best_split(mat[mask], set(known))
+        j = best_split(mat[mask], set(known) | asked)
         if j is not None:
-            steps.append(("ask", load_kb().attributes[names[j]].question))
+            steps.append(("ask", kb.attributes[names[j]].question))
     return _schedule(env, steps, env.task.data["entity"], "Is it alive?")
 
 
