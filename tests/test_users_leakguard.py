@@ -38,6 +38,8 @@ def test_whole_short_secret_at_word_boundaries():
     assert g.check("Is it an Elephant? yes").whole_secret
     assert not g.check("elephants are big").leaked  # a different word
     assert not LeakGuard("B").check("B is fine").leaked  # too short to guard by containment
+    assert LeakGuard("H4, T6").check("book h4, t6 then").whole_secret
+    assert not LeakGuard("215").check("f(1, 2, 3, 4) = 215.").leaked  # numbers: a probe may hit the value
 
 
 def test_public_text_is_not_a_leak():

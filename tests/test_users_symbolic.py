@@ -278,3 +278,25 @@ def test_factory_requires_a_rule_file_for_the_gym():
     env = ToyGym("newgym", travel_task(), knobs=base)
     with pytest.raises(RuleFileError, match="knobs/rules/users/newgym.yaml"):
         UserFactory().make("symbolic", env)
+
+
+def _undocumented(node, path="") -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        for name, sub in node.get("properties", {}).items():
+            if "description" not in sub:
+                out.append(f"{path}.{name}")
+        for key, sub in node.items():
+            out += _undocumented(sub, f"{path}.{key}" if key not in ("properties",) else path)
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            out += _undocumented(sub, f"{path}[{i}]")
+    return out
+
+
+def test_every_rule_schema_field_is_described():
+    import json
+
+    for name in ("user_rules", "reward_rules"):
+        schema = json.loads((repo_knobs_dir() / "schema" / f"{name}.schema.json").read_text())
+        assert _undocumented(schema) == [], name

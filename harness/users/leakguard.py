@@ -16,8 +16,10 @@ of these holds:
 3. **n-gram coverage**: it contains at least ``max_ngram_coverage`` (default 0.3) of the secret's
    distinct token ``ngram``-grams (default 4), counted only when the secret has at least
    ``min_ngrams`` (default 5) of them (catches a secret pasted in short pieces);
-4. **whole secret**: the whole secret (at least ``min_secret_chars``, default 3, characters)
-   appears in it between word boundaries (short secrets: a telepathy word, a choice label).
+4. **whole secret**: the whole secret (at least ``min_secret_chars``, default 3, characters, and
+   at least one letter) appears in it between word boundaries (short secrets: a telepathy word,
+   option ids). A purely numeric secret (the function gym's value) is not checked this way: a
+   probe's value may equal it by chance and is legitimate information.
 
 Spans that also occur in the public text the agent already sees (``public``: the task prompt, e.g.
 a function signature) are not counted as leaks. Precomputing the secret's k-gram sets makes a check
@@ -97,7 +99,7 @@ class LeakGuard:
         self._char_grams = _char_windows(s_norm, max_span_chars) - _char_windows(p_norm, max_span_chars)
         cov = _grams(s_toks, ngram) - _grams(p_toks, ngram)
         self._cov_grams = cov if len(cov) >= min_ngrams else set()
-        whole = len(s_norm) >= min_secret_chars and s_norm not in p_norm
+        whole = len(s_norm) >= min_secret_chars and s_norm not in p_norm and re.search(r"[a-z]", s_norm) is not None
         self._whole_re = re.compile(r"(?<!\w)" + re.escape(s_norm) + r"(?!\w)") if whole else None
 
     def check(self, text: str) -> LeakReport:
