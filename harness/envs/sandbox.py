@@ -1,6 +1,6 @@
 """The code sandbox: run untrusted task code (references and agent answers) in a separate process.
 
-Every run starts a fresh interpreter (``python -s -c <runner>``, see ``sandbox_child.py`` for what
+Every run starts a fresh interpreter (``python -s -S -c <runner>``, see ``sandbox_child.py`` for what
 the child does) in a new session, with stdin from /dev/null, a minimal environment, its own
 throw-away working directory, resource limits and, when the caller is root (as in our
 containers), kernel isolation: new pid/net/mount/IPC/UTS namespaces, a read-only file system
@@ -25,6 +25,7 @@ Equality of values: ``harness.envs.sandbox_values`` (Python ``==`` on plain data
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import secrets
 import selectors
@@ -220,11 +221,22 @@ _RUNNER_LOCK = threading.Lock()
 def _runner_source() -> str:
     # The runner is passed with -c so that no folder of this package lands on the child's
     # sys.path (harness/envs/types.py would shadow the standard library's ``types``).
+    # Interpreter flags: -s (no user site), -S (no site processing; see _site_dirs).
     global _RUNNER_SOURCE
     with _RUNNER_LOCK:
         if _RUNNER_SOURCE is None:
             _RUNNER_SOURCE = CHILD_SCRIPT.read_text()
         return _RUNNER_SOURCE
+
+
+def _site_dirs() -> list[str]:
+    """The interpreter's site-packages folders. The child runs with -S (processing .pth files,
+    editable-install finders and the like costs ~0.1 s per start) and adds these folders itself:
+    installed packages (numpy) import, this project's editable install does not."""
+    import site
+
+    dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+    return dirs
 
 
 def _child_env(workdir: str) -> dict[str, str]:
@@ -316,13 +328,14 @@ class _Attempt:
         os.chmod(workdir, 0o700)
         job = {"source": self.source, "calls": self.calls, "start": self.start, "limits": lim.child_limits(),
                "workdir": os.path.realpath(workdir), "uid": UID_BASE + secrets.randbelow(UID_SPAN),
-               "isolation": lim.isolation, "python_guards": lim.python_guards, "hide_paths": self.hide}
-        job_bytes = json.dumps(job).encode()
+               "isolation": lim.isolation, "python_guards": lim.python_guards, "hide_paths": self.hide,
+               "site_dirs": _site_dirs()}
+        job_bytes = marshal.dumps(job)  # caller -> child only; results come back as JSON
         fds = _Fds(*os.pipe(), *os.pipe())  # job_r, job_w, res_r, res_w
         proc = None
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-s", "-c", _runner_source(), str(fds.job_r), str(fds.res_w)],
+                [sys.executable, "-s", "-S", "-c", _runner_source(), str(fds.job_r), str(fds.res_w)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 pass_fds=(fds.job_r, fds.res_w), cwd=workdir, env=_child_env(job["workdir"]),
                 start_new_session=True, close_fds=True)

@@ -1,11 +1,12 @@
-"""Child side of the code sandbox: run as a script (``python -s -P sandbox_child.py JOB_FD RESULT_FD``).
+"""Child side of the code sandbox, run as ``python -s -S -c <this file's text> JOB_FD RESULT_FD``.
 
 This file imports nothing from ``harness``: it runs in a fresh interpreter started by
 ``harness.envs.sandbox`` and must work before (and after) it has dropped every privilege.
 
 Sequence:
 
-1. Read the job (JSON: source, calls, limits, workdir) from ``JOB_FD`` and close it.
+1. Read the job (a ``marshal``-ed dict from the trusted caller: source, calls, limits, workdir)
+   from ``JOB_FD`` and close it.
 2. Isolate. In *kernel* mode (the caller is root and namespaces work) the process enters new
    mount, network, pid, IPC and UTS namespaces and forks; the forked process is pid 1 of the new
    pid namespace, so when it dies the kernel kills everything it started, ``kill(-1)`` reaches only
@@ -35,11 +36,14 @@ fail the run.
 
 from __future__ import annotations
 
-import json
+# Imports are kept to fast built-in modules: every sandbox run pays for them (json pulls in re,
+# signal pulls in enum; _json and _signal are their C cores).
+import _json
+import _signal as signal
+import marshal
 import os
 import random
 import resource
-import signal
 import sys
 import time
 
@@ -57,6 +61,30 @@ def _read_all(fd: int) -> bytes:
         chunks.append(b)
 
 
+def dumps(obj) -> str:
+    """Compact JSON of plain records (None, bool, int, float, str, list, tuple, dict with str keys).
+    The caller parses it with ``json``; strings are escaped to ASCII (lone surrogates included)."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    t = type(obj)
+    if t is str:
+        return _json.encode_basestring_ascii(obj)
+    if t is int:
+        return int.__repr__(obj)
+    if t is float:
+        r = float.__repr__(obj)
+        return r if r not in ("nan", "inf", "-inf") else "null"
+    if t is list or t is tuple:
+        return "[" + ",".join([dumps(x) for x in obj]) + "]"
+    if t is dict:
+        return "{" + ",".join([_json.encode_basestring_ascii(k) + ":" + dumps(v) for k, v in obj.items()]) + "}"
+    raise TypeError(f"cannot encode {t.__name__}")
+
+
 class _Channel:
     """Writes one JSON line per record to the result descriptor (unbuffered, whole lines)."""
 
@@ -64,7 +92,7 @@ class _Channel:
         self.fd = fd
 
     def send(self, record: dict) -> None:
-        data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        data = (dumps(record) + "\n").encode()
         view = memoryview(data)
         while view:
             n = os.write(self.fd, view)
@@ -330,7 +358,7 @@ _BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, fr
 
 
 def _key(enc) -> str:
-    return json.dumps(enc, separators=(",", ":"), sort_keys=True)
+    return dumps(enc)
 
 
 def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | None = None):
@@ -338,7 +366,8 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
 
     Tags: N none, b bool, i int (I: hex for huge), f float (hex, exact), c complex, s str, y bytes
     or bytearray, l list, t tuple, S set/frozenset (sorted), d dict (sorted by key), dt/da/ti/td
-    datetime types, D Decimal, F Fraction, nd numpy array. numpy scalars become Python scalars.
+    datetime types, D Decimal, F Fraction, nd numpy array, T a class (by qualified name). numpy
+    scalars become Python scalars.
     A subclass of a plain type is accepted only when it keeps the base ``__eq__`` (namedtuple,
     IntEnum) and is read through the base type's own methods; anything else raises Unsupported.
     ``budget`` is a one-element list of remaining nodes (TooLarge when exhausted).
@@ -382,6 +411,9 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
             return ["d", sorted(pairs, key=lambda kv: _key(kv[0]))]
         finally:
             stack.discard(id(x))
+    if isinstance(x, type):
+        # A class as a value (``type(v)`` results): equal when module and qualified name are.
+        return ["T", f"{type.__getattribute__(x, '__module__')}.{type.__getattribute__(x, '__qualname__')}"]
     mod, name = t.__module__, t.__name__
     if mod == "datetime" and name in ("datetime", "date", "time"):
         return [{"datetime": "dt", "date": "da", "time": "ti"}[name], x.isoformat()]
@@ -444,20 +476,19 @@ class _CallTimeout(BaseException):
     ``except Exception`` in sandboxed code does not swallow it)."""
 
 
-def _seed_for(base: int, text: str) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(f"{base}:{text}".encode()).digest()[:8], "big")
+def _seed_for(base: int, text: str) -> str:
+    return f"{base}:{text}"
 
 
-def _seed_all(seed: int) -> None:
+def _seed_all(seed: str) -> None:
     # Identical seeds for reference and candidate: random-using code is reproducible, and a
-    # candidate that uses randomness exactly like the reference gets the same values.
+    # candidate that uses randomness exactly like the reference gets the same values. A str seed
+    # is hashed with SHA-512 by random itself: stable across runs and hash seeds.
     random.seed(seed)
     np = sys.modules.get("numpy")
     if np is not None:
         try:
-            np.random.seed(seed % (1 << 32))
+            np.random.seed(random.Random(seed).getrandbits(32))
         except Exception:
             pass
 
@@ -513,7 +544,7 @@ def _one_call(call: str, index: int, namespace: dict, seed: int, budget: float, 
             value = eval(code, namespace)
             enc = encode(value)
             _timer(0)
-            text = json.dumps(enc, separators=(",", ":"))
+            text = dumps(enc)
             if len(text) > value_bytes:
                 raise TooLarge(f"encoded value has {len(text)} bytes (limit {value_bytes})")
             rec.update(status="ok", value=enc)
@@ -536,9 +567,19 @@ def _one_call(call: str, index: int, namespace: dict, seed: int, budget: float, 
 
 def main() -> None:
     job_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
-    job = json.loads(_read_all(job_fd))
+    job = marshal.loads(_read_all(job_fd))
     os.close(job_fd)
     job["result_fd"] = result_fd
+    # Started with -S: installed packages come from the site folders the caller lists; "" (the
+    # working directory, put first by -c) goes last so a file there cannot shadow the stdlib.
+    if sys.path and sys.path[0] == "":
+        sys.path.pop(0)
+    sys.path.extend(job.get("site_dirs", []))
+    sys.path.append("")
+    import builtins
+
+    if not hasattr(builtins, "exit"):  # site.py normally provides these
+        builtins.exit = builtins.quit = sys.exit
     report: dict = {"mode": "process", "guards": bool(job["python_guards"])}
     mode = job["isolation"]
     libc = None

@@ -14,7 +14,8 @@ what ColBench's own evaluator used, with one deliberate difference:
 * dict keys and set members compare exactly after mapping integral floats and bools to ints;
 * numpy arrays equal numpy arrays of the same shape and elements (numpy scalars were already
   turned into Python scalars by the child);
-* datetime values compare by their ISO text, timedelta by its fields.
+* datetime values compare by their ISO text, timedelta by its fields; classes returned as values
+  (``type(x)``) by module and qualified name (``builtins.int``).
 """
 
 from __future__ import annotations
@@ -145,7 +146,16 @@ def decode(v: list) -> Any:
         return _dt.timedelta(days=v[1], seconds=v[2], microseconds=v[3])
     if tag == "nd":
         return decode(v[2])
+    if tag == "T":
+        return _ClassName(v[1])
     raise ValueError(f"unknown value tag {tag!r}")
+
+
+class _ClassName(str):
+    """A class value from the sandbox, displayed like Python displays classes."""
+
+    def __repr__(self) -> str:
+        return f"<class '{self.removeprefix('builtins.')}'>"
 
 
 def render(v: list | None, limit: int = 200) -> str:

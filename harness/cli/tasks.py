@@ -1,0 +1,94 @@
+"""``eau tasks check GYM``: every reference of a task set passes its own tests, deterministically.
+
+Runs each reference on its test calls in the code sandbox twice (fresh processes) and reports per
+task: passed, or why not (``harness.envs.taskcheck.REASONS``). Exit code 0 when every task passes,
+``EXIT_INVALID`` (4) when any fails or the data file is malformed, ``EXIT_NOT_FOUND`` (5) for an
+unknown gym. Gyms whose tasks are not programs have nothing to check (exit 0, said so).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli.common import (EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json,
+                                err, fail)
+
+app = typer.Typer(help="Check task sets (references against their own tests, in the sandbox).", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="tasks")
+
+
+def _default_workers() -> int:
+    # Each worker keeps one sandbox process busy; more than the cores only adds contention.
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+@app.command("check")
+def check(
+    gym: str = typer.Argument(..., help="Gym whose task set to check (e.g. colbench)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="A task data file (colbench: ColBench JSONL). "
+                                        "Default: the gym's built-in procedural tasks."),
+    as_json: bool = JsonOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Check only the first N tasks "
+                                        "(procedural default: 200)."),
+    workers: int = typer.Option(_default_workers(), "--workers", min=1, max=64, help="Sandbox processes in parallel."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every task's result, not only failures."),
+    knobs_dir: Optional[Path] = KnobsDirOpt,
+    runs_dir: Optional[Path] = RunsDirOpt,
+) -> None:
+    """Run every reference against its own tests twice in the sandbox and report failures by reason."""
+    from harness.envs.colbench_data import ColbenchDataError
+    from harness.envs.sandbox import SandboxError, isolation_report
+    from harness.envs.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
+
+    if data is not None and not data.exists():
+        fail(f"--data {data}: no such file", EXIT_USAGE, as_json)
+    try:
+        items = items_for_gym(gym, str(data) if data is not None else None, limit)
+        limits = limits_for(gym, str(data) if data is not None else None)
+    except KeyError as exc:
+        fail(str(exc.args[0]) if exc.args else str(exc), EXIT_NOT_FOUND, as_json)
+    except NoCodeReferences as exc:
+        if as_json:
+            emit_json({"gym": gym, "source": None, "total": 0, "passed": 0, "failed": 0, "failures": [], "reasons": {},
+                       "note": str(exc)})
+        else:
+            print(f"{exc}; nothing to check.")
+        return
+    except ColbenchDataError as exc:
+        fail(str(exc), EXIT_INVALID, as_json)
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE, as_json)
+
+    def progress(res) -> None:  # human mode: failures (and with -v everything) as they come
+        if not res.passed:
+            err(f"  #{res.index} {res.task_id}: {res.reason_kind}: {res.reason}")
+        elif verbose:
+            err(f"  #{res.index} {res.task_id}: passed ({res.seconds:.2f}s)")
+
+    try:
+        report = run_check(items, limits, workers=workers, progress=None if as_json else progress)
+    except SandboxError as exc:
+        fail(f"the sandbox could not run: {exc}", 1, as_json)
+    source = str(data) if data is not None else "procedural"
+    doc = {"gym": gym, "source": source, **report.to_dict(), "workers": workers,
+           "sandbox": isolation_report(limits).get("mode")}
+    if as_json:
+        emit_json(doc)
+    else:
+        print(f"{gym} ({source}): {report.passed}/{report.total} references pass their tests (two runs each) "
+              f"in {report.seconds:.1f}s with {workers} worker(s), sandbox {doc['sandbox']}.")
+        if report.failures:
+            print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(report.reason_counts().items())))
+            for r in report.failures[:50]:
+                print(f"  #{r.index} {r.task_id}: {r.reason_kind}: {r.reason}")
+    sys.stdout.flush()
+    if report.failures:
+        raise typer.Exit(EXIT_INVALID)

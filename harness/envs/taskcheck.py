@@ -1,0 +1,186 @@
+"""Checking a task set: every reference passes its own tests, deterministically, in the sandbox.
+
+For each task the reference runs on its test calls; a task passes when every call returns a
+plain value (``ok``) and a second run in a fresh sandbox returns equal values. Otherwise the first
+reason found is reported:
+
+* ``unavailable_module`` — an import of a module that is not installed (e.g. ``bs4``);
+* ``syntax_error`` / ``module_error`` — the reference does not load;
+* ``raised`` — a test call raised (the expected outcome of a test must be a value);
+* ``timeout``, ``crashed``, ``output_limit`` — a sandbox limit was hit;
+* ``unsupported_value`` / ``too_large`` — a test returned something that cannot be compared;
+* ``nondeterministic`` — the two runs returned different values;
+* ``no_tests`` — the task has no test calls.
+
+The second run is only made when the first passes. Tasks are checked by a small thread pool (each
+sandbox run is its own process, so threads only wait).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from harness.envs.sandbox import (CRASHED, MODULE_ERROR, OK, OUTPUT_LIMIT, RAISED, TIMEOUT, TOO_LARGE, UNSUPPORTED,
+                                  CallResult, Limits, run_source)
+from harness.envs.sandbox_values import render, values_equal
+
+REASONS = ("unavailable_module", "syntax_error", "module_error", "raised", "timeout", "crashed", "output_limit",
+           "unsupported_value", "too_large", "nondeterministic", "no_tests")
+_MISSING_RE = re.compile(r"No module named '([^']+)'")
+
+
+class NoCodeReferences(LookupError):
+    """The gym has no code references to check (only colbench has)."""
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One reference to check. index: position in the task set (file order for data files)."""
+
+    index: int
+    task_id: str
+    reference: str
+    calls: tuple[str, ...]
+    test_names: tuple[str, ...]
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one task: passed, else the reason kind (one of ``REASONS``) and a sentence."""
+
+    index: int
+    task_id: str
+    passed: bool
+    reason_kind: str | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class CheckReport:
+    """All results of a check, with counts per reason kind."""
+
+    total: int
+    passed: int
+    results: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if not r.passed]
+
+    def reason_counts(self) -> dict[str, int]:
+        return dict(Counter(r.reason_kind for r in self.failures))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "passed": self.passed, "failed": self.total - self.passed,
+                "failures": [{"index": r.index, "task_id": r.task_id, "reason_kind": r.reason_kind, "reason": r.reason}
+                             for r in self.failures],
+                "reasons": self.reason_counts(), "seconds": round(self.seconds, 2)}
+
+
+def _missing_module(res_error: str | None, message: str) -> str | None:
+    if res_error in ("ModuleNotFoundError", "ImportError"):
+        m = _MISSING_RE.search(message or "")
+        return m.group(1) if m else "?"
+    return None
+
+
+def _call_reason(name: str, res: CallResult) -> tuple[str, str]:
+    """(kind, sentence) for a failed call outcome."""
+    if res.status == RAISED:
+        missing = _missing_module(res.error, res.message)
+        if missing:
+            return "unavailable_module", f"{name}: import of an unavailable module {missing!r} ({res.error})"
+        return "raised", f"{name}: raised {res.error}: {res.message}"
+    if res.status == MODULE_ERROR:
+        missing = _missing_module(res.error, res.message.split(": ", 1)[-1])
+        if missing:
+            return "unavailable_module", f"module: import of an unavailable module {missing!r} ({res.error})"
+        if res.error in ("SyntaxError", "IndentationError", "TabError"):
+            return "syntax_error", f"module: {res.error}: {res.message}"
+        return "module_error", f"module: {res.error}: {res.message}"
+    kind = {TIMEOUT: "timeout", CRASHED: "crashed", OUTPUT_LIMIT: "output_limit", UNSUPPORTED: "unsupported_value",
+            TOO_LARGE: "too_large"}.get(res.status, res.status)
+    return kind, f"{name}: {res.status} ({res.message or res.error})"
+
+
+def _first_failure(item: CheckItem, calls: Sequence[CallResult]) -> tuple[str, str] | None:
+    for name, res in zip(item.test_names, calls):
+        if res.status != OK:
+            return _call_reason(name, res)
+    return None
+
+
+def check_item(item: CheckItem, limits: Limits) -> CheckResult:
+    """Run one reference twice (the second run only when the first passes) and judge it."""
+    t0 = time.monotonic()
+
+    def done(kind: str | None, reason: str | None) -> CheckResult:
+        return CheckResult(item.index, item.task_id, kind is None, kind, reason, time.monotonic() - t0)
+
+    if not item.calls:
+        return done("no_tests", "the task has no test calls")
+    first = run_source(item.reference, item.calls, limits).calls
+    failure = _first_failure(item, first)
+    if failure:
+        return done(*failure)
+    second = run_source(item.reference, item.calls, limits).calls
+    failure = _first_failure(item, second)
+    if failure:
+        return done("nondeterministic", f"second run differs: {failure[1]}")
+    for name, a, b in zip(item.test_names, first, second):
+        if not values_equal(a.value, b.value):
+            return done("nondeterministic", f"{name} returned {render(a.value, 80)} then {render(b.value, 80)}")
+    return done(None, None)
+
+
+def run_check(items: Iterable[CheckItem], limits: Limits, workers: int = 2,
+              progress: Callable[[CheckResult], None] | None = None) -> CheckReport:
+    """Check every item with ``workers`` threads; results come back in item order."""
+    items = list(items)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    t0 = time.monotonic()
+    results: list[CheckResult] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for res in pool.map(lambda it: check_item(it, limits), items):
+            results.append(res)
+            if progress is not None:
+                progress(res)
+    return CheckReport(total=len(results), passed=sum(r.passed for r in results), results=results,
+                       seconds=time.monotonic() - t0)
+
+
+def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = None) -> list[CheckItem]:
+    """The references of a gym's task set, from the gym class's ``code_check_tasks(data_file,
+    limit)`` hook (tasks with ``index, task_id, reference, calls, test_names``). Raises
+    NoCodeReferences for gyms without the hook, KeyError for unknown gyms, ValueError when
+    ``data_file`` is given to a gym that does not read data files."""
+    from harness.envs.registry import gym_class
+
+    cls = gym_class(gym)
+    hook = getattr(cls, "code_check_tasks", None)
+    if hook is None:
+        if data_file is not None:
+            raise ValueError(f"gym {gym!r} does not read task data files (--data is for colbench)")
+        raise NoCodeReferences(f"gym {gym!r} has no code references to check (its tasks are not programs)")
+    tasks = hook(data_file=data_file, limit=limit)
+    return [CheckItem(t.index, t.task_id, t.reference, tuple(t.calls), tuple(t.test_names)) for t in tasks]
+
+
+def limits_for(gym: str, data_file: str | None = None) -> Limits:
+    """The sandbox limits the gym scores answers with; references are checked under the same ones."""
+    from harness.envs.registry import gym_class
+
+    hook = getattr(gym_class(gym), "code_check_limits", None)
+    return hook(data_file=data_file) if hook is not None else Limits()
+
+
+def result_dicts(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]
