@@ -185,3 +185,11 @@ def test_isolation_report_names_the_layers():
 def test_output_is_captured_for_diagnostics():
     run = run_source("print('hello from the sandbox')\ndef f():\n    return 1\n", ["f()"], LIM)
     assert "hello from the sandbox" in run.output and run.processes == 1
+
+
+def test_process_mode_runs_code_with_the_python_guards():
+    # The mode used where kernel isolation is unavailable (not root): limits, session, guards.
+    lim = Limits(isolation="process", call_time=2.0)
+    out = run_calls("import os\ndef f(x):\n    return x * 3\ndef g():\n    return os.fork()\n", ["f(2)", "g()"], lim)
+    assert out[0].value == ["i", 6] and out[1].status == RAISED and out[1].error == "PermissionError"
+    assert isolation_report(lim)["mode"] == "process"

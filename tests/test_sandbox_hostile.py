@@ -353,3 +353,19 @@ def test_forged_result_lines_fail_the_call():
           "        except OSError:\n            pass\n    return 1\n"
     run, res = hostile(src)
     assert res.status in (CRASHED, OK)
+
+
+def test_forged_values_cannot_crash_the_caller():
+    # Writes records that parse as JSON but are not valid encodings (or are nested too deeply).
+    src = ("import os\nFD = [fd for fd in range(3, 20) if os.path.exists(f'/proc/self/fd/{fd}')]\n"
+           "def f(kind):\n"
+           "    rec = {'bad': b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":[\"f\",\"zz\"]}\\n',\n"
+           "           'deep': b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":' + b'[' * 100000 + b'\\n'}[kind]\n"
+           "    for fd in FD:\n        try:\n            os.write(fd, rec)\n        except OSError:\n            pass\n"
+           "    return 1\n")
+    for kind in ("bad", "deep"):
+        run = run_source(src, [f"f({kind!r})"], FAST)
+        assert run.calls[0].status in (CRASHED, OK)
+        if run.calls[0].status == OK:
+            assert run.calls[0].value == ["i", 1]
+    assert run_source("def g():\n    return 2\n", ["g()"], FAST).calls[0].value == ["i", 2]

@@ -62,6 +62,12 @@ def _join(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _cap(text: str) -> str:
+    """Sentence case, except that an identifier keeps its spelling (``average_age`` stays)."""
+    first = text.split(" ", 1)[0]
+    return text if ("_" in first or any(c.isupper() for c in first) or not first.isalpha()) else text[0].upper() + text[1:]
+
+
 def literal(value: object) -> str:
     """A short rendering of a literal; long strings are cut to their first words."""
     if isinstance(value, str):
@@ -182,6 +188,12 @@ class _Analysis:
                 return f"the {key!r} entry of {node.value.id}"
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             return f"{node.value.id}.{node.attr}"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and isinstance(node.func.value, ast.Name) and node.args:
+            key = self.side(node.args[0])
+            return f"the {key} entry of {node.func.value.id}" if key else None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Name):
+            return f"the {node.slice.id} entry of {node.value.id}"
         text = ast.unparse(node)
         return text if len(text) <= 24 else None
 
@@ -244,6 +256,12 @@ class _Analysis:
             return f"it returns {form}" if form else "it returns early"
         if isinstance(st, ast.Raise):
             return f"it raises {self.exc_name(st)}"
+        if isinstance(st, ast.If):
+            return "it then checks further conditions"
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript):
+            target, value = self.side(st.targets[0]), self.side(st.value)
+            if target and value:
+                return f"{target} is set to {value}"
         if isinstance(st, ast.Continue):
             return "that item is skipped"
         if isinstance(st, ast.Break):
@@ -332,6 +350,8 @@ class _Analysis:
         if isinstance(node, ast.Call):
             return self.call_form(node, depth)
         if isinstance(node, ast.Name):
+            if node.id in self.params and node.id not in self.assigned:
+                return f"its {node.id} argument itself (after any changes)"
             if node.id in self.assigned:
                 forms = {self.form(v, depth + 1) for v in self.assigned[node.id]}
                 forms.discard(None)
@@ -707,7 +727,7 @@ class _Analysis:
                 v = _const(n.value)
                 if _is_num(v) and v not in TRIVIAL_NUMBERS:
                     target = self.side(n.target) or "the running value"
-                    add(f"{target[0].upper() + target[1:]} is {_ARITH_WORDS[type(n.op)]} {literal(v)} at that step.",
+                    add(f"{_cap(target)} is {_ARITH_WORDS[type(n.op)]} {literal(v)} at that step.",
                         [*words_of(target), str(v)])
         # Numbers in arithmetic.
         for n in self.nodes:
@@ -720,7 +740,7 @@ class _Analysis:
                         continue
                     what = self.side(other) or "the value"
                     if mine is n.right:
-                        text = f"{what[0].upper() + what[1:]} is {_ARITH_WORDS[type(n.op)]} {literal(v)}."
+                        text = f"{_cap(what)} is {_ARITH_WORDS[type(n.op)]} {literal(v)}."
                     else:
                         text = f"The number {literal(v)} is combined with {what} ({_ARITH_WORDS[type(n.op)].split()[0]})."
                     names = [x.id for x in ast.walk(other) if isinstance(x, ast.Name)]

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.envs.sandbox_values import render, values_equal
+from harness.envs.sandbox_values import render, values_equal, well_formed
 
 CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
 ISOLATION_MODES = ("auto", "kernel", "process")
@@ -465,7 +465,7 @@ class _Attempt:
         try:
             rec = json.loads(line)
             kind = rec["kind"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             rec, kind = None, None
         flight = self.in_flight()
         if kind == "hello" and flight == "startup" and isinstance(rec, dict):
@@ -475,9 +475,18 @@ class _Attempt:
                 return False
             return True
         if kind == "module" and flight == "module" and isinstance(rec.get("ok"), bool):
-            self.module = rec
+            # Forgeable by code at module level: only well-typed, short fields are kept.
+            status = rec.get("status", RAISED)
+            self.module = {"ok": rec["ok"], "status": status if status in STATUSES else RAISED,
+                           "error": None if rec.get("error") is None else str(rec["error"])[:200],
+                           "message": str(rec.get("message", ""))[:1000]}
             return True
-        if kind == "call" and isinstance(flight, int) and rec.get("index") == flight and rec.get("status") in STATUSES:
+        if kind == "call" and isinstance(flight, int) and rec.get("index") == flight and rec.get("status") in STATUSES \
+                and (rec["status"] != OK or well_formed(rec.get("value"))):
+            # Text fields are only displayed; keep them short and of the right type.
+            rec["error"] = None if rec.get("error") is None else str(rec["error"])[:200]
+            rec["message"] = str(rec.get("message", ""))[:1000]
+            rec["seconds"] = rec["seconds"] if isinstance(rec.get("seconds"), (int, float)) else 0.0
             self.records[flight] = rec
             return True
         if flight == "startup":

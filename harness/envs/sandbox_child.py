@@ -139,7 +139,7 @@ def _unescape_mount(path: str) -> str:
     # /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo octal.
     out, i = [], 0
     while i < len(path):
-        if path[i] == "\\" and i + 3 < len(path) + 0 and path[i + 1:i + 4].isdigit():
+        if path[i] == "\\" and i + 3 < len(path) and path[i + 1:i + 4].isdigit():
             out.append(chr(int(path[i + 1:i + 4], 8)))
             i += 4
         else:

@@ -32,6 +32,67 @@ FLOAT_ABS_TOL = 1e-12
 _NUM_TAGS = frozenset("b i I f c D F".split())
 
 
+MAX_DEPTH = 250  # deeper than the child ever encodes (200); bounds recursion here
+
+
+def _hexfloat(x: Any) -> bool:
+    try:
+        float.fromhex(x)
+        return True
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _parses(fn: Any, x: Any) -> bool:
+    try:
+        fn(x)
+        return True
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+
+
+def well_formed(v: Any, depth: int = 0) -> bool:
+    """Whether ``v`` is a valid encoding. Results come from a process running untrusted code, so
+    the caller checks them before comparing or decoding anything."""
+    if depth > MAX_DEPTH or not isinstance(v, list) or not v or not isinstance(v[0], str):
+        return False
+    tag, n = v[0], len(v)
+    if tag == "N":
+        return n == 1
+    if tag == "b":
+        return n == 2 and isinstance(v[1], bool)
+    if tag == "i":
+        return n == 2 and type(v[1]) is int
+    if tag == "I":
+        return n == 2 and isinstance(v[1], str) and _parses(lambda x: int(x, 16), v[1])
+    if tag == "f":
+        return n == 2 and isinstance(v[1], str) and _hexfloat(v[1])
+    if tag == "c":
+        return n == 3 and all(isinstance(x, str) and _hexfloat(x) for x in v[1:])
+    if tag in ("s", "T"):
+        return n == 2 and isinstance(v[1], str)
+    if tag == "y":
+        return n == 2 and isinstance(v[1], str) and _parses(bytes.fromhex, v[1])
+    if tag in ("dt", "da", "ti"):
+        parse = {"dt": _dt.datetime.fromisoformat, "da": _dt.date.fromisoformat, "ti": _dt.time.fromisoformat}[tag]
+        return n == 2 and isinstance(v[1], str) and _parses(parse, v[1])
+    if tag == "td":
+        return n == 4 and all(type(x) is int for x in v[1:]) and _parses(lambda a: _dt.timedelta(*a), v[1:])
+    if tag == "D":
+        return n == 2 and isinstance(v[1], str) and _parses(Decimal, v[1])
+    if tag == "F":
+        return n == 3 and all(well_formed(x, depth + 1) and x[0] in ("i", "I") for x in v[1:]) and _number(v[2]) != 0
+    if tag in ("l", "t", "S"):
+        return n == 2 and isinstance(v[1], list) and all(well_formed(x, depth + 1) for x in v[1])
+    if tag == "d":
+        return n == 2 and isinstance(v[1], list) and all(
+            isinstance(kv, list) and len(kv) == 2 and well_formed(kv[0], depth + 1) and well_formed(kv[1], depth + 1)
+            for kv in v[1])
+    if tag == "nd":
+        return n == 3 and isinstance(v[1], list) and all(type(x) is int for x in v[1]) and well_formed(v[2], depth + 1)
+    return False
+
+
 def _number(v: list) -> int | float | complex | Decimal | Fraction:
     tag = v[0]
     if tag == "b":
