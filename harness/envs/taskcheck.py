@@ -22,7 +22,7 @@ import re
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from harness.envs.sandbox import (CRASHED, MODULE_ERROR, OK, OUTPUT_LIMIT, RAISED, TIMEOUT, TOO_LARGE, UNSUPPORTED,
@@ -180,7 +180,3 @@ def limits_for(gym: str, data_file: str | None = None) -> Limits:
 
     hook = getattr(gym_class(gym), "code_check_limits", None)
     return hook(data_file=data_file) if hook is not None else Limits()
-
-
-def result_dicts(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in results]
