@@ -98,12 +98,14 @@ def check_requires(spec: KnobSpec, old: Any, new: Any, gyms: Sequence[str] | Non
 
 def check_change(spec: KnobSpec, gym: str | None, old: Any, new: Any, *,
                  recent_metrics: Sequence[Mapping[str, Any]] | None, run_gyms: Sequence[str] | None,
-                 overridden: Sequence[str] = (), skip_requires: bool = False) -> Refusal | None:
-    """All write checks for one cell, in the order a person would fix them."""
+                 overridden: Sequence[str] = (), skip_requires: bool = False,
+                 skip_delta: bool = False) -> Refusal | None:
+    """All write checks for one cell, in the order a person would fix them. ``skip_delta`` and
+    ``skip_requires`` serve writes that set up a run (presets, author system) rather than steer one."""
     r = check_scope(spec, gym, run_gyms)
     if r:
         return r
-    r = check_delta(spec, old, new)
+    r = None if skip_delta else check_delta(spec, old, new)
     if r:
         return r
     if skip_requires:

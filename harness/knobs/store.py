@@ -175,6 +175,7 @@ class KnobStore:
         for area in AREAS:
             try:
                 self.schemas[area] = load_area_schema(self.dir, area)
+                self._remember_bytes(schema_path(self.dir, area))
             except SchemaProblem as exc:
                 problems.append({"file": str(schema_path(self.dir, area)), "line": None, "rule": RULE_SCHEMA,
                                  "message": str(exc)})
@@ -182,6 +183,7 @@ class KnobStore:
             path = self.dir / "schema" / fname
             try:
                 self.rule_validators[kind] = self._load_rule_schema(path)
+                self._remember_bytes(path)
             except SchemaProblem as exc:
                 problems.append({"file": str(path), "line": None, "rule": RULE_SCHEMA, "message": str(exc)})
         for area in AREAS:
@@ -222,6 +224,21 @@ class KnobStore:
                 self._file_view[path.resolve()] = (_sha(text), value)
         return problems
 
+    def forget_file_values(self) -> None:
+        """Forget what the knob and rule files held, so the next rescan compares every file with the
+        values in force (used on resume, when the values come from a checkpoint)."""
+        for p in list(self._file_view):
+            c = _classify(self.dir, p)
+            if c is not None and c[0] in ("area", "rules"):
+                del self._file_view[p]
+
+    def _remember_bytes(self, path: Path) -> None:
+        """Record a file's content hash as processed (so a rescan does not reload it)."""
+        try:
+            self._file_view[path.resolve()] = (_sha(path.read_bytes()), None)
+        except OSError:
+            pass
+
     @staticmethod
     def _load_rule_schema(path: Path) -> Draft202012Validator | None:
         if not path.exists():
@@ -247,6 +264,13 @@ class KnobStore:
         if msg:
             return f"rules/{kind}/{key}.yaml: {msg}", None
         return None
+
+    def check_rule_file(self, kind: str, key: str, value: Any) -> tuple[str, int | None] | None:
+        """Why a candidate rule file (parsed) would be refused as ``rules/<kind>/<key>.yaml``, as
+        ``(message, line)``, or None when valid. Nothing is written or logged (``eau gate``)."""
+        if kind not in RULE_KINDS:
+            raise ValueError(f"rule kind must be one of {', '.join(RULE_KINDS)}, got {kind!r}")
+        return self._rule_problem(kind, key, value)
 
     def _validate_area_doc(self, area: str, path: Path, doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Valid knob values of an area document and the problems of the invalid ones."""
@@ -314,7 +338,7 @@ class KnobStore:
 
     # ------------------------------------------------------------------ one validation path
     def check_cells(self, spec: KnobSpec, old_raw: Any, new_raw: Any, *, recent_metrics: Any,
-                    only_gym: str | None | bool = False, skip_requires: bool = False
+                    only_gym: str | None | bool = False, skip_requires: bool = False, skip_delta: bool = False
                     ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
         """Validate a knob's new whole value against the one in force, cell by cell.
 
@@ -334,7 +358,8 @@ class KnobStore:
                 continue
             changed.append((g, old_v, new_v))
             ref = check_change(spec, g, old_v, new_v, recent_metrics=recent_metrics, run_gyms=self.run_gyms,
-                               overridden=[o for o in overridden if o != g], skip_requires=skip_requires)
+                               overridden=[o for o in overridden if o != g], skip_requires=skip_requires,
+                               skip_delta=skip_delta)
             if ref:
                 return changed, ref
         return changed, None
@@ -346,9 +371,11 @@ class KnobStore:
     def set(self, full_name: str, value: Any, *, gym: str | None = None, author: str = "human", reason: str,
             recent_metrics: Sequence[Mapping[str, Any]] | None = None, step_written: int | None = None,
             run_live: bool = False, source: str = "cli", ref: str | None = None,
-            skip_requires: bool = False) -> WriteResult:
+            skip_requires: bool = False, skip_delta: bool = False) -> WriteResult:
         """Validate and write one knob (the global value, or one gym's value with ``gym``).
 
+        ``skip_requires``/``skip_delta``: for writes that set up a run (presets, author system) or undo a
+        change (revert skips requires); schema, range and gym checks always apply.
         ``run_live``: a trainer is running on this folder; the file is written and the run applies it
         at its next step boundary (and logs the accepted event). Otherwise the accepted event is logged
         here. A refusal is logged here and leaves the file untouched.
@@ -374,7 +401,7 @@ class KnobStore:
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=r.rule,
                                                    message=r.message, **common)])
         changed, refusal = self.check_cells(spec, old_raw, new_raw, recent_metrics=recent_metrics,
-                                            skip_requires=skip_requires)
+                                            skip_requires=skip_requires, skip_delta=skip_delta)
         if refusal:
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=refusal.rule,
                                                    message=refusal.message, **common)])
@@ -769,6 +796,13 @@ class KnobStore:
     def _poll_rule_schema(self, kind: str, path: Path, step: int, result: PollResult) -> None:
         common = dict(knob=f"schema.rules.{kind}", author="human", reason=f"hand edit of {path.name}",
                       file=str(path), step_written=self.current_step, source="watch")
+        try:
+            sha = _sha(path.read_bytes())
+        except OSError:
+            sha = None
+        if sha is not None and self._file_view.get(path.resolve(), (None,))[0] == sha:
+            return
+        self._file_view[path.resolve()] = (sha, None)
         try:
             validator = self._load_rule_schema(path)
         except SchemaProblem as exc:

@@ -65,6 +65,8 @@ class RunWriter:
         (run_dir / "checkpoints").mkdir(exist_ok=True)
         (run_dir / "meta").mkdir(exist_ok=True)
         w = cls(run_dir, echo=echo)
+        for name in LOGS:
+            (run_dir / name).touch()
         atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)),
                                                                   sort_keys=False))
         shutil.copytree(knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".*.tmp"))

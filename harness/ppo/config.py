@@ -1,0 +1,135 @@
+"""Run configuration: presets (commented YAML files in ``harness/ppo/presets/``) plus overrides.
+
+One precedence rule: preset < ``--config FILE`` < ``--set key=value`` (dotted keys, YAML values).
+Unknown keys are errors that list the valid ones. Optimisation hyperparameters that may change
+while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs`` and
+``env_knobs`` are written there at run start (author ``system``), so the knob files always show
+what is in force.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a run that is fixed for its lifetime (``runs/<id>/config.yaml``)."""
+
+    preset: str = "tiny"  # preset this config started from (informational)
+    run_id: str | None = None  # run folder name; None: <preset>-<UTC time>
+    seed: int = 0  # seeds task draws, user arms, sampling and model init
+    steps: int = 20  # PPO steps (one rollout batch + its update each)
+    gyms: list[str] = field(default_factory=lambda: ["intention"])  # gyms trained on (tasks round-robin)
+    tasks_per_step: int = 8  # distinct tasks per step, over all processes
+    samples_per_task: int = 2  # episodes per task (n); they form a group sharing the task
+    rendering: str = "tagged"  # action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native tool calls)
+    policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
+    critic: dict[str, Any] = field(default_factory=lambda: {"mode": "separate", "init": "policy"})  # CriticSpec
+    backend: dict[str, Any] = field(default_factory=lambda: {"name": "hf"})  # hf | vllm (+ VLLMBackend options)
+    user_llm: dict[str, Any] | None = None  # LLM user backend (harness.users.backends.make_backend); None: symbolic only
+    init_checkpoint: str | None = None  # policy weights to start from (an `eau sft` output or a run checkpoint dir)
+    agent_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (agent.*)
+    env_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (env.*)
+    checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
+    keep_checkpoints: int = 3  # most recent checkpoints kept
+    adv_estimator: str = "gae"  # harness.ppo.core registry: gae | reinforce
+    loss_agg: str = "token-mean"  # harness.ppo.core.agg_loss mode
+    metrics_window: int = 20  # recent metric lines given to knob checks (x-requires)
+    progress: bool = True  # rich progress bar on the terminal (log.txt is written either way)
+    device: str = "auto"  # auto | cpu | cuda
+    parent: str | None = None  # run this one evolved from (eau train --from)
+    parent_reason: str | None = None  # why the new run was started
+    lineage: list[str] = field(default_factory=list)  # ancestors, oldest first
+    max_lineage: int = 5  # cap on inter-run iterations in one lineage (the method used 5)
+
+    def validate(self) -> None:
+        """Cross-field checks with messages that say what to fix."""
+        from harness.envs.registry import names
+
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.tasks_per_step < 1 or self.samples_per_task < 1:
+            raise ValueError("tasks_per_step and samples_per_task must be >= 1")
+        unknown = [g for g in self.gyms if g not in names()]
+        if not self.gyms or unknown:
+            raise ValueError(f"gyms must be a non-empty list of {', '.join(names())}; unknown: {unknown}")
+        if self.rendering not in ("tagged", "tool_call"):
+            raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
+        if self.backend.get("name", "hf") not in ("hf", "vllm"):
+            raise ValueError(f"backend.name must be hf or vllm, got {self.backend.get('name')!r}")
+        if len(self.lineage) >= self.max_lineage:
+            raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
+                             f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
+    data = yaml.safe_load(path.read_text()) or {}
+    data["preset"] = name
+    return data
+
+
+def set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
+    """``set_dotted(cfg, "policy.lora.r", 16)``; intermediate mappings are created."""
+    parts = key.split(".")
+    cur = d
+    for p in parts[:-1]:
+        if cur.get(p) is None:
+            cur[p] = {}
+        if not isinstance(cur[p], dict):
+            raise ValueError(f"--set {key}: {p!r} is not a mapping")
+        cur = cur[p]
+    cur[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` with a YAML value (``steps=50``, ``gyms=[travel]``, ``policy.lora=null``)."""
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    from harness.knobs.yamlio import parse_text, plain
+
+    return key.strip(), plain(parse_text(Path("<--set>"), raw, fast=True))
+
+
+def build_config(preset: str = "tiny", config_file: str | Path | None = None,
+                 overrides: list[str] | Mapping[str, Any] = ()) -> TrainConfig:
+    """preset < config file < overrides; unknown top-level keys raise."""
+    data = load_preset(preset)
+    if config_file:
+        extra = yaml.safe_load(Path(config_file).read_text()) or {}
+        if not isinstance(extra, dict):
+            raise ValueError(f"{config_file}: a config file is a mapping of TrainConfig fields")
+        data.update(extra)
+    items = overrides.items() if isinstance(overrides, Mapping) else [parse_override(o) for o in overrides]
+    for k, v in items:
+        set_dotted(data, k, v)
+    return config_from_dict(data)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
+    valid = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise ValueError(f"unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
+    cfg = TrainConfig(**copy.deepcopy(dict(data)))
+    cfg.validate()
+    return cfg

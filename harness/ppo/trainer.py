@@ -1,0 +1,604 @@
+"""The PPO trainer loop, readable top to bottom.
+
+    for step in steps:
+        knobs   <- poll the knob store at the step boundary (the only place a change lands)
+        batch   <- roll out tasks x n episodes (one batched generation per turn)
+        scores  <- old log-probs, reference log-probs, values (no gradients)
+        adv     <- GAE over action tokens, each turn's reward on its last action token
+        update  <- PPO epochs over mini-batches (micro-batches accumulate gradients)
+        log     <- metrics.jsonl, trajectories, status.json, log.txt; checkpoint every N steps
+
+Data parallel: under ``accelerate launch`` each process rolls out its share of the tasks, gradients
+are averaged by DDP, advantage whitening uses global statistics, and process 0 alone polls knobs
+(broadcasting what it applied) and writes the run folder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.envs.registry import make as make_gym
+from harness.knobs.store import KnobStore
+from harness.knobs.watcher import KnobWatcher
+from harness.ppo import checkpoint, core
+from harness.ppo.config import TrainConfig, config_from_dict
+from harness.ppo.models import (CriticSpec, PolicySpec, PolicyWithValueHead, batch_token_stats, build_critic,
+                                critic_values,
+                                forward_token_stats, load_policy, make_reference, reference_logprobs,
+                                trainable_parameters)
+from harness.rollout.backends import HFBackend, SamplingParams
+from harness.rollout.chat import ChatFormat
+from harness.rollout.engine import Episode, RolloutEngine
+from harness.runs import jsonl
+from harness.runs.metrics import episode_metrics
+from harness.runs.writer import RunWriter, traj_path
+
+
+# ------------------------------------------------------------------------------------------------ setup
+class Dist:
+    """Process-group facts (one process without accelerate)."""
+
+    def __init__(self) -> None:
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.accelerator = None
+        if self.world > 1:
+            from accelerate import Accelerator
+
+            self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        self.rank = self.accelerator.process_index if self.accelerator else 0
+        self.main = self.rank == 0
+        self.device = self.accelerator.device if self.accelerator else torch.device(
+            "cuda" if torch.cuda.is_available() else "cpu")
+
+    def broadcast(self, obj: Any) -> Any:
+        if self.world == 1:
+            return obj
+        import torch.distributed as td
+
+        box = [obj]
+        td.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj: Any) -> list[Any]:
+        if self.world == 1:
+            return [obj]
+        import torch.distributed as td
+
+        out: list[Any] = [None] * self.world
+        td.all_gather_object(out, obj)
+        return out
+
+    def all_sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.world == 1:
+            return t
+        import torch.distributed as td
+
+        t = t.clone()
+        td.all_reduce(t)
+        return t
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def default_run_id(preset: str) -> str:
+    return f"{preset}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a rollout batch, all ``(B, T)`` (right padding)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    action_mask: torch.Tensor
+    rewards: torch.Tensor  # each turn's reward on its last action token
+    turn_ends: torch.Tensor
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+
+    def rows(self, idx: torch.Tensor) -> "Batch":
+        pick = {k: (v[idx] if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        return Batch(**pick)
+
+
+def collate(episodes: list[Episode], pad_id: int) -> Batch:
+    """Episodes -> padded tensors. Masks are 0 on padding; action mask 1 on generated tokens only."""
+    T = max(len(e.ids) for e in episodes)
+    B = len(episodes)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    am = torch.zeros((B, T), dtype=torch.long)
+    act = torch.zeros((B, T), dtype=torch.float32)
+    rew = torch.zeros((B, T), dtype=torch.float32)
+    ends = torch.zeros((B, T), dtype=torch.float32)
+    for i, e in enumerate(episodes):
+        n = len(e.ids)
+        ids[i, :n] = torch.tensor(e.ids)
+        am[i, :n] = 1
+        act[i, :n] = torch.tensor(e.action_mask, dtype=torch.float32)
+        for t, r in zip(e.turn_last_token, e.turn_rewards):
+            rew[i, t] += r
+            ends[i, t] = 1.0
+    act[:, 0] = 0.0  # the first token has no predecessor: never scored
+    return Batch(ids, am, act, rew, ends)
+
+
+# ------------------------------------------------------------------------------------------------ trainer
+class Trainer:
+    """Owns the models, optimisers, gyms, knob store and run folder of one run."""
+
+    def __init__(self, cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False,
+                 echo: bool = False):
+        self.cfg = cfg
+        self.dist = Dist()
+        self.runs_dir, self.knobs_dir = Path(runs_dir), Path(knobs_dir)
+        self.run_id = cfg.run_id or default_run_id(cfg.preset)
+        cfg.run_id = self.run_id
+        self.run_dir = self.runs_dir / self.run_id
+        self.echo = echo
+        if cfg.tasks_per_step % self.dist.world:
+            raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {self.dist.world} processes")
+        seed_everything(cfg.seed + self.dist.rank)
+        self.task_rng = np.random.default_rng(cfg.seed)  # identical on every rank: ranks slice the same draw
+        self.start_step = 0
+        self.stop_requested = False
+
+        # knobs: the store serves this run (scope checks use its gyms); preset values written at start
+        self.store = KnobStore(self.knobs_dir, events_path=None, run_gyms=cfg.gyms)  # in memory until the folder exists
+        self.store.live_run = True
+        if self.dist.main and not resume:
+            self._write_preset_knobs()
+
+        # models
+        pspec = PolicySpec.from_dict(cfg.policy)
+        self.policy, self.tokenizer = load_policy(pspec)
+        self.policy.to(self.dist.device)
+        if cfg.init_checkpoint:
+            checkpoint.load_trainable(self.policy, torch.load(Path(cfg.init_checkpoint) / "policy.pt",
+                                                              weights_only=True), cfg.init_checkpoint)
+        cspec = CriticSpec.from_dict(cfg.critic)
+        self.critic = build_critic(self.policy, cspec).to(self.dist.device)
+        self.shared_critic = isinstance(self.critic, PolicyWithValueHead)
+        self.reference = make_reference(self.policy)
+        agent = self.store.snapshot().area("agent")
+        if self.shared_critic:
+            params = trainable_parameters(self.critic)  # policy adapters + value head, one optimiser
+            self.optimizers = {"policy": torch.optim.AdamW(params, lr=agent["lr"])}
+        else:
+            self.optimizers = {"policy": torch.optim.AdamW(trainable_parameters(self.policy), lr=agent["lr"]),
+                               "critic": torch.optim.AdamW(trainable_parameters(self.critic), lr=agent["critic_lr"])}
+        self.train_policy, self.train_critic = self.policy, self.critic
+        if self.dist.accelerator is not None:
+            acc = self.dist.accelerator
+            if self.shared_critic:
+                self.train_critic, self.optimizers["policy"] = acc.prepare(self.critic, self.optimizers["policy"])
+            else:
+                (self.train_policy, self.train_critic, self.optimizers["policy"],
+                 self.optimizers["critic"]) = acc.prepare(self.policy, self.critic, self.optimizers["policy"],
+                                                          self.optimizers["critic"])
+
+        # rollout
+        self.chat = ChatFormat(self.tokenizer, cfg.rendering)
+        self.backend = self._make_backend()
+        self.engine = RolloutEngine(self.backend, self.chat)
+        from harness.users import UserFactory
+
+        self.user_factory = UserFactory(llm=cfg.user_llm) if cfg.user_llm else UserFactory()
+
+        # run folder (process 0) and resume
+        if resume:
+            self._resume()
+        elif self.dist.main:
+            self.writer = RunWriter.create(self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps, echo=echo)
+            self._attach_event_log()
+            self.writer.knobs_in_force(self.store.in_force_document())
+            self.writer.log(f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
+                            f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
+        if not self.dist.main:
+            self.writer = None
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    def _make_backend(self) -> Any:
+        b = dict(self.cfg.backend)
+        if b.pop("name", "hf") == "vllm":
+            from harness.rollout.backends import VLLMBackend
+
+            path = b.pop("model_path", None) or self.cfg.policy.get("model")
+            if path == "gemma3-270m":
+                from harness.ppo.models import gemma_cache_dir
+
+                path = str(gemma_cache_dir(self.cfg.policy.get("cache_dir")))
+            return VLLMBackend(path, seed=self.cfg.seed, **b)
+        return HFBackend(self.policy, self.tokenizer, self.dist.device)
+
+    def _write_preset_knobs(self) -> None:
+        """The preset's knob values, through the store's validation path (author system)."""
+        for area, values in (("agent", self.cfg.agent_knobs), ("env", self.cfg.env_knobs)):
+            for name, value in (values or {}).items():
+                full = f"{area}.{name}"
+                if self.store.raw(full) == value:
+                    continue
+                res = self.store.set(full, value, author="system", reason=f"preset {self.cfg.preset}",
+                                     skip_requires=True, skip_delta=True, source="system")
+                if not res.ok:
+                    raise ValueError(f"preset {self.cfg.preset}: {full}={value!r} refused: {res.event['message']}")
+
+    def _attach_event_log(self) -> None:
+        """Point the store's event log at the run folder, carrying over events logged before it existed."""
+        from harness.knobs.events import EventLog
+
+        earlier = self.store.log.memory
+        self.store.log = EventLog(self.run_dir / "knob_events.jsonl")
+        for rec in earlier:
+            jsonl.append(self.store.log.path, rec)
+
+    def _resume(self) -> None:
+        ck = checkpoint.latest(self.run_dir)
+        if ck is None:
+            state = {"next_step": 0, "offsets": {}, "knob_state": None}
+        else:
+            opt = {k: o for k, o in self.optimizers.items()}
+            state = checkpoint.load(ck, policy=self.policy, critic=None if self.shared_critic else self.critic,
+                                    optimizers=opt, task_rng=self.task_rng)
+            if self.shared_critic:  # the value head lives in the wrapper's state dict
+                critic_file = ck / "critic.pt"
+                if critic_file.exists():
+                    checkpoint.load_trainable(self.critic, torch.load(critic_file, weights_only=True), str(critic_file))
+            seed_everything(self.cfg.seed + self.dist.rank + 7919 * int(state["next_step"]))
+        self.start_step = int(state["next_step"])
+        if state.get("knob_state"):
+            self.store.load_in_force(state["knob_state"]["values"])
+            self.store.rules = state["knob_state"]["rules"]
+            self.store.version += 1
+        self.store.forget_file_values()  # re-validate the files against the restored values at the first poll
+        if self.dist.main:
+            self.writer = RunWriter.reopen(self.run_dir, state.get("offsets", {}), self.start_step, echo=self.echo)
+            self._attach_event_log()
+            self.writer.event("resumed", from_checkpoint=str(ck) if ck else None, next_step=self.start_step)
+            self.writer.log(f"resumed at step {self.start_step}" + (f" from {ck.name}" if ck else " (no checkpoint)"))
+
+    # ------------------------------------------------------------------ one step's stages
+    def poll_knobs(self, step: int) -> dict[str, Any]:
+        """Apply knob changes at the step boundary (process 0 decides, every process applies)."""
+        t0 = time.perf_counter()
+        info: dict[str, Any] = {"applied": 0}
+        if self.dist.main:
+            self.store.current_step = step
+            recent = jsonl.tail(self.run_dir / "metrics.jsonl", self.cfg.metrics_window)
+            res = self.store.poll(step, recent, rescan=(step == self.start_step))
+            for e in res.applied:
+                self.writer.log(f"knob {e['knob']}{'[' + e['gym'] + ']' if e.get('gym') else ''} "
+                                f"{e.get('old')} -> {e.get('new')} in force from step {step} ({e['author']}: {e['reason']})")
+            for e in res.refused:
+                self.writer.log(f"knob edit REFUSED {e['knob']} ({e.get('rule')}): {e.get('message')}")
+            if res.applied or res.refused or step == self.start_step:
+                self.writer.knobs_in_force(self.store.in_force_document())
+            info["applied"] = len(res.applied)
+            snap = self.store.snapshot()
+        else:
+            snap = None
+        snap = self.dist.broadcast(snap)
+        self.snapshot = snap
+        self.knobs = snap.area("agent")
+        for name, opt in self.optimizers.items():
+            lr = self.knobs["lr"] if name == "policy" else self.knobs["critic_lr"]
+            for g in opt.param_groups:
+                g["lr"] = lr
+        info["time_s"] = time.perf_counter() - t0
+        return info
+
+    def rollout(self, step: int) -> tuple[list[Episode], dict[str, float]]:
+        """This process's share of the step's tasks, ``samples_per_task`` episodes each."""
+        cfg = self.cfg
+        draws = self.task_rng.integers(0, 2**31 - 1, size=cfg.tasks_per_step)  # same on every rank
+        mine = [i for i in range(cfg.tasks_per_step) if i % self.dist.world == self.dist.rank]
+        envs, kws, groups, samples = [], [], [], []
+        for i in mine:
+            gym = cfg.gyms[(step * cfg.tasks_per_step + i) % len(cfg.gyms)]
+            for s in range(cfg.samples_per_task):
+                env = make_gym(gym, knobs=self.snapshot, rendering=cfg.rendering, user_factory=self.user_factory,
+                               split="train")
+                seed = int(draws[i]) * 31 + s
+                envs.append(env)
+                kws.append({"seed": seed, "options": {"task_index": int(draws[i]), "split": "train"}})
+                groups.append(f"{gym}/train/{int(draws[i])}")
+                samples.append(s)
+        params = SamplingParams(temperature=float(self.knobs["temperature"]), top_p=float(self.knobs["top_p"]),
+                                stop_ids=tuple(self.chat.stop_ids))
+        t0 = time.perf_counter()
+        res = self.engine.run(envs, kws, groups, samples, params=params,
+                              max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
+                              max_episode_tokens=int(self.knobs["max_episode_tokens"]))
+        dt = time.perf_counter() - t0
+        return res.episodes, {"time_rollout_s": dt, "time_generate_s": res.time_generate_s,
+                              "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
+
+    @torch.no_grad()
+    def score(self, batch: Batch) -> dict[str, float]:
+        """Old log-probs (the rollout policy), reference log-probs (KL) and old values."""
+        k = self.knobs
+        T = float(k["temperature"])
+        mb = int(k["micro_batch_size"])
+        dev = self.dist.device
+        ids, am = batch.input_ids.to(dev), batch.attention_mask.to(dev)
+        self.policy.eval()
+        self.critic.eval()
+        if self.shared_critic:
+            st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb)
+            batch.old_logprobs, batch.old_values = st.logprobs.cpu(), st.values.cpu()
+        else:
+            batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb).logprobs.cpu()
+            batch.old_values = torch.cat([critic_values(self.critic, i, a) for i, a in
+                                          zip(ids.split(mb), am.split(mb))]).cpu()
+        if float(k["kl_coef"]) > 0:
+            batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=T,
+                                                    micro_batch_size=mb).cpu()
+        self.policy.train()
+        self.critic.train()
+        m = batch.action_mask
+        s = self.dist.all_sum(torch.stack([(batch.old_logprobs * m).sum(), m.sum()]))
+        return {"logprob_mean": float(s[0] / s[1].clamp(min=1))}
+
+    def advantages(self, batch: Batch) -> dict[str, float]:
+        """GAE over action tokens; whitening with statistics over every process's action tokens."""
+        k = self.knobs
+        est = core.get_adv_estimator(self.cfg.adv_estimator)
+        adv, ret = est(batch.rewards, batch.old_values * batch.action_mask, batch.action_mask,
+                       gamma=float(k["gamma"]), lam=float(k["lam"]), token_gamma=float(k["token_gamma"]),
+                       token_lam=float(k["token_lam"]), turn_end_mask=batch.turn_ends)
+        m = batch.action_mask
+        s = self.dist.all_sum(torch.stack([(adv * m).sum(), (adv * adv * m).sum(), m.sum()]))
+        mean = s[0] / s[2].clamp(min=1)
+        var = (s[1] / s[2].clamp(min=1) - mean**2).clamp(min=0)
+        raw_std = float(var.sqrt())
+        if k["whiten_advantages"]:
+            adv = (adv - mean) / (var.sqrt() + 1e-8) * m
+        batch.advantages, batch.returns = adv, ret
+        return {"advantage_std": raw_std, "return_mean": float(core.masked_mean(ret, m)) if m.sum() > 0 else 0.0}
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """PPO epochs over shuffled mini-batches of episodes; micro-batches accumulate gradients."""
+        k = self.knobs
+        B = batch.input_ids.shape[0]
+        mini = max(1, min(int(k["mini_batch_size"]) // self.dist.world or 1, B))
+        micro = max(1, min(int(k["micro_batch_size"]), mini))
+        T = float(k["temperature"])
+        dev = self.dist.device
+        stats: dict[str, list[float]] = {}
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1000 + int(self._step))
+        for _epoch in range(int(k["ppo_epochs"])):
+            order = torch.randperm(B, generator=gen)
+            for start in range(0, B, mini):
+                idx = order[start:start + mini]
+                mb = batch.rows(idx)
+                denom = self.dist.all_sum(mb.action_mask.sum().reshape(1))[0].clamp(min=1.0) / self.dist.world
+                for opt in self.optimizers.values():
+                    opt.zero_grad(set_to_none=True)
+                for ms in range(0, len(idx), micro):
+                    sl = slice(ms, ms + micro)
+                    ids, am = mb.input_ids[sl].to(dev), mb.attention_mask[sl].to(dev)
+                    mask = mb.action_mask[sl].to(dev)
+                    if self.shared_critic:
+                        st = forward_token_stats(self.train_critic, ids, am, temperature=T)
+                    else:
+                        st = forward_token_stats(self.train_policy, ids, am, temperature=T)
+                    loss, metrics = core.ppo_actor_loss(
+                        st.logprobs, mb.old_logprobs[sl].to(dev), mb.advantages[sl].to(dev), mask,
+                        clip_low=float(k["clip_ratio"]), clip_high=float(k["clip_ratio_high"]),
+                        entropy=st.entropy, entropy_coeff=float(k["entropy_coeff"]),
+                        ref_logprobs=mb.ref_logprobs[sl].to(dev) if mb.ref_logprobs is not None else None,
+                        kl_coef=float(k["kl_coef"]), kl_estimator=str(k["kl_estimator"]),
+                        agg_mode=self.cfg.loss_agg, denom=denom)
+                    if self.shared_critic:
+                        vloss, vm = core.value_loss(st.values, mb.old_values[sl].to(dev), mb.returns[sl].to(dev), mask,
+                                                    float(k["value_clip"]), self.cfg.loss_agg, denom)
+                        (loss + float(k["vf_coef"]) * vloss).backward()
+                    else:
+                        loss.backward()
+                        values = critic_values(self.train_critic, ids, am)
+                        vloss, vm = core.value_loss(values, mb.old_values[sl].to(dev), mb.returns[sl].to(dev),
+                                                    mask, float(k["value_clip"]), self.cfg.loss_agg, denom)
+                        vloss.backward()
+                    for key, v in {**metrics, **vm}.items():
+                        stats.setdefault(key, []).append(v)
+                gn = self._clip_and_step()
+                for key, v in gn.items():
+                    stats.setdefault(key, []).append(v)
+        return {key: float(np.mean(v)) for key, v in stats.items()}
+
+    def _clip_and_step(self) -> dict[str, float]:
+        out = {}
+        max_norm = float(self.knobs["max_grad_norm"])
+        for name, opt in self.optimizers.items():
+            params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+            if not params:
+                continue
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
+            out["grad_norm" if name == "policy" else "critic_grad_norm"] = float(norm)
+            opt.step()
+        return out
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> dict[str, Any]:
+        cfg = self.cfg
+        progress = _Progress(cfg.steps, self.start_step, enabled=cfg.progress and self.dist.main)
+        self._install_signal_handlers()
+        last: dict[str, Any] = {}
+        try:
+            for step in range(self.start_step, cfg.steps):
+                self._step = step
+                t_step = time.perf_counter()
+                if self.dist.main:
+                    self.writer.write_status(step=step, phase="rollout")
+                knob_info = self.poll_knobs(step)                       # 1. knobs at the boundary
+                episodes, rollout_t = self.rollout(step)                # 2. rollout
+                t_upd = time.perf_counter()
+                batch = collate(episodes, self.pad_id)
+                adv_stats = self.score(batch)                           # 3. old/ref log-probs, values
+                adv_stats.update(self.advantages(batch))                # 4. GAE over action tokens
+                upd = self.update(batch)                                # 5. PPO update
+                if self.cfg.backend.get("name", "hf") != "hf":
+                    self.backend.sync_weights(self.policy)
+                time_update = time.perf_counter() - t_upd
+                t_h = time.perf_counter()                               # 6. log
+                records = self._records(step, episodes, batch)
+                all_records = [r for part in self.dist.gather(records) for r in part]
+                upd_all = self.dist.gather(upd)
+                if self.dist.main:
+                    last = self._log_step(step, all_records, upd_all, adv_stats, rollout_t, time_update,
+                                          knob_info, t_step, t_h)
+                    progress.update(step, last)
+                if self._should_checkpoint(step):
+                    self.save_checkpoint(step)
+                if self.stop_requested:
+                    break
+        except BaseException as exc:
+            if self.dist.main:
+                state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
+            progress.close()
+            raise
+        progress.close()
+        if self.dist.main:
+            if self.stop_requested:
+                self.writer.finish("interrupted", reason="signal")
+            else:
+                self.writer.finish("finished", steps=cfg.steps)
+        return last
+
+    def _should_checkpoint(self, step: int) -> bool:
+        every = self.cfg.checkpoint_every
+        return step + 1 == self.cfg.steps or self.stop_requested or (every > 0 and (step + 1) % every == 0)
+
+    def save_checkpoint(self, step: int) -> None:
+        if not self.dist.main:
+            return
+        path = checkpoint.save(self.run_dir, step, next_step=step + 1, policy=self.policy, critic=self.critic,
+                               optimizers=self.optimizers, task_rng=self.task_rng,
+                               knob_state=self.store.in_force_document(), offsets=self.writer.offsets(),
+                               keep=self.cfg.keep_checkpoints, extra={"run_id": self.run_id})
+        self.writer.write_status(last_checkpoint=step)
+        self.writer.event("checkpoint", path=str(path), next_step=step + 1)
+
+    def _install_signal_handlers(self) -> None:
+        def request_stop(signum: int, _frame: Any) -> None:
+            self.stop_requested = True
+
+        try:
+            signal.signal(signal.SIGTERM, request_stop)
+        except ValueError:  # not the main thread (tests)
+            pass
+
+    def _records(self, step: int, episodes: list[Episode], batch: Batch) -> list[dict[str, Any]]:
+        out = []
+        for i, ep in enumerate(episodes):
+            rec = dict(ep.record)
+            rec["step"] = step
+            rec["rank"] = self.dist.rank
+            out.append(rec)
+        return out
+
+    def _log_step(self, step: int, records: list[dict[str, Any]], upd_all: list[dict[str, float]],
+                  adv_stats: dict[str, float], rollout_t: dict[str, float], time_update: float,
+                  knob_info: dict[str, Any], t_step: float, t_h: float) -> dict[str, Any]:
+        for i, r in enumerate(records):
+            r["index"] = i
+            r["episode_id"] = f"s{step:06d}-e{i:03d}"
+        upd = {k: float(np.mean([u[k] for u in upd_all if k in u])) for k in upd_all[0]}
+        k = self.knobs
+        m: dict[str, Any] = {"step": step, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        m.update(episode_metrics(records))
+        m.update({
+            "entropy": upd.get("actor/entropy", 0.0),
+            "kl": upd.get("actor/kl", 0.0), "policy_loss": upd.get("actor/pg_loss", 0.0),
+            "value_loss": upd.get("critic/vf_loss", 0.0), "clip_frac": upd.get("actor/clip_frac", 0.0),
+            "approx_kl": upd.get("actor/approx_kl", 0.0), "grad_norm": upd.get("grad_norm", 0.0),
+            "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
+            "value_mean": upd.get("critic/vpred_mean", 0.0), "explained_var": upd.get("critic/explained_var", 0.0),
+            "lr": k["lr"], "critic_lr": k["critic_lr"], "entropy_coeff": k["entropy_coeff"], "kl_coef": k["kl_coef"],
+            "temperature": k["temperature"], **adv_stats,
+            "time_rollout_s": rollout_t["time_rollout_s"], "time_generate_s": rollout_t["time_generate_s"],
+            "time_env_s": rollout_t["time_env_s"], "time_update_s": time_update,
+            "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
+            "knob_version": self.snapshot.version, "knob_changes": knob_info["applied"],
+        })
+        self.writer.trajectories(step, records)
+        harness_s = knob_info["time_s"] + (time.perf_counter() - t_h)
+        m["time_harness_s"] = harness_s
+        m["time_step_s"] = time.perf_counter() - t_step
+        self.writer.metrics(m)
+        eta = (self.cfg.steps - step - 1) * m["time_step_s"]
+        self.writer.write_status(step=step + 1, phase="between steps", eta_s=eta,
+                                 last_metrics={x: m[x] for x in ("reward_mean", "success_rate", "entropy", "kl")})
+        self.writer.log(f"step {step}: reward {m['reward_mean']:.3f} success {m['success_rate']:.2f} "
+                        f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
+                        f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)")
+        return m
+
+
+class _Progress:
+    """A rich progress bar with ETA on the terminal (stderr); silent when disabled or not a TTY."""
+
+    def __init__(self, total: int, start: int, enabled: bool):
+        self.bar = None
+        if enabled:
+            import sys
+
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            console = Console(file=sys.stderr)
+            if console.is_terminal:
+                self.bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console)
+                self.task = self.bar.add_task("train", total=total, completed=start, info="")
+                self.bar.start()
+
+    def update(self, step: int, m: dict[str, Any]) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=step + 1,
+                            info=f"reward {m.get('reward_mean', 0):.3f} success {m.get('success_rate', 0):.2f}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False, echo: bool = False) -> Trainer:
+    """Build a trainer and run it (``eau train``); the watcher runs on process 0 only."""
+    trainer = Trainer(cfg, runs_dir, knobs_dir, resume=resume, echo=echo)
+    if trainer.dist.main:
+        with KnobWatcher(trainer.store):
+            trainer.train()
+    else:
+        trainer.train()
+    return trainer
+
+
+def resume_config(run_dir: Path) -> TrainConfig:
+    import yaml
+
+    data = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    return config_from_dict(data)
+
+
+def finite(x: float) -> float:
+    return x if math.isfinite(x) else 0.0

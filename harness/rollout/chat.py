@@ -1,0 +1,90 @@
+"""Token bookkeeping of a multi-turn episode with a chat template.
+
+The policy's own tokens are never re-tokenised: each turn appends the generated ids as they are
+(action tokens), then the *observation* ids — the rest of the assistant block the template adds
+(e.g. ``<end_of_turn>\\n`` when generation stopped early) plus the next user/tool block and the
+generation prompt — computed by rendering the conversation with and without the observation and
+tokenising only the difference. Log-probs recorded during the rollout therefore belong to exactly
+the tokens the loss later sees.
+
+Observation roles: in the tagged rendering every observation is a ``user`` message prefixed by its
+source (``[search]``, ``[environment]``); in the tool-call rendering search results and environment
+feedback are ``tool`` messages and user replies are ``user`` messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class ChatFormat:
+    """Renders an episode's messages with a tokenizer's chat template.
+
+    tokenizer: a transformers tokenizer with a chat template.
+    rendering: ``tagged`` or ``tool_call`` (the action rendering of the gyms).
+    tools: tool schemas passed to the template in the tool-call rendering.
+    """
+
+    tokenizer: Any
+    rendering: str = "tagged"
+    tools: Sequence[dict[str, Any]] | None = None
+    _stop_texts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from harness.ppo.chat_templates import stop_token_ids
+
+        self.stop_ids = stop_token_ids(self.tokenizer)
+        self._stop_texts = [self.tokenizer.decode([i]) for i in self.stop_ids]
+
+    def render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
+        kw: dict[str, Any] = {}
+        if self.rendering == "tool_call" and self.tools:
+            kw["tools"] = list(self.tools)
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
+                                                  **kw)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        """Ids of the conversation so far, ending with the generation prompt."""
+        return self.encode(self.render(messages, generation_prompt=True))
+
+    def observation_message(self, role: str, text: str) -> dict[str, Any]:
+        """The chat message carrying an observation of ``role`` (user | tool | env)."""
+        if self.rendering == "tool_call":
+            return {"role": "user" if role == "user" else "tool", "content": text}
+        prefix = {"user": "", "tool": "[search] ", "env": "[environment] "}.get(role, "")
+        return {"role": "user", "content": prefix + text}
+
+    def observation_ids(self, messages: list[dict[str, Any]], generated_ids: Sequence[int], assistant_text: str,
+                        obs: dict[str, Any]) -> list[int]:
+        """Ids that follow the generated ids: the end of the assistant block, the observation message and
+        the next generation prompt. ``messages`` ends before the assistant message."""
+        before = self.render(messages, generation_prompt=True)
+        with_assistant = self.render(messages + [{"role": "assistant", "content": assistant_text}],
+                                     generation_prompt=False)
+        full = self.render(messages + [{"role": "assistant", "content": assistant_text}, obs], generation_prompt=True)
+        cut = _common_prefix_len(with_assistant, full)
+        # the closing of the assistant block (after its content), minus what generation already produced
+        closing = with_assistant[len(before) + len(assistant_text):] if with_assistant.startswith(before + assistant_text) \
+            else ""
+        if generated_ids and int(generated_ids[-1]) in self.stop_ids:
+            stop_text = self.tokenizer.decode([int(generated_ids[-1])])
+            if closing.startswith(stop_text):
+                closing = closing[len(stop_text):]
+        return self.encode(closing + full[cut:])
+
+    def decode_action(self, generated_ids: Sequence[int]) -> str:
+        """The turn's text as the gym parses it (special tokens such as the stop token removed)."""
+        return self.tokenizer.decode(list(generated_ids), skip_special_tokens=True)

@@ -1,0 +1,123 @@
+"""The batched multi-turn rollout engine.
+
+A batch is ``tasks x n`` episodes (each task drawn once and shared by its ``n`` samples, so they form
+a group). Every turn there is ONE batched generation over all live episodes; each episode's text goes
+through its gym (``env.step``), which replies through the user, a tool or the scorer; episodes leave
+the batch as they finish. Budgets: ``max_new_tokens_per_turn`` and ``max_episode_tokens`` (knobs
+agent.*) and the gym's ``max_steps``.
+
+Recorded per episode: token ids (prompt, actions, observations), the action mask (1 on tokens the
+policy generated), each turn's last action token and reward, and the gym's episode record.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from harness.envs.base import UserCentricEnv
+from harness.rollout.backends import GenerationBackend, SamplingParams
+from harness.rollout.chat import ChatFormat
+
+
+@dataclass
+class Episode:
+    """One episode in progress (and its finished record)."""
+
+    env: UserCentricEnv
+    group: str
+    sample: int
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    action_mask: list[int] = field(default_factory=list)
+    turn_last_token: list[int] = field(default_factory=list)  # index in ids of each turn's last action token
+    turn_rewards: list[float] = field(default_factory=list)
+    response_tokens: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    done: bool = False
+    token_truncated: bool = False
+    record: dict[str, Any] | None = None
+
+    def extend(self, ids: Sequence[int], is_action: bool) -> None:
+        self.ids.extend(int(i) for i in ids)
+        self.action_mask.extend([1 if is_action else 0] * len(ids))
+
+
+@dataclass
+class RolloutResult:
+    episodes: list[Episode]
+    generated_tokens: int
+    time_generate_s: float
+    time_env_s: float
+
+
+class RolloutEngine:
+    """Runs batches of episodes against gyms with one generation call per turn."""
+
+    def __init__(self, backend: GenerationBackend, chat: ChatFormat):
+        self.backend = backend
+        self.chat = chat
+
+    def run(self, envs: Sequence[UserCentricEnv], reset_kwargs: Sequence[dict[str, Any]], groups: Sequence[str],
+            samples: Sequence[int], *, params: SamplingParams, max_new_tokens_per_turn: int, max_episode_tokens: int,
+            on_turn: Callable[[int, int], None] | None = None) -> RolloutResult:
+        """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``)."""
+        episodes: list[Episode] = []
+        t_env = 0.0
+        for env, kw, g, s in zip(envs, reset_kwargs, groups, samples):
+            t0 = time.perf_counter()
+            obs, info = env.reset(**kw)
+            t_env += time.perf_counter() - t0
+            ep = Episode(env=env, group=g, sample=s)
+            ep.messages = [{"role": "system", "content": info["system_prompt"]}, {"role": "user", "content": obs}]
+            if self.chat.rendering == "tool_call":
+                self.chat.tools = info.get("tools")
+            ep.extend(self.chat.prompt_ids(ep.messages), is_action=False)
+            ep.prompt_tokens = len(ep.ids)
+            if len(ep.ids) >= max_episode_tokens:  # the prompt alone exceeds the budget
+                ep.done, ep.token_truncated = True, True
+            episodes.append(ep)
+        generated = 0
+        t_gen = 0.0
+        turn = 0
+        while True:
+            live = [ep for ep in episodes if not ep.done]
+            if not live:
+                break
+            budgets = [max(1, min(max_new_tokens_per_turn, max_episode_tokens - len(ep.ids))) for ep in live]
+            t0 = time.perf_counter()
+            outs = self.backend.generate([ep.ids for ep in live], budgets, params)
+            t_gen += time.perf_counter() - t0
+            for ep, out, budget in zip(live, outs, budgets):
+                if not out:  # a model that emits nothing still spends the turn: record one stop token
+                    out = [self.chat.stop_ids[0]] if self.chat.stop_ids else []
+                ep.extend(out, is_action=True)
+                generated += len(out)
+                ep.response_tokens.append(len(out))
+                ep.turn_last_token.append(len(ep.ids) - 1)
+                text = self.chat.decode_action(out)
+                t0 = time.perf_counter()
+                obs, reward, terminated, truncated, info = ep.env.step(text)
+                t_env += time.perf_counter() - t0
+                ep.turn_rewards.append(float(reward))
+                assistant_msg = {"role": "assistant", "content": text}
+                if terminated or truncated:
+                    ep.done = True
+                    ep.messages.append(assistant_msg)
+                    continue
+                obs_msg = self.chat.observation_message(info["turn"]["obs_role"], obs)
+                obs_ids = self.chat.observation_ids(ep.messages, out, text, obs_msg)
+                ep.messages += [assistant_msg, obs_msg]
+                ep.extend(obs_ids, is_action=False)
+                if len(ep.ids) >= max_episode_tokens - 1:
+                    ep.done, ep.token_truncated = True, True
+            turn += 1
+            if on_turn is not None:
+                on_turn(turn, len([e for e in episodes if not e.done]))
+        for ep in episodes:
+            rec = ep.env.episode_record()
+            rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
+                        "response_tokens": list(ep.response_tokens), "token_truncated": ep.token_truncated})
+            ep.record = rec
+        return RolloutResult(episodes=episodes, generated_tokens=generated, time_generate_s=t_gen, time_env_s=t_env)
