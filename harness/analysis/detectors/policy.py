@@ -1,0 +1,244 @@
+"""Detectors of the policy's behaviour: template collapse, entropy collapse, question-rate drop."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Mapping
+
+from harness.analysis.detectors.base import DetectorInput, Finding, detector, skipped
+from harness.analysis.run_data import num
+from harness.analysis.stats import distinct_n, mean, opening, std_error, top_share
+
+# --------------------------------------------------------------------------- template collapse
+# Words of a turn's opening: three are enough to tell "Do you have ..." from "Can it fly"; more
+# would make every opening unique.
+TEMPLATE_OPENING_WORDS = 3
+# Gyms have their own protocol (every function probe reads "What is f(...)"), and a policy that
+# learns a good question form repeats it; that is convergence, not collapse. Collapse is one
+# template used *regardless of context*: the same opening in at least half of the turns of two or
+# more different contexts (action choices ask/search/answer, or gyms).
+TEMPLATE_CONTEXT_SHARE = 0.5
+TEMPLATE_CONTEXTS = 2
+# A context needs this many turns to count (a handful of answers says little).
+TEMPLATE_CONTEXT_MIN_TURNS = 10
+# One opening in 90% of all turns, or distinct-2 of all turn texts below 0.05 (19 bigrams in 20
+# repeat), is collapse whatever the contexts.
+TEMPLATE_ABSOLUTE_SHARE = 0.9
+TEMPLATE_DISTINCT2_FLOOR = 0.05
+# Agent turns the window needs for the measures to mean anything.
+TEMPLATE_MIN_TURNS = 40
+
+
+def _turn_text(t: Mapping[str, Any]) -> str:
+    action = t.get("action") or {}
+    return str(action.get("content") if action.get("choice") else action.get("raw") or "")
+
+
+def _text_stats(texts: list[str], n_open: int) -> dict[str, Any]:
+    top, share = top_share([opening(x, n_open) for x in texts if x.strip()])
+    full, full_share = top_share([" ".join(x.lower().split()) for x in texts if x.strip()])
+    d1, d2 = distinct_n(texts, 1), distinct_n(texts, 2)
+    return {"turns": len(texts), "distinct_1": round(d1, 4) if d1 is not None else None,
+            "distinct_2": round(d2, 4) if d2 is not None else None, "top_opening": top,
+            "top_opening_share": round(share, 4), "top_turn_text": (full or "")[:120],
+            "top_turn_text_share": round(full_share, 4)}
+
+
+@detector("template_collapse", "policy", {
+    "opening_words": (TEMPLATE_OPENING_WORDS, "words that make up a turn's opening"),
+    "context_share": (TEMPLATE_CONTEXT_SHARE, "share of a context's turns the top opening must hold"),
+    "contexts": (TEMPLATE_CONTEXTS, "contexts (choices or gyms) the top opening must dominate"),
+    "context_min_turns": (TEMPLATE_CONTEXT_MIN_TURNS, "turns a context needs to count"),
+    "absolute_share": (TEMPLATE_ABSOLUTE_SHARE, "share of all turns with one opening that is collapse regardless"),
+    "distinct2_floor": (TEMPLATE_DISTINCT2_FLOOR, "distinct-2 of all turn texts below which they collapsed"),
+    "min_turns": (TEMPLATE_MIN_TURNS, "agent turns the window needs"),
+})
+def template_collapse(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """Agent turns collapsing onto one template used regardless of context: the most common opening
+    n-gram dominating several action choices or gyms, or near-identical texts (distinct-1/2);
+    per-gym statistics and the preceding window's are given as evidence."""
+    n_open = int(th["opening_words"])
+    rows = []  # (episode id, gym, choice, text)
+    for e in data.episodes:
+        for t in e.get("turns") or []:
+            rows.append((str(e.get("episode_id")), str(e.get("gym")), str((t.get("action") or {}).get("choice")),
+                         _turn_text(t)))
+    if len(rows) < th["min_turns"]:
+        return skipped("template_collapse", "policy", f"only {len(rows)} agent turns in the window", th)
+    overall = _text_stats([r[3] for r in rows], n_open)
+    top = overall["top_opening"]
+    contexts: dict[str, list[str]] = defaultdict(list)
+    for _, gym, choice, text in rows:
+        contexts[f"choice:{choice}"].append(opening(text, n_open))
+        contexts[f"gym:{gym}"].append(opening(text, n_open))
+    dominated = {}
+    for ctx, ops in sorted(contexts.items()):
+        if len(ops) >= th["context_min_turns"]:
+            share = sum(1 for o in ops if o == top) / len(ops)
+            if share >= th["context_share"]:
+                dominated[ctx] = round(share, 4)
+    by_kind: dict[str, int] = defaultdict(int)
+    for ctx in dominated:
+        by_kind[ctx.split(":")[0]] += 1
+    why = []
+    if max(by_kind.values(), default=0) >= th["contexts"]:
+        why.append(f"opening {top!r} starts most turns in {', '.join(f'{k} ({v:.0%})' for k, v in dominated.items())}")
+    if overall["top_opening_share"] >= th["absolute_share"]:
+        why.append(f"{overall['top_opening_share']:.0%} of all turns open with {top!r}")
+    if overall["distinct_2"] is not None and overall["distinct_2"] < th["distinct2_floor"]:
+        why.append(f"distinct-2 of all turns is {overall['distinct_2']:.3f}")
+    flagged = bool(why)
+    per_gym: dict[str, list[str]] = defaultdict(list)
+    for _, gym, _, text in rows:
+        per_gym[gym].append(text)
+    before = [_turn_text(t) for e in data.before_episodes for t in e.get("turns") or []]
+    metrics = {"all": overall, "dominated_contexts": dominated,
+               "per_gym": {g: _text_stats(v, n_open) for g, v in sorted(per_gym.items())},
+               "before": _text_stats(before, n_open) if len(before) >= th["min_turns"] else None}
+    matches = sorted({r[0] for r in rows if opening(r[3], n_open) == top}) if flagged else []
+    summary = ("agent turns collapsed onto one template: " + "; ".join(why) if flagged else
+               f"top opening {top!r} in {overall['top_opening_share']:.0%} of turns, dominating "
+               f"{len(dominated)} context(s); distinct-2 {overall['distinct_2']}")
+    return Finding("template_collapse", flagged, "policy", summary,
+                   severity="high" if len(why) > 1 else "medium", metrics=metrics, matches=matches,
+                   suggestion=("agent.entropy_coeff (raise by at most its max delta), agent.temperature; a "
+                               "repeated_question penalty in rules/rewards; eau sample --flag template_collapse"))
+
+
+# --------------------------------------------------------------------------- entropy collapse
+# Mean token entropy (nats) below 0.05: the policy samples nearly one token everywhere; exploration is over.
+ENTROPY_FLOOR = 0.05
+# Entropy falling to 40% of its early level (a 60% drop) is a collapse in progress even above the floor.
+ENTROPY_DROP = 0.6
+# Early steps that define the baseline level.
+ENTROPY_BASE_STEPS = 5
+
+
+@detector("entropy_collapse", "policy", {
+    "floor": (ENTROPY_FLOOR, "mean policy entropy (nats/token) below which it collapsed"),
+    "drop": (ENTROPY_DROP, "fractional drop from the run's early entropy that counts as collapse"),
+    "base_steps": (ENTROPY_BASE_STEPS, "first steps of the run that define the early entropy"),
+})
+def entropy_collapse(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """Policy entropy (the ``entropy`` metric) below a floor, or dropped by a large fraction from the
+    run's first steps."""
+    win = [v for m in data.metrics if (v := num(m.get("entropy"))) is not None]
+    if not win:
+        return skipped("entropy_collapse", "policy", "no entropy metric in the window (the trainer logs it per step)", th)
+    hist = [v for m in data.history if (v := num(m.get("entropy"))) is not None]
+    base_src = hist[: int(th["base_steps"])]
+    cur = mean(win[-min(len(win), 3):]) or 0.0  # the last few steps: where it is now, not the window's average
+    metrics: dict[str, Any] = {"entropy_now": round(cur, 5), "entropy_window_mean": round(mean(win) or 0.0, 5),
+                               "window_steps": len(win)}
+    knob_vals = {k: num(data.metrics[-1].get(k)) for k in ("entropy_coeff", "temperature") if data.metrics}
+    metrics.update({k: v for k, v in knob_vals.items() if v is not None})
+    problems = []
+    drop = None
+    if base_src:
+        base = mean(base_src) or 0.0
+        metrics["entropy_early"] = round(base, 5)
+        if base > 0:
+            drop = 1.0 - cur / base
+            metrics["drop"] = round(drop, 4)
+            if drop >= th["drop"]:
+                problems.append(f"entropy fell {drop:.0%} from {base:.3f} (first steps) to {cur:.3f}")
+    else:
+        metrics["drop"] = "skipped: no steps before the window (the floor still applies)"
+    if cur < th["floor"]:
+        problems.append(f"entropy {cur:.4f} is below the floor {th['floor']}")
+    flagged = bool(problems)
+    return Finding("entropy_collapse", flagged, "policy",
+                   "; ".join(problems) if flagged else f"entropy {cur:.3f}" + (f" ({drop:+.0%} vs early)" if drop is not None else ""),
+                   severity="high" if cur < th["floor"] else "medium", metrics=metrics,
+                   suggestion=("agent.entropy_coeff (x-max-delta limits one write), agent.temperature, agent.lr; then "
+                               "eau effect --event <id> --metric entropy with a lag of a few steps"))
+
+
+# --------------------------------------------------------------------------- question-rate drop
+# The method saw question rate fall from 40% to 26% (a 35% relative drop) while flow rose; 25%
+# relative catches that with room for noise.
+QR_DROP = 0.25
+# ... and an absolute drop of at least 0.05 asks per turn, so a rate near zero cannot flag on jitter.
+QR_MIN_ABS = 0.05
+# The drop must exceed this many standard errors of the difference of the two windows' means
+# (steps as units overall, episodes as units per gym).
+QR_Z = 2.0
+# Steps each window needs (overall test).
+QR_MIN_STEPS = 3
+# Episodes of a gym each window needs (per-gym test).
+QR_MIN_EPISODES = 20
+
+
+def _episode_rates(episodes: list[dict[str, Any]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:
+        n = int(e.get("num_turns", 0) or 0)
+        if n:
+            out[str(e.get("gym"))].append(int(e.get("questions", 0) or 0) / n)
+    return out
+
+
+def _drop(prev: list[float], now: list[float], th: Mapping[str, float]) -> tuple[dict[str, float], bool]:
+    a, b = mean(prev) or 0.0, mean(now) or 0.0
+    se = ((std_error(prev) or 0.0) ** 2 + (std_error(now) or 0.0) ** 2) ** 0.5
+    rel = (a - b) / a if a > 0 else 0.0
+    stats = {"before": round(a, 4), "now": round(b, 4), "relative_drop": round(rel, 4),
+             "absolute_drop": round(a - b, 4), "se": round(se, 4)}
+    return stats, rel >= th["drop"] and a - b >= th["min_abs"] and a - b > th["z"] * se
+
+
+@detector("question_rate_drop", "policy", {
+    "drop": (QR_DROP, "relative drop of question_rate vs the preceding window of the same length"),
+    "min_abs": (QR_MIN_ABS, "absolute drop of question_rate (asks per turn) needed"),
+    "z": (QR_Z, "standard errors the drop must exceed"),
+    "min_steps": (QR_MIN_STEPS, "steps with question_rate each window needs"),
+    "min_episodes": (QR_MIN_EPISODES, "episodes of a gym each window needs for the per-gym test"),
+})
+def question_rate_drop(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """Question rate (asks per turn) of the window against the preceding window of equal length,
+    overall (metrics) and per gym (episodes): a drop while disclosures hold up often means the user
+    volunteers what the agent stopped asking."""
+    win = [v for m in data.metrics if (v := num(m.get("question_rate"))) is not None]
+    prev_lines = data.history[-max(1, len(data.metrics)):]
+    prev = [v for m in prev_lines if (v := num(m.get("question_rate"))) is not None]
+    if len(win) < th["min_steps"] or len(prev) < th["min_steps"]:
+        return skipped("question_rate_drop", "policy",
+                       f"needs {int(th['min_steps'])}+ steps with question_rate in the window and before it "
+                       f"(window {len(win)}, before {len(prev)})", th)
+    overall, flag_all = _drop(prev, win, th)
+    rates_now, rates_before = _episode_rates(data.episodes), _episode_rates(data.before_episodes)
+    per_gym, flagged_gyms = {}, []
+    for g in sorted(set(rates_now) & set(rates_before)):
+        if min(len(rates_now[g]), len(rates_before[g])) < th["min_episodes"]:
+            continue
+        per_gym[g], f = _drop(rates_before[g], rates_now[g], th)
+        if f:
+            flagged_gyms.append(g)
+    vol = [v for m in data.metrics if (v := num(m.get("disclosures_mean"))) is not None]
+    vol_prev = [v for m in prev_lines if (v := num(m.get("disclosures_mean"))) is not None]
+    volunteered = sum(1 for e in data.episodes for t in e.get("turns") or []
+                      if ((t.get("user_reply") or {}).get("flags") or {}).get("volunteered"))
+    disclosing = sum(1 for e in data.episodes for t in e.get("turns") or [] if (t.get("user_reply") or {}).get("revealed"))
+    vol_share = volunteered / disclosing if disclosing else 0.0
+    metrics = {"question_rate": overall, "per_gym": per_gym,
+               "disclosures_mean_before": round(mean(vol_prev) or 0.0, 4) if vol_prev else None,
+               "disclosures_mean_now": round(mean(vol) or 0.0, 4) if vol else None,
+               "volunteered_share_of_disclosing_turns": round(vol_share, 4) if disclosing else None}
+    flagged = flag_all or bool(flagged_gyms)
+    component = "user" if flagged and vol_share >= 0.3 else "policy"
+    scope = ("all gyms" if flag_all else "") + (", ".join(flagged_gyms) if not flag_all else "")
+    shown = overall if flag_all else (per_gym[flagged_gyms[0]] if flagged_gyms else overall)
+    low = shown["now"]
+    low_q = [str(e.get("episode_id")) for e in data.episodes
+             if (flag_all or str(e.get("gym")) in flagged_gyms) and int(e.get("num_turns", 0) or 0)
+             and int(e.get("questions", 0) or 0) / int(e.get("num_turns", 1)) < low]
+    summary = (f"question rate fell {shown['relative_drop']:.0%} ({shown['before']:.2f} -> {shown['now']:.2f} asks "
+               f"per turn) in {scope}"
+               + (f"; {vol_share:.0%} of disclosing turns were volunteered by the user" if component == "user" else "")
+               if flagged else f"question rate {overall['before']:.2f} -> {overall['now']:.2f} "
+               f"({-overall['relative_drop']:+.0%}); no gym dropped significantly")
+    return Finding("question_rate_drop", flagged, component, summary, severity="medium", metrics=metrics,
+                   matches=low_q if flagged else [],
+                   suggestion=("user.volunteer_interval and env.elicitation_interval (volunteering masks fewer "
+                               "questions), env.min_questions; eau effect --event <id> --metric question_rate for "
+                               "the knob change before the drop"))

@@ -1,0 +1,224 @@
+"""Detectors of the simulated user: leakage of hidden information, and disparity between user arms."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Mapping
+
+from harness.analysis.detectors.base import DetectorInput, Finding, detector, skipped
+from harness.analysis.leakage import episode_leaks
+from harness.analysis.run_data import num
+from harness.analysis.tasks import regenerate
+
+# --------------------------------------------------------------------------- user leakage
+# One reply the agent read that gives away the hidden answer (or a fact of a kind the filter
+# excludes) is already a defect: the reward for that episode measures nothing. So the count is 1.
+LEAK_SECRET_EPISODES = 1
+LEAK_FILTERED_EPISODES = 1
+# The guard redacting one reply in 20 means the user (LLM prompt, rule templates) keeps producing
+# leaks and the agent keeps reading refusals; a rare redaction is the guard doing its job.
+LEAK_REDACTED_RATE = 0.05
+# Replies beyond facts_per_reply (or bulk replies) in 1 of 10 disclosing replies: the per-reply limit
+# is not holding. A healthy symbolic user never exceeds it.
+LEAK_OVERDISCLOSURE_RATE = 0.10
+# A reply carrying 60%+ of a task's hidden facts (3+ facts) hands over the task in one turn.
+LEAK_BULK_SHARE = 0.6
+LEAK_BULK_MIN_FACTS = 3
+
+
+@detector("user_leakage", "user", {
+    "secret_episodes": (LEAK_SECRET_EPISODES, "episodes with a read reply that gives away the hidden answer"),
+    "filtered_episodes": (LEAK_FILTERED_EPISODES, "episodes disclosing a fact kind outside reveal_kinds"),
+    "redacted_rate": (LEAK_REDACTED_RATE, "share of user replies the leak guard had to redact"),
+    "overdisclosure_rate": (LEAK_OVERDISCLOSURE_RATE,
+                            "share of disclosing replies over facts_per_reply or in bulk"),
+    "bulk_share": (LEAK_BULK_SHARE, "share of a task's facts in one reply that counts as bulk"),
+    "bulk_min_facts": (LEAK_BULK_MIN_FACTS, "facts a bulk reply must carry"),
+})
+def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """User replies that give away the hidden answer (checked against the task rebuilt from the gym
+    registry), disclose fact kinds the reveal filter excludes, exceed facts_per_reply or hand over most
+    facts at once, or had to be redacted by the leak guard (measures: harness/analysis/leakage.py)."""
+    eps = data.episodes
+    if not eps:
+        return skipped("user_leakage", "user", "no trajectories in the window", th)
+    replies = redacted = disclosing = over = 0
+    secret_eps, filtered_eps, over_eps, redacted_eps, bulk_eps = [], [], [], [], []
+    unchecked: dict[str, int] = defaultdict(int)
+    checked = no_secret = 0
+    kinds: set[str] = set()
+    reasons: dict[str, int] = defaultdict(int)
+    by_arm: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for e in eps:
+        task, why = regenerate(e)
+        lk = episode_leaks(e, task, why, bulk_share=th["bulk_share"], bulk_min_facts=int(th["bulk_min_facts"]))
+        eid = str(e.get("episode_id"))
+        replies += lk.replies
+        redacted += len(lk.redacted_turns)
+        disclosing += lk.disclosing_replies
+        n_over = len(set(lk.over_disclosed_turns) | set(lk.bulk_turns))
+        over += n_over
+        by_arm[str(e.get("arm"))][0] += n_over
+        by_arm[str(e.get("arm"))][1] += lk.disclosing_replies
+        if lk.secret_checked:
+            checked += 1
+        elif lk.no_secret:
+            no_secret += 1
+        elif lk.secret_unchecked_reason:
+            unchecked[lk.secret_unchecked_reason] += 1
+        if lk.secret_leak:
+            secret_eps.append(eid)
+            for r in lk.secret_leak_reasons:
+                reasons[r.split(" ")[0]] += 1
+        if lk.filtered_kind_turns:
+            filtered_eps.append(eid)
+            kinds.update(lk.filtered_kinds)
+        if n_over:
+            over_eps.append(eid)
+        if lk.bulk_turns:
+            bulk_eps.append(eid)
+        if lk.redacted_turns:
+            redacted_eps.append(eid)
+    if not replies:
+        return skipped("user_leakage", "user", "no user replies in the window", th)
+    red_rate = redacted / replies
+    over_rate = over / disclosing if disclosing else 0.0
+    metrics = {
+        "episodes": len(eps), "user_replies": replies, "secret_checked_episodes": checked,
+        "no_hidden_answer_episodes": no_secret,
+        "secret_unchecked": dict(unchecked), "secret_leak_episodes": len(secret_eps), "secret_leak_measures": dict(reasons),
+        "filtered_kind_episodes": len(filtered_eps), "filtered_kinds_disclosed": sorted(kinds),
+        "redacted_replies": redacted, "redacted_rate": round(red_rate, 4),
+        "disclosing_replies": disclosing, "overdisclosed_replies": over, "overdisclosure_rate": round(over_rate, 4),
+        "bulk_episodes": len(bulk_eps),
+        "overdisclosure_rate_by_arm": {a: round(o / d, 4) for a, (o, d) in sorted(by_arm.items()) if d},
+    }
+    problems = []
+    if len(secret_eps) >= th["secret_episodes"]:
+        problems.append(f"{len(secret_eps)} episode(s) where a reply the agent read gives away the hidden answer")
+    if len(filtered_eps) >= th["filtered_episodes"]:
+        problems.append(f"{len(filtered_eps)} episode(s) disclose fact kinds outside reveal_kinds ({', '.join(sorted(kinds))})")
+    if disclosing and over_rate >= th["overdisclosure_rate"]:
+        problems.append(f"{over_rate:.0%} of disclosing replies exceed facts_per_reply or hand over most facts at once "
+                        f"({len(bulk_eps)} episode(s) with bulk replies)")
+    if red_rate >= th["redacted_rate"]:
+        problems.append(f"the leak guard redacted {red_rate:.0%} of replies")
+    flagged = bool(problems)
+    severity = "high" if secret_eps or filtered_eps or bulk_eps else "medium"
+    examples = (secret_eps or filtered_eps or bulk_eps or over_eps or redacted_eps)[:5]
+    note = f"; hidden answer not checked for {sum(unchecked.values())} episode(s)" if unchecked else ""
+    return Finding(
+        "user_leakage", flagged, "user",
+        ("; ".join(problems) + note) if flagged else
+        f"no leak over {replies} user replies in {len(eps)} episodes (answer checked in {checked}){note}",
+        severity=severity, metrics=metrics, evidence_episodes=examples,
+        matches=secret_eps + filtered_eps + over_eps + redacted_eps,
+        suggestion=("user.facts_per_reply (1 keeps elicitation multi-turn), user.reveal_kinds (exclude the kinds "
+                    "listed in filtered_kinds_disclosed or that carry the answer), rules/users/<gym>.yaml, the LLM "
+                    "user's model and prompt; eau sample --flag user_leakage; eau gate a candidate user.yaml"))
+
+
+# --------------------------------------------------------------------------- arm disparity
+# Each arm needs enough episodes for a success rate to mean something (1 episode = 10 points at n=10).
+ARM_MIN_EPISODES = 10
+# The method's two user arms differed by 0.29 in success under a fixed 0.5 mixture; 0.15 is half of
+# that, large enough to change what a blended metric says about the policy.
+ARM_GAP = 0.15
+# The gap must also exceed this many standard errors of the difference (binomial), so small arms do
+# not flag on noise.
+ARM_Z = 2.0
+
+
+def _arm_stats(eps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in eps:
+        by[str(e.get("arm"))].append(e)
+    out = {}
+    for arm, group in by.items():
+        n = len(group)
+        out[arm] = {"episodes": n, "success_rate": sum(1 for e in group if e.get("success")) / n,
+                    "reward_mean": sum(float(e.get("reward", 0.0)) for e in group) / n,
+                    "disclosures_mean": sum(float(e.get("disclosures", 0)) for e in group) / n,
+                    "questions_mean": sum(float(e.get("questions", 0)) for e in group) / n}
+    return out
+
+
+def _arm_stats_from_metrics(lines: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    acc: dict[str, dict[str, float]] = defaultdict(lambda: {"episodes": 0.0, "s": 0.0, "r": 0.0})
+    for m in lines:
+        for key in m:
+            if key.startswith("arm/") and key.endswith("/episodes") and key.count("/") == 2:
+                arm = key.split("/")[1]
+                n, s, r = num(m.get(key)), num(m.get(f"arm/{arm}/success_rate")), num(m.get(f"arm/{arm}/reward_mean"))
+                if n and s is not None:
+                    acc[arm]["episodes"] += n
+                    acc[arm]["s"] += s * n
+                    acc[arm]["r"] += (r or 0.0) * n
+    return {a: {"episodes": int(v["episodes"]), "success_rate": v["s"] / v["episodes"], "reward_mean": v["r"] / v["episodes"]}
+            for a, v in acc.items() if v["episodes"]}
+
+
+def _gap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float]:
+    """(success gap a - b, its standard error)."""
+    pa, pb, na, nb = a["success_rate"], b["success_rate"], a["episodes"], b["episodes"]
+    se = math.sqrt(max(pa * (1 - pa), 1e-4) / na + max(pb * (1 - pb), 1e-4) / nb)
+    return pa - pb, se
+
+
+@detector("arm_disparity", "user", {
+    "min_episodes": (ARM_MIN_EPISODES, "episodes each arm needs in the window (overall and per gym)"),
+    "gap": (ARM_GAP, "absolute success-rate gap between the symbolic and LLM arms"),
+    "z": (ARM_Z, "standard errors the gap must exceed"),
+})
+def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """Success of the symbolic and the LLM user arms compared overall and per gym: a large gap means
+    the arms pose different tasks and a blended metric hides it."""
+    if data.episodes:
+        overall = _arm_stats(data.episodes)
+        source = "trajectories"
+    else:
+        overall = _arm_stats_from_metrics(data.metrics)
+        source = "metrics"
+    if "llm" not in overall or overall["llm"]["episodes"] < th["min_episodes"]:
+        n = int(overall.get("llm", {}).get("episodes", 0))
+        return skipped("arm_disparity", "user", f"no LLM-arm episodes to compare ({n} in the window; "
+                       f"user_strategy_mix 1.0 uses the symbolic user only)", th)
+    if "symbolic" not in overall or overall["symbolic"]["episodes"] < th["min_episodes"]:
+        return skipped("arm_disparity", "user", "too few symbolic-arm episodes in the window to compare", th)
+    results = {"all": overall}
+    gaps = {}
+    flagged_where = []
+    if data.episodes:
+        by_gym: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for e in data.episodes:
+            by_gym[str(e.get("gym"))].append(e)
+        for g, group in sorted(by_gym.items()):
+            results[g] = _arm_stats(group)
+    for where, st in results.items():
+        if "llm" not in st or "symbolic" not in st:
+            continue
+        if min(st["llm"]["episodes"], st["symbolic"]["episodes"]) < th["min_episodes"]:
+            continue
+        gap, se = _gap(st["symbolic"], st["llm"])
+        gaps[where] = {"symbolic_minus_llm": round(gap, 4), "se": round(se, 4),
+                       "symbolic": {k: round(v, 4) for k, v in st["symbolic"].items()},
+                       "llm": {k: round(v, 4) for k, v in st["llm"].items()}}
+        if abs(gap) >= th["gap"] and abs(gap) >= th["z"] * se:
+            flagged_where.append(where)
+    flagged = bool(flagged_where)
+    worst = max((abs(v["symbolic_minus_llm"]) for v in gaps.values()), default=0.0)
+    llm_eps = [str(e.get("episode_id")) for e in data.episodes if e.get("arm") == "llm"
+               and (("all" in flagged_where) or str(e.get("gym")) in flagged_where) and not e.get("success")]
+    if flagged:
+        g = gaps[flagged_where[0]]
+        summary = (f"symbolic and LLM user arms differ in success by {g['symbolic_minus_llm']:+.2f} "
+                   f"({flagged_where[0]}: symbolic {g['symbolic']['success_rate']:.2f} over {g['symbolic']['episodes']:.0f}, "
+                   f"LLM {g['llm']['success_rate']:.2f} over {g['llm']['episodes']:.0f}); flagged in {', '.join(flagged_where)}")
+    else:
+        summary = f"largest arm gap {worst:.2f} (threshold {th['gap']:.2f})"
+    return Finding("arm_disparity", flagged, "user", summary, severity="high" if worst >= 2 * th["gap"] else "medium",
+                   metrics={"source": source, "gaps": gaps}, matches=llm_eps,
+                   suggestion=("read metrics per arm (arm/<arm>/*), never blended; inspect the LLM user (model, "
+                               "prompt, user.temperature, user.persona) with eau sample --arm llm; "
+                               "user.user_strategy_mix changes the share, not the gap"))
