@@ -114,7 +114,7 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print) -> di
             loss.backward()
             torch.nn.utils.clip_grad_norm_(trainable_parameters(model), 1.0)
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         log(f"sft epoch {epoch}: loss {np.mean(losses[-max(1, math.ceil(len(data) / cfg.batch_size)):]):.3f}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

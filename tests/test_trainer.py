@@ -1,0 +1,237 @@
+"""The trainer end to end on the tiny preset: run files, masks, live knobs, SIGKILL + resume, 2 processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from harness.runs import jsonl
+
+FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
+        "--set", "agent_knobs.max_new_tokens_per_turn=12", "--set", "agent_knobs.max_episode_tokens=512",
+        "--set", "agent_knobs.mini_batch_size=4", "--set", "agent_knobs.micro_batch_size=4",
+        "--set", "policy.tiny.num_hidden_layers=2", "--set", "policy.tiny.hidden_size=64",
+        "--set", "policy.tiny.intermediate_size=128", "--no-progress"]
+METRIC_KEYS = ["step", "reward_mean", "reward_std", "success_rate", "entropy", "logprob_mean", "kl", "value_loss",
+               "clip_frac", "grad_norm", "lr", "turns_mean", "questions_mean", "answer_rate", "format_error_rate",
+               "deadlock_rate", "response_tokens_mean", "time_rollout_s", "time_update_s", "time_harness_s",
+               "gym/intention/reward_mean", "gym/intention/success_rate", "arm/symbolic/reward_mean",
+               "arm/symbolic/success_rate"]
+
+
+def eau(args, knobs_dir, runs_dir, **kw):
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True,
+                          text=True, **kw)
+
+
+def eau_bg(args, knobs_dir, runs_dir, log):
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", *args], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for(cond, timeout=300, every=0.2):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return True
+        time.sleep(every)
+    return False
+
+
+def metric_steps(run: Path) -> list[int]:
+    return [m["step"] for m in jsonl.read(run / "metrics.jsonl")]
+
+
+def assert_clean_jsonl(path: Path) -> None:
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), f"torn last line in {path}"
+    for line in data.splitlines():
+        json.loads(line)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    root = tmp_path_factory.mktemp("smoke")
+    kdir, rdir = root / "knobs", root / "runs"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "knobs", kdir,
+                    ignore=shutil.ignore_patterns(".pending", ".history"))
+    out = eau(["train", "--preset", "tiny", "--steps", "3", "--run-id", "smoke", "--json",
+               "--set", "checkpoint_every=2", *FAST], kdir, rdir, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return rdir / "smoke", json.loads(out.stdout), kdir
+
+
+def test_smoke_run_writes_everything(smoke):
+    run, out, _ = smoke
+    assert out["ok"] and out["run_id"] == "smoke"
+    for name in ["config.yaml", "knobs/agent.yaml", "knobs/schema/env.schema.json", "metrics.jsonl",
+                 "trajectories/step_000000.jsonl", "trajectories/step_000002.jsonl", "knob_events.jsonl",
+                 "knobs_in_force.json", "events.jsonl", "status.json", "log.txt", "meta"]:
+        assert (run / name).exists(), name
+    metrics = jsonl.read(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [0, 1, 2]
+    for key in METRIC_KEYS:
+        assert key in metrics[-1], key
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "finished" and status["step"] == 3
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["preset"] == "tiny" and cfg["tasks_per_step"] == 2
+    episodes = jsonl.read(run / "trajectories" / "step_000001.jsonl")
+    assert len(episodes) == 4
+    ep = episodes[0]
+    for key in ["episode_id", "step", "group", "sample", "gym", "arm", "task", "turns", "reward", "success",
+                "response_tokens", "prompt_tokens"]:
+        assert key in ep, key
+    assert ep["turns"] and "reward_breakdown" in ep["turns"][0]
+    # the preset's knob values were written through the store and logged (author system)
+    events = jsonl.read(run / "knob_events.jsonl")
+    assert any(e["author"] == "system" and e["knob"] == "agent.lr" for e in events)
+    ckpts = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert ckpts == ["step_000001", "step_000002"]
+    lines = (run / "log.txt").read_text().splitlines()
+    assert any("step 2:" in line for line in lines) and "run finished" in lines[-1]
+    kinds = [e["event"] for e in jsonl.read(run / "events.jsonl")]
+    assert kinds[0] == "started" and kinds[-1] == "finished" and "checkpoint" in kinds
+
+
+def test_masks_cover_exactly_the_generated_tokens():
+    """Rollout + collate: action-mask tokens are exactly what the policy generated; every prompt and
+    observation token (user replies, feedback, template markers) is masked out."""
+    from harness.envs.registry import make
+    from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+    from harness.ppo.models import load_policy
+    from harness.ppo.trainer import collate
+    from harness.rollout.backends import HFBackend, SamplingParams
+    from harness.rollout.chat import ChatFormat
+    from harness.rollout.engine import RolloutEngine
+
+    torch.manual_seed(0)
+    model, tok = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64,
+                                                        "intermediate_size": 128}})
+    chat = ChatFormat(tok, "tagged")
+
+    class Recording(HFBackend):
+        outputs: list[list[int]] = []
+
+        def generate(self, prompts, budgets, params):
+            outs = super().generate(prompts, budgets, params)
+            for p, o in zip(prompts, outs):
+                self.outputs.append((len(p), list(o)))
+            return outs
+
+    backend = Recording(model, tok)
+    engine = RolloutEngine(backend, chat)
+    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    envs = [make("intention", knobs=snap), make("travel", knobs=snap)]
+    res = engine.run(envs, [{"seed": 1, "options": {"task_index": 1}}, {"seed": 2, "options": {"task_index": 2}}],
+                     ["a", "b"], [0, 0], params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)),
+                     max_new_tokens_per_turn=10, max_episode_tokens=2048)
+    batch = collate(res.episodes, tok.pad_token_id)
+    gen_by_start = {start: out for start, out in backend.outputs}
+    for i, ep in enumerate(res.episodes):
+        mask = batch.action_mask[i, :len(ep.ids)].tolist()
+        # rebuild the mask from what the backend returned, at the position each prompt ended
+        expected = [0] * len(ep.ids)
+        for start in sorted(gen_by_start):
+            out = gen_by_start[start]
+            if start < len(ep.ids) and ep.ids[start:start + len(out)] == out and out:
+                for t in range(start, start + len(out)):
+                    expected[t] = 1
+        assert mask == [float(x) for x in expected]
+        obs_text = tok.decode([t for t, m in zip(ep.ids, mask) if m == 0])
+        assert ep.record["task"]["prompt"][:30] in obs_text
+        for turn in ep.record["turns"][:-1]:
+            assert turn["observation"][:20] in obs_text  # observations are never action tokens
+        act_text = tok.decode([t for t, m in zip(ep.ids, mask) if m == 1], skip_special_tokens=True)
+        assert "<start_of_turn>" not in act_text and "[environment]" not in act_text
+        # rewards sit on each turn's last action token, nowhere else
+        ends = batch.turn_ends[i].nonzero().flatten().tolist()
+        assert ends == ep.turn_last_token and all(mask[t] == 1 for t in ends)
+
+
+def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_dir):
+    rdir = tmp_path / "runs"
+    run = rdir / "kill"
+    args = ["train", "--preset", "tiny", "--steps", "5", "--run-id", "kill", "--set", "checkpoint_every=1", *FAST]
+    with open(tmp_path / "first.log", "w") as log:
+        proc = eau_bg(args, knobs_dir, rdir, log)
+        # kill in the middle of step 2 (after its status shows it started, before its metrics line)
+        assert wait_for(lambda: (run / "metrics.jsonl").exists() and len(metric_steps(run)) >= 2, timeout=600)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "running"  # killed: nobody wrote an end state
+    out = eau(["train", "--resume", "kill", "--no-progress"], knobs_dir, rdir, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert metric_steps(run) == [0, 1, 2, 3, 4]
+    for name in ("metrics.jsonl", "events.jsonl", "knob_events.jsonl"):
+        assert_clean_jsonl(run / name)
+    assert sorted(p.name for p in (run / "trajectories").glob("step_*.jsonl")) == [
+        f"step_{i:06d}.jsonl" for i in range(5)]
+    kinds = [e["event"] for e in jsonl.read(run / "events.jsonl")]
+    assert "resumed" in kinds and kinds[-1] == "finished"
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
+
+
+def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, knobs_dir):
+    rdir = tmp_path / "runs"
+    run = rdir / "live"
+    args = ["train", "--preset", "tiny", "--steps", "6", "--run-id", "live", "--set", "checkpoint_every=0", *FAST]
+    with open(tmp_path / "run.log", "w") as log:
+        proc = eau_bg(args, knobs_dir, rdir, log)
+        try:
+            assert wait_for(lambda: (run / "metrics.jsonl").exists() and len(metric_steps(run)) >= 1, timeout=600)
+            out = eau(["knobs", "set", "agent.entropy_coeff", "0.004", "--reason", "entropy falling", "--author",
+                       "agent", "--json"], knobs_dir, rdir)
+            assert out.returncode == 0, out.stderr
+            assert json.loads(out.stdout)["pending"] is True
+            agent = knobs_dir / "agent.yaml"
+            assert wait_for(lambda: any(e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted"
+                                        for e in jsonl.read(run / "knob_events.jsonl")), timeout=300)
+            agent.write_text(agent.read_text().replace("kl_coef: 0.0", "kl_coef: [broken"))
+            assert wait_for(lambda: any(e["status"] == "rejected" for e in jsonl.read(run / "knob_events.jsonl")),
+                            timeout=300)
+            assert proc.wait(timeout=900) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    events = jsonl.read(run / "knob_events.jsonl")
+    acc = next(e for e in events if e["knob"] == "agent.entropy_coeff" and e["author"] == "agent")
+    assert acc["reason"] == "entropy falling" and acc["step_effective"] >= 1
+    rej = next(e for e in events if e["status"] == "rejected")
+    assert rej["rule"] == "syntax" and rej["file"].endswith("agent.yaml") and rej["line"]
+    metrics = jsonl.read(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == list(range(6))  # the run carried on
+    for m in metrics:  # nothing changes mid-step: the new value holds exactly from step_effective
+        assert m["entropy_coeff"] == (0.004 if m["step"] >= acc["step_effective"] else 0.001)
+    assert all(m["kl_coef"] == 0.0 for m in metrics)  # the broken edit never reached training
+
+
+def test_two_data_parallel_processes(tmp_path, knobs_dir):
+    rdir = tmp_path / "runs"
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir)}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", "2", "--run-id", "ddp", *FAST]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-4000:]
+    run = rdir / "ddp"
+    metrics = jsonl.read(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [0, 1]
+    assert all(m["episodes"] == 4 for m in metrics)  # both ranks' episodes gathered
+    ranks = {e["rank"] for e in jsonl.read(run / "trajectories" / "step_000000.jsonl")}
+    assert ranks == {0, 1}
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
