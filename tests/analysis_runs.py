@@ -257,7 +257,8 @@ def unhelpful_user(req: dict[str, Any]) -> str:
 class RunSpec:
     """What to build. Knob overrides are written into the knobs folder the run starts from.
 
-    changes: ``{step: [(knob, value), ...]}`` written through the live knob path before ``step``.
+    changes: ``{step: [(knob, value) or (knob, value, gym), ...]}`` written through the live knob path
+        before ``step``.
     llm: reply function of the LLM user's loopback server (None: no LLM arm; set user_strategy_mix).
     """
 
@@ -272,7 +273,7 @@ class RunSpec:
     reward: dict[str, Any] = field(default_factory=dict)
     user_rules: dict[str, Any] = field(default_factory=dict)
     reward_rules: dict[str, Any] = field(default_factory=dict)
-    changes: dict[int, list[tuple[str, Any]]] = field(default_factory=dict)
+    changes: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
     opt: Callable[[int, int], dict[str, float]] = opt_healthy
     llm: Callable[[dict[str, Any]], str] | None = None
     seed: int = 0
@@ -333,9 +334,10 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
             t0 = time.perf_counter()
             applied = []
             if step in spec.changes:
-                for name, value in spec.changes[step]:
-                    res = store.set(name, value, author="agent", reason=f"test change before step {step}",
-                                    recent_metrics=history, step_written=step - 1, run_live=True)
+                for name, value, *gym in spec.changes[step]:
+                    res = store.set(name, value, gym=gym[0] if gym else None, author="agent",
+                                    reason=f"test change before step {step}", recent_metrics=history,
+                                    step_written=step - 1, run_live=True)
                     if not res.ok:
                         raise ValueError(f"planted change {name}={value!r} refused: {res.event.get('message')}")
                 store.current_step = step
@@ -419,13 +421,21 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
 }
 
 
+# Runs for `eau effect`: a harmful change of one gym's knob, with the agent's skill held flat so the
+# change is the only thing that moves the metrics.
+EFFECT_HARM = "effect_harm"
+EXTRA_SPECS: dict[str, Callable[[], RunSpec]] = {
+    EFFECT_HARM: lambda: RunSpec(EFFECT_HARM, agent=learner(0.85, 0.85), changes={6: [("user.max_reveals", 3, "intention")]}),
+}
+
+
 # ---------------------------------------------------------------------------- one build per test process
 _ROOT: Path | None = None
 _BUILT: dict[str, Path] = {}
 
 
 def cached_run(name: str) -> Path:
-    """Run ``name`` of :data:`SPECS`, built once per test process in a private temporary folder
+    """Run ``name`` of :data:`SPECS` or :data:`EXTRA_SPECS`, built once per test process in a private temporary folder
     (removed at exit). Callers must treat it as read-only: other tests read the same folder."""
     global _ROOT
     if name not in _BUILT:
@@ -435,5 +445,5 @@ def cached_run(name: str) -> Path:
 
             _ROOT = Path(tempfile.mkdtemp(prefix="eau-analysis-runs-"))
             atexit.register(shutil.rmtree, _ROOT, True)
-        _BUILT[name] = build_run(_ROOT / "runs", SPECS[name](), _ROOT)
+        _BUILT[name] = build_run(_ROOT / "runs", {**SPECS, **EXTRA_SPECS}[name](), _ROOT)
     return _BUILT[name]

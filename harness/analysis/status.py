@@ -113,7 +113,7 @@ def render_status(doc: dict[str, Any], width: int = 120) -> str:
     buf = StringIO()
     con = Console(file=buf, width=width, force_terminal=False, color_system=None)
     eta = f", ETA {doc['eta_s'] / 60:.1f} min" if isinstance(doc.get("eta_s"), (int, float)) and doc["state"] == "running" else ""
-    live = "live" if doc["live"] else ("STALE (no trainer process)" if doc["stale"] else "not live")
+    live = "live" if doc["live"] else ("STALE: no trainer process on this host" if doc["stale"] else "not live")
     hb = f", heartbeat {doc['heartbeat_age_s']:.0f}s ago" if doc.get("heartbeat_age_s") is not None else ""
     con.print(f"run {doc['run']}: {doc['state']} ({live}), step {doc['step']}/{doc['total_steps']}{eta}{hb}; "
               f"gyms {', '.join(doc['gyms']) or '-'}")

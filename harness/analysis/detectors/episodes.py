@@ -18,6 +18,9 @@ DEADLOCK_MIN_EPISODES = 10
 # When at least this share of deadlocked episodes had an answer refused for too few questions, the
 # cause is the min_questions/max_steps pair, not the policy.
 DEADLOCK_EARLY_ANSWER_SHARE = 0.5
+# When half of the deadlocked episodes' turns are malformed, the policy cannot write an action yet
+# (a fresh model): more turns would not produce an answer.
+DEADLOCK_FORMAT_SHARE = 0.5
 
 
 def _eid(ep: Mapping[str, Any]) -> str:
@@ -48,10 +51,12 @@ def _weighted_metric(lines: list[dict[str, Any]], name: str, weight: str = "epis
     "min_episodes": (DEADLOCK_MIN_EPISODES, "episodes needed in the window"),
     "early_answer_share": (DEADLOCK_EARLY_ANSWER_SHARE,
                            "share of deadlocked episodes with refused early answers that blames min_questions"),
+    "format_share": (DEADLOCK_FORMAT_SHARE, "share of malformed turns in deadlocked episodes that blames the policy"),
 })
 def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """Episodes that hit the turn limit without answering (``deadlock``), with the likely cause:
-    answers refused for too few questions (min_questions vs max_steps), or a policy that never answers."""
+    answers refused for too few questions (min_questions vs max_steps), malformed turns, a policy
+    that only asks, or too few turns."""
     eps = data.episodes
     if not eps:
         rate, n = _weighted_metric(data.metrics, "deadlock_rate")
@@ -78,12 +83,15 @@ def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     ask_share = (sum(int(e.get("questions", 0)) for e in dead) / max(1, sum(int(e.get("num_turns", 0)) for e in dead))
                  if dead else 0.0)
     early_share = len(early) / len(dead) if dead else 0.0
+    fmt_share = (sum(int(e.get("format_errors", 0)) for e in dead) / max(1, sum(int(e.get("num_turns", 0)) for e in dead))
+                 if dead else 0.0)
     max_steps = sorted({v for e in dead if (v := _knob(e, "env", "max_steps")) is not None})
     min_q = sorted({v for e in dead if (v := _knob(e, "env", "min_questions")) is not None})
     metrics = {"deadlock_rate": round(rate, 4), "episodes": len(eps), "deadlocked": len(dead),
                "per_gym": {g: round(d / n, 4) for g, (d, n) in sorted(by_gym.items())},
                "with_refused_early_answer": len(early), "with_user_declined": len(declined),
-               "ask_share_in_deadlocked": round(ask_share, 3), "max_steps": max_steps, "min_questions": min_q}
+               "ask_share_in_deadlocked": round(ask_share, 3), "format_error_share_in_deadlocked": round(fmt_share, 3),
+               "max_steps": max_steps, "min_questions": min_q}
     flagged = rate >= th["rate"]
     if early_share >= th["early_answer_share"]:
         component = "config"
@@ -91,6 +99,11 @@ def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
                  f"(min_questions {min_q} with max_steps {max_steps})")
         suggestion = ("env.min_questions (lower it) or env.max_steps (raise it); eau sample --outcome deadlock; "
                       "eau effect on the event that raised min_questions")
+    elif fmt_share >= DEADLOCK_FORMAT_SHARE:
+        component = "policy"
+        cause = f"{fmt_share:.0%} of the deadlocked episodes' turns are malformed: the policy never writes a valid answer"
+        suggestion = ("the action format (eau sample --outcome deadlock shows the raw turns), the format_error penalty "
+                      "in rules/rewards, a warm start (eau sft); env.max_steps does not help here")
     elif ask_share >= 0.8:
         component = "policy"
         cause = f"deadlocked episodes spend {ask_share:.0%} of turns asking and never answer"
