@@ -1,0 +1,456 @@
+"""``eau autopilot``: the rule-based meta-agent, the baseline a coding agent has to beat.
+
+Each turn (a *tick*) follows the skill's protocol with the same ``eau`` commands an agent runs
+(:class:`~harness.supervise.cli_client.EauCLI`, one subprocess each):
+
+1. ``eau status`` — the run's step, gyms, whether it is live.
+2. A change of its own still pending? Find the event the run applied (``eau knobs history``),
+   measure it after its lag (``eau effect --event ID``; the guard metric too), revert it when harmed
+   or inconclusive (``eau knobs revert``: an inconclusive tuning change is noise the next
+   measurement does not need), and record a finding either way (``eau finding add``). On
+   ``not_enough_data`` it waits for a later tick. One change at a time: nothing new meanwhile.
+3. Otherwise, on a live run: ``eau diagnose``; for the first flagged detector with an entry in the
+   intervention table (:mod:`harness.supervise.interventions`) that applies — the knob governs a
+   gym of the run, is not at its limit, and no active finding says the same change harmed — it
+   writes a candidate area file and runs ``eau gate`` on it, then applies the change with
+   ``eau knobs set --author agent --reason "autopilot: <detector>: <prediction> (lag L, window W)"``.
+
+State lives in ``runs/<id>/meta/autopilot_state.json`` (the pending change, past interventions);
+every tick is appended to ``runs/<id>/meta/autopilot.jsonl`` with the commands it ran; gate
+candidates go to ``runs/<id>/meta/autopilot/candidate_NNN/``. With ``dry_run`` nothing is written
+anywhere (candidates go to a temporary folder that is removed): the tick reports what it would do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from harness.experience.pool import atomic_write
+from harness.runs import jsonl, reader
+from harness.supervise.cli_client import CommandFailed, EauCLI
+from harness.supervise.interventions import Intervention, load_table, next_value
+from harness.supervise.runwatch import Schedule, progress
+from harness.supervise.session import now_iso
+
+STATE_FILE = "autopilot_state.json"
+LOG_FILE = "autopilot.jsonl"
+CANDIDATES_DIR = "autopilot"
+GATE_STEPS = 3  # recent steps the gate replays: a few batches, seconds of work
+DIAGNOSE_WINDOW = 10  # as eau diagnose's default
+# Metrics that metrics.jsonl splits per gym (gym/<g>/<m>); a per-gym change is judged on its gym.
+PER_GYM_METRICS = {"reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean"}
+_CHANGE_RE = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)\s*->\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+@dataclass
+class AutopilotConfig:
+    """Settings of ``eau autopilot`` (each is a CLI option).
+
+    run: run id under ``runs_dir``.
+    runs_dir / knobs_dir / pool_dir: folders given to every command (EAU_RUNS_DIR, EAU_KNOBS_DIR,
+        EAU_POOL_DIR); knobs_dir None: the folder the run trains from; pool_dir None: not set (the
+        commands use ``cwd/experience_pool``).
+    cwd: folder the commands run in.
+    table: intervention table file (None: the packaged one).
+    window: steps ``eau diagnose`` looks at.
+    thresholds: ``eau diagnose --threshold`` overrides (NAME.KEY=VALUE).
+    lag / effect_window: override every entry's lag / window (None: the table's values).
+    gate_steps: steps ``eau gate`` replays.
+    max_interventions: stop making new changes after this many (0: no limit).
+    dry_run: report what would be done; write nothing.
+    """
+
+    run: str
+    runs_dir: Path
+    knobs_dir: Path | None = None
+    pool_dir: Path | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    table: Path | None = None
+    window: int = DIAGNOSE_WINDOW
+    thresholds: list[str] = field(default_factory=list)
+    lag: int | None = None
+    effect_window: int | None = None
+    gate_steps: int = GATE_STEPS
+    max_interventions: int = 0
+    dry_run: bool = False
+
+    def validate(self) -> None:
+        if self.window < 1:
+            raise ValueError(f"--window must be at least 1 step, got {self.window}")
+        if self.lag is not None and self.lag < 0:
+            raise ValueError(f"--lag must be >= 0, got {self.lag}")
+        if self.effect_window is not None and self.effect_window < 2:
+            raise ValueError(f"--effect-window must be at least 2 steps, got {self.effect_window}")
+        if self.gate_steps < 0 or self.max_interventions < 0:
+            raise ValueError("--gate-steps and --max-interventions must be >= 0")
+
+
+def cli_value(v: Any) -> str:
+    """A number as ``eau knobs set`` reads it (YAML): floats always with a dot, never exponent form."""
+    if isinstance(v, bool) or not isinstance(v, float):
+        return json.dumps(v)
+    text = f"{v:.12f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def change_direction(finding: dict[str, Any]) -> str | None:
+    """raise | lower for a finding: its direction tag (the autopilot's), else its ``change`` text
+    ("3 -> 5"); None when neither tells."""
+    tags = set(finding.get("tags") or [])
+    for d in ("raise", "lower"):
+        if d in tags:
+            return d
+    m = _CHANGE_RE.search(str(finding.get("change") or ""))
+    if m:
+        a, b = float(m.group(1)), float(m.group(2))
+        return "raise" if b > a else "lower" if b < a else None
+    return None
+
+
+class Autopilot:
+    """The rule-based meta-agent of one run. :meth:`tick` does one turn and returns its record."""
+
+    def __init__(self, cfg: AutopilotConfig, cli: EauCLI | None = None):
+        cfg.validate()
+        self.cfg = cfg
+        self.table: list[Intervention] = load_table(cfg.table)
+        self.run_dir = reader.find_run(Path(cfg.runs_dir), cfg.run)
+        if self.run_dir is None or not (self.run_dir / "status.json").exists():
+            raise FileNotFoundError(f"no run {cfg.run!r} in {cfg.runs_dir}")
+        st = reader.status(self.run_dir) or {}
+        kdir = cfg.knobs_dir or (Path(st["knobs_dir"]) if st.get("knobs_dir") else None)
+        env = {"EAU_RUNS_DIR": str(Path(cfg.runs_dir).resolve())}
+        if kdir is not None:
+            env["EAU_KNOBS_DIR"] = str(Path(kdir).resolve())
+        if cfg.pool_dir is not None:
+            env["EAU_POOL_DIR"] = str(Path(cfg.pool_dir).resolve())
+        self.cli = cli or EauCLI(env=env, cwd=cfg.cwd)
+        self.meta = self.run_dir / "meta"
+        self.state = self.load_state()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state_path(self) -> Path:
+        return self.meta / STATE_FILE
+
+    def load_state(self) -> dict[str, Any]:
+        doc = reader.read_json(self.state_path)
+        if doc is None:
+            return {"run": self.run_dir.name, "pending": None, "history": [], "interventions": 0, "ticks": 0}
+        for key, default in (("pending", None), ("history", []), ("interventions", 0), ("ticks", 0)):
+            doc.setdefault(key, default)
+        return doc
+
+    def save_state(self) -> None:
+        if self.cfg.dry_run:
+            return
+        self.meta.mkdir(parents=True, exist_ok=True)
+        self.state["updated"] = now_iso()
+        atomic_write(self.state_path, json.dumps(self.state, indent=2, default=str) + "\n")
+
+    def _entry(self, detector: str, knob: str) -> Intervention | None:
+        return next((e for e in self.table if e.detector == detector and e.knob == knob), None)
+
+    def _lag_window(self, e: Intervention) -> tuple[int, int]:
+        return (self.cfg.lag if self.cfg.lag is not None else e.lag,
+                self.cfg.effect_window if self.cfg.effect_window is not None else e.window)
+
+    # ------------------------------------------------------------------ one turn
+    def tick(self) -> dict[str, Any]:
+        """One turn of the protocol; the record says what it did (``action``) and which commands it ran."""
+        self.state = self.load_state()
+        rec: dict[str, Any] = {"tick": self.state["ticks"] + 1, "time": now_iso(), "run": self.run_dir.name,
+                               "dry_run": self.cfg.dry_run, "action": "none", "skipped": []}
+        try:
+            st = self.cli.run("status", "--run", self.cfg.run, "--no-detectors").doc
+            last = st.get("last_metrics_step")
+            rec["step"] = last + 1 if isinstance(last, int) else 0
+            rec["live"] = bool(st.get("live"))
+            if self.state["pending"]:
+                self._measure(st, rec)
+            elif not st.get("live") and not self.cfg.dry_run:
+                rec["message"] = f"run is {st.get('state')}: no new change (a change would not reach it)"
+            elif self.cfg.max_interventions and self.state["interventions"] >= self.cfg.max_interventions:
+                rec["message"] = f"made {self.state['interventions']} interventions (--max-interventions)"
+            else:
+                self._intervene(st, rec)
+        except CommandFailed as exc:
+            rec.update({"action": "error", "message": str(exc)})
+        rec["commands"] = self.cli.take_log()
+        if not self.cfg.dry_run:
+            self.state["ticks"] += 1
+            self.save_state()
+            jsonl.append(self.meta / LOG_FILE, rec)
+        return rec
+
+    # ------------------------------------------------------------------ new change
+    def _intervene(self, st: dict[str, Any], rec: dict[str, Any]) -> None:
+        args = ["diagnose", "--run", self.cfg.run, "--window", str(self.cfg.window)]
+        for t in self.cfg.thresholds:
+            args += ["--threshold", t]
+        diag = self.cli.run(*args).doc
+        flagged = list(diag.get("flagged") or [])
+        rec["flagged"] = flagged
+        if not flagged:
+            rec["message"] = "nothing flagged: no change (an intervention without a diagnosis only adds noise)"
+            return
+        for det in flagged:
+            entries = [e for e in self.table if e.detector == det]
+            if not entries:
+                rec["skipped"].append({"detector": det, "why": "no known intervention in the table"})
+                continue
+            for e in entries:
+                if self._try(e, st, rec):
+                    return
+        rec["message"] = "flagged, but no table entry applies (see skipped)"
+
+    def _target(self, e: Intervention, spec: dict[str, Any], gyms: list[str]) -> tuple[str | None, Any, str | None]:
+        """(gym or None for the default value, current value, why not applicable)."""
+        governs = spec.get("gyms") or []
+        governed = [g for g in gyms if "*" in governs or g in governs]
+        if not governed:
+            return None, None, f"{e.knob} governs {', '.join(governs)}, no gym of this run ({', '.join(gyms)})"
+        raw = spec.get("raw")
+        if isinstance(raw, dict):
+            own = [g for g in governed if g in raw]
+            # a gym with its own value: the default would not reach it
+            return (own[0], raw[own[0]], None) if own else (None, raw.get("default"), None)
+        return None, raw, None
+
+    def _harmful(self, e: Intervention) -> list[str]:
+        """Ids of active findings that say this knob, moved this way, harmed."""
+        res = self.cli.run("finding", "search", f"{e.knob} {e.detector}", "--limit", "0", ok=(0, 5))
+        if res.rc == 5:  # no pool yet
+            return []
+        return [r["id"] for r in res.doc.get("results", [])
+                if r.get("verdict") == "harmed" and e.knob in (r.get("knobs") or [])
+                and change_direction(r) in (None, e.direction)]
+
+    def _candidate_dir(self) -> Path:
+        if self.cfg.dry_run:
+            return Path(tempfile.mkdtemp(prefix="eau-autopilot-"))
+        base = self.meta / CANDIDATES_DIR
+        base.mkdir(parents=True, exist_ok=True)
+        n = len(list(base.glob("candidate_*"))) + 1
+        while (base / f"candidate_{n:03d}").exists():
+            n += 1
+        path = base / f"candidate_{n:03d}"
+        path.mkdir()
+        return path
+
+    def _gate(self, e: Intervention, gym: str | None, new: Any) -> tuple[bool, dict[str, Any]]:
+        rows = self.cli.run("knobs", "list", "--run", self.cfg.run).doc["knobs"]
+        values = {r["name"].split(".", 1)[1]: r["value"] for r in rows if r["name"].startswith(e.area + ".")}
+        cur = values[e.name]
+        if isinstance(cur, dict):
+            values[e.name] = {**cur, (gym or "default"): new}
+        else:
+            values[e.name] = {"default": cur, gym: new} if gym else new
+        folder = self._candidate_dir()
+        try:
+            path = folder / f"{e.area}.yaml"
+            path.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+            g = self.cli.run("gate", str(path), "--run", self.cfg.run, "--steps", str(self.cfg.gate_steps), ok=(0, 3))
+        finally:
+            if self.cfg.dry_run:
+                shutil.rmtree(folder, ignore_errors=True)
+        refusals = [r for c in g.doc.get("candidates", []) for r in c.get("refusals", [])]
+        return g.rc == 0, {"candidate": None if self.cfg.dry_run else str(path), "ok": g.rc == 0,
+                           "refusals": refusals, "replays": len(g.doc.get("replays", []))}
+
+    def _try(self, e: Intervention, st: dict[str, Any], rec: dict[str, Any]) -> bool:
+        """Gate and apply ``e``; True when applied (or, dry, when it would be)."""
+        skip = lambda why: rec["skipped"].append({"detector": e.detector, "knob": e.knob, "why": why}) or False  # noqa: E731
+        got = self.cli.run("knobs", "get", e.knob, "--run", self.cfg.run, ok=(0, 5))
+        if got.rc == 5:
+            return skip(got.error or f"unknown knob {e.knob}")
+        spec = got.doc
+        gym, current, why = self._target(e, spec, list(st.get("gyms") or []))
+        if why:
+            return skip(why)
+        new, why = next_value(e, current, spec)
+        if why:
+            return skip(why)
+        harmful = self._harmful(e)
+        if harmful:
+            return skip(f"finding(s) {', '.join(harmful)} record that {e.direction} {e.knob} harmed")
+        ok, gate = self._gate(e, gym, new)
+        rec["gate"] = gate
+        if not ok:
+            return skip("gate refused: " + "; ".join(f"[{r.get('rule')}] {r.get('message')}" for r in gate["refusals"]))
+        lag, window = self._lag_window(e)
+        reason = f"autopilot: {e.detector}: {e.predicted} (lag {lag}, window {window})"
+        change = {"detector": e.detector, "knob": e.knob, "gym": gym, "old": current, "new": new,
+                  "direction": e.direction, "reason": reason}
+        if self.cfg.dry_run:
+            rec.update({"action": "would_apply", **change})
+            if not st.get("live"):
+                rec["message"] = f"run is {st.get('state')}: a real turn would not apply this (it would not reach the run)"
+            return True
+        args = ["knobs", "set", e.knob, cli_value(new), "--author", "agent", "--reason", reason, "--run", self.cfg.run]
+        if gym:
+            args += ["--gym", gym]
+        res = self.cli.run(*args, ok=(0, 3))
+        if res.rc == 3:
+            ev = (res.doc or {}).get("event") or {}
+            return skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
+        self.state["pending"] = {**change, "event": None, "written_step": rec.get("step"), "written": now_iso(),
+                                 "metric": e.metric, "better": e.better, "guard": e.guard,
+                                 "guard_better": e.guard_better, "lag": lag, "window": window,
+                                 "predicted": e.predicted, "why": e.why}
+        self.state["interventions"] += 1
+        rec.update({"action": "applied", **change})
+        return True
+
+    # ------------------------------------------------------------------ measuring a change
+    def _metric(self, name: str, gym: str | None) -> str:
+        return f"gym/{gym}/{name}" if gym and name in PER_GYM_METRICS else name
+
+    def _find_event(self, p: dict[str, Any]) -> dict[str, Any] | None:
+        evs = self.cli.run("knobs", "history", p["knob"], "--run", self.cfg.run, "--limit", "0").doc["events"]
+        for e in reversed(evs):
+            if (e.get("author") == "agent" and e.get("reason") == p["reason"] and e.get("new") == p["new"]
+                    and e.get("gym") == p["gym"] and (e.get("status") == "rejected"
+                                                      or isinstance(e.get("step_effective"), int))):
+                return e
+        return None
+
+    def _effect(self, p: dict[str, Any], metric: str, better: str) -> dict[str, Any]:
+        return self.cli.run("effect", "--event", p["event"], "--metric", metric, "--direction", better,
+                            "--lag", str(p["lag"]), "--window", str(p["window"]), "--run", self.cfg.run).doc
+
+    def _measure(self, st: dict[str, Any], rec: dict[str, Any]) -> None:
+        p = self.state["pending"]
+        rec.update({k: p.get(k) for k in ("detector", "knob", "gym", "old", "new")})
+        if not p.get("event"):
+            ev = self._find_event(p)
+            if ev is None:
+                if st.get("live"):
+                    rec.update({"action": "waiting", "message": "the run has not applied the change yet"})
+                    return
+                rec.update({"action": "abandoned", "message": f"the run ended ({st.get('state')}) before applying it"})
+                self._close(p, None)
+                return
+            if ev.get("status") == "rejected":
+                rec.update({"action": "refused", "message": f"the run refused it at its step boundary "
+                                                            f"([{ev.get('rule')}] {ev.get('message')})"})
+                self._close(p, None)
+                return
+            p.update({"event": ev["id"], "step_effective": ev["step_effective"]})
+        rec["event"] = p["event"]
+        main = self._effect(p, self._metric(p["metric"], p["gym"]), p["better"])
+        if main.get("verdict") == "not_enough_data" and st.get("live"):
+            rec.update({"action": "waiting", "message": main.get("explanation")})
+            if not self.cfg.dry_run:
+                self.save_state()
+            return
+        guard = (self._effect(p, self._metric(p["guard"], p["gym"]), p["guard_better"])
+                 if p.get("guard") and main.get("state") == "ok" else None)
+        verdict = main["verdict"] if main.get("state") == "ok" else "inconclusive"
+        if guard and guard.get("verdict") == "harmed":
+            verdict = "harmed"
+        measured = self._measured_text(main, guard)
+        rec.update({"verdict": verdict, "measured": measured})
+        keep = verdict == "improved"
+        if self.cfg.dry_run:
+            rec.update({"action": "would_measure", "would_revert": not keep})
+            return
+        revert = None
+        if not keep:
+            r = self.cli.run("knobs", "revert", p["event"], "--author", "agent", "--run", self.cfg.run,
+                             "--reason", f"autopilot: {verdict}: {measured}"[:500], ok=(0, 3, 5))
+            revert = {"ok": r.rc == 0, "pending": (r.doc or {}).get("pending"),
+                      "message": ((r.doc or {}).get("event") or {}).get("message") or r.error}
+        finding = self._record(p, main, verdict, measured, revert)
+        rec.update({"action": "measured", "reverted": revert, "finding": finding})
+        self._close(p, {"verdict": verdict, "measured": measured, "reverted": revert, "finding": finding})
+
+    def _measured_text(self, main: dict[str, Any], guard: dict[str, Any] | None) -> str:
+        def one(d: dict[str, Any]) -> str:
+            if d.get("state") != "ok":
+                return f"{d.get('metric')}: not enough data ({d.get('explanation')})"
+            return (f"{d['metric']} {d['pre']['mean']:.4f} -> {d['post']['mean']:.4f}, difference "
+                    f"{d['difference']:+.4f}, noise floor {d['noise_floor']:.4f} ({d['verdict']})")
+        return one(main) + (f"; guard {one(guard)}" if guard else "")
+
+    def _record(self, p: dict[str, Any], main: dict[str, Any], verdict: str, measured: str,
+                revert: dict[str, Any] | None) -> str | None:
+        """``eau finding add`` for the measured change; its id."""
+        where = f"gym {p['gym']}" if p.get("gym") else "all gyms"
+        pre, post = (main.get("pre") or {}).get("steps") or [], (main.get("post") or {}).get("steps") or []
+        steps = f"{(pre or post)[0]}:{(post or pre)[-1]}" if (pre or post) else None
+        title = f"autopilot: {p['knob']} {p['old']} -> {p['new']} for {p['detector']}: {verdict}"[:120]
+        body = "\n".join([
+            f"Detector `{p['detector']}` was flagged at step {p.get('written_step')}; the intervention table's entry "
+            f"for it: {p.get('why') or '-'}.",
+            "",
+            f"- change: `{p['knob']}` {p['old']} -> {p['new']} ({where}), event {p['event']}, effective from step "
+            f"{p.get('step_effective')}",
+            f"- reason written: {p['reason']}",
+            f"- measured with eau effect (lag {p['lag']}, window {p['window']}): {measured}",
+            f"- decision: {'kept' if verdict == 'improved' else 'reverted'}"
+            + (f" ({revert.get('message')})" if revert else ""),
+        ])
+        args = ["finding", "add", "--title", title, "--change", f"{p['old']} -> {p['new']} ({where})",
+                "--verdict", verdict, "--knob", p["knob"], "--run", self.run_dir.name,
+                "--predicted", f"{p['predicted']} (lag {p['lag']}, window {p['window']})", "--measured", measured,
+                "--tag", "autopilot", "--tag", p["detector"], "--tag", p["direction"], "--event", p["event"],
+                "--author", "agent", "--body", "-"]
+        if steps:
+            args += ["--steps", steps]
+        res = self.cli.run(*args, stdin=body)
+        return ((res.doc or {}).get("finding") or {}).get("id")
+
+    def _close(self, p: dict[str, Any], outcome: dict[str, Any] | None) -> None:
+        if self.cfg.dry_run:
+            return
+        self.state["history"].append({**p, "outcome": outcome, "closed": now_iso()})
+        self.state["pending"] = None
+
+
+def run_loop(ap: Autopilot, every: int, poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep
+             ) -> dict[str, Any]:
+    """Tick each time the run completes a multiple of ``every`` steps, until it is no longer live
+    (then one last tick measures a change still pending, with the data there is) or SIGINT/SIGTERM.
+    Ticks run in this process; the trainer never waits on them."""
+    schedule = Schedule(every)
+    ticks: list[dict[str, Any]] = []
+    stop: list[str] = []
+    handler = lambda signum, _f: stop.append(signal.Signals(signum).name)  # noqa: E731
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, handler)
+    try:
+        while True:
+            if stop:
+                why = f"signal {stop[0]}"
+                break
+            prog = progress(ap.run_dir)
+            if not prog.live:
+                if ap.load_state()["pending"]:
+                    ticks.append(ap.tick())
+                why = f"run {prog.state or 'not running'}"
+                break
+            if schedule.due(prog.completed):
+                ticks.append(ap.tick())
+                schedule.pass_busy(progress(ap.run_dir).completed)
+            sleep(poll_s)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    state = ap.load_state()
+    findings = [t["finding"] for t in ticks if t.get("finding")]
+    return {"ok": True, "run": ap.run_dir.name, "stopped": why, "dry_run": ap.cfg.dry_run, "every": every,
+            "ticks": ticks, "applied": sum(1 for t in ticks if t["action"] == "applied"), "findings": findings,
+            "pending": state["pending"], "schedule": schedule.to_json(),
+            "state_file": None if ap.cfg.dry_run else str(ap.state_path)}

@@ -1,0 +1,174 @@
+"""The autopilot's intervention table (``interventions.yaml``: detector -> knob, direction, step,
+predicted effect) and the arithmetic of one step of a knob.
+
+Every field is documented at the top of ``interventions.yaml``. :func:`load_table` checks each entry
+and names the file, entry and field of any problem.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+TABLE_PATH = Path(__file__).with_name("interventions.yaml")
+DIRECTIONS = ("raise", "lower")
+BETTER = ("higher", "lower")
+KNOB_AREAS = ("env", "user", "reward", "agent")
+FIELDS = {"detector", "knob", "direction", "step", "metric", "better", "predicted", "guard", "guard_better", "lag",
+          "window", "why"}
+REQUIRED = ("detector", "knob", "direction", "step", "metric", "better", "predicted")
+DEFAULT_LAG = 1
+DEFAULT_WINDOW = 5
+
+
+class TableError(ValueError):
+    """A table entry that cannot be used (the message names file, entry and field)."""
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """One row of the table (fields as documented in interventions.yaml)."""
+
+    detector: str
+    knob: str
+    direction: str
+    delta: float | None
+    factor: float | None
+    metric: str
+    better: str
+    predicted: str
+    guard: str | None = None
+    guard_better: str | None = None
+    lag: int = DEFAULT_LAG
+    window: int = DEFAULT_WINDOW
+    why: str = ""
+
+    @property
+    def area(self) -> str:
+        return self.knob.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.knob.split(".", 1)[1]
+
+    def step_text(self) -> str:
+        return f"{'+' if self.direction == 'raise' else '-'}{self.delta:g}" if self.delta is not None else \
+            f"{'x' if self.direction == 'raise' else '/'}{self.factor:g}"
+
+
+def _entry(raw: Any, where: str) -> Intervention:
+    if not isinstance(raw, Mapping):
+        raise TableError(f"{where}: an entry is a mapping of {', '.join(sorted(FIELDS))}")
+    unknown = sorted(set(raw) - FIELDS)
+    if unknown:
+        raise TableError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(FIELDS))}")
+    for f in REQUIRED:
+        if raw.get(f) in (None, ""):
+            raise TableError(f"{where}: field {f!r} is required")
+    knob = str(raw["knob"])
+    area, dot, name = knob.partition(".")
+    if not dot or area not in KNOB_AREAS or not name:
+        raise TableError(f"{where}: knob {knob!r} must be <area>.<name> with area in {', '.join(KNOB_AREAS)}")
+    if raw["direction"] not in DIRECTIONS:
+        raise TableError(f"{where}: direction {raw['direction']!r} is not allowed; use raise or lower")
+    for f in ("better", "guard_better"):
+        if raw.get(f) is not None and raw[f] not in BETTER:
+            raise TableError(f"{where}: {f} {raw[f]!r} is not allowed; use higher or lower")
+    if (raw.get("guard") is None) != (raw.get("guard_better") is None):
+        raise TableError(f"{where}: guard and guard_better go together")
+    step = raw["step"]
+    if not isinstance(step, Mapping) or len(step) != 1 or next(iter(step)) not in ("delta", "factor"):
+        raise TableError(f"{where}: step must be {{delta: D}} or {{factor: F}}, got {step!r}")
+    kind, val = next(iter(step.items()))
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
+        raise TableError(f"{where}: step {kind} must be a number, got {val!r}")
+    if kind == "delta" and val <= 0:
+        raise TableError(f"{where}: step delta must be positive (direction says which way), got {val}")
+    if kind == "factor" and val <= 1:
+        raise TableError(f"{where}: step factor must be > 1 (direction says which way), got {val}")
+    for f, lo in (("lag", 0), ("window", 2)):
+        v = raw.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            raise TableError(f"{where}: {f} must be an integer >= {lo}, got {v!r}")
+    return Intervention(detector=str(raw["detector"]), knob=knob, direction=raw["direction"],
+                        delta=float(val) if kind == "delta" else None, factor=float(val) if kind == "factor" else None,
+                        metric=str(raw["metric"]), better=raw["better"], predicted=str(raw["predicted"]).strip(),
+                        guard=raw.get("guard"), guard_better=raw.get("guard_better"),
+                        lag=int(raw.get("lag", DEFAULT_LAG)), window=int(raw.get("window", DEFAULT_WINDOW)),
+                        why=str(raw.get("why", "")).strip())
+
+
+def load_table(path: Path | None = None) -> list[Intervention]:
+    """The entries of ``path`` (default: the packaged interventions.yaml), in order."""
+    path = Path(path) if path is not None else TABLE_PATH
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TableError(f"{path}: no such intervention table") from None
+    except yaml.YAMLError as exc:
+        raise TableError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("interventions"), list):
+        raise TableError(f"{path}: expected a mapping with an 'interventions' list")
+    return [_entry(e, f"{path}: interventions[{i}]") for i, e in enumerate(doc["interventions"])]
+
+
+def check_detectors(table: list[Intervention], known: list[str], where: str) -> None:
+    """Refuse entries naming a detector ``eau diagnose`` does not have."""
+    bad = sorted({e.detector for e in table if e.detector not in known})
+    if bad:
+        raise TableError(f"{where}: unknown detector(s) {', '.join(bad)}; detectors: {', '.join(known)}")
+
+
+# ------------------------------------------------------------------------------------------ arithmetic
+def _clip(v: float, spec: Mapping[str, Any]) -> float | None:
+    """``v`` inside the schema's bounds; None when an exclusive bound leaves no room."""
+    sch = spec.get("schema") or {}
+    lo, hi = sch.get("minimum"), sch.get("maximum")
+    if lo is not None:
+        v = max(v, lo)
+    if hi is not None:
+        v = min(v, hi)
+    if sch.get("exclusiveMinimum") is not None and v <= sch["exclusiveMinimum"]:
+        return None
+    if sch.get("exclusiveMaximum") is not None and v >= sch["exclusiveMaximum"]:
+        return None
+    return v
+
+
+def next_value(entry: Intervention, current: Any, spec: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """(new value, None) one step away from ``current``, or (None, why not).
+
+    ``spec`` is ``eau knobs get --json``'s document (``schema`` with type and bounds, ``max_delta``,
+    ``max_factor``). The step is clipped to the range and the per-write limits; integers are rounded
+    away from ``current`` so a step always moves an integer knob.
+    """
+    if isinstance(current, bool) or not isinstance(current, (int, float)):
+        return None, f"{entry.knob} is {current!r}, not a number"
+    sign = 1 if entry.direction == "raise" else -1
+    cur = float(current)
+    if entry.delta is not None:
+        new = cur + sign * entry.delta
+    elif cur == 0:
+        return None, f"{entry.knob} is 0; a factor cannot move it"
+    else:
+        new = cur * entry.factor if sign > 0 else cur / entry.factor
+    md, mf = spec.get("max_delta"), spec.get("max_factor")
+    if md:
+        new = min(max(new, cur - md), cur + md)
+    if mf and cur != 0:
+        lo, hi = sorted((cur / mf, cur * mf))
+        new = min(max(new, lo), hi)
+    is_int = (spec.get("schema") or {}).get("type") == "integer"
+    if is_int:
+        new = math.ceil(new) if sign > 0 else math.floor(new)
+    clipped = _clip(new, spec)
+    if clipped is None:
+        return None, f"{entry.knob} {current!r} is at its limit ({spec.get('allowed', 'range')})"
+    new = int(round(clipped)) if is_int else float(f"{clipped:.6g}")
+    if new == cur:
+        return None, f"{entry.knob} {current!r} is already at its limit ({spec.get('allowed', 'range')})"
+    return new, None
