@@ -1,0 +1,120 @@
+"""Does PPO learn? Held-out success of the tiny preset before and after PPO, for several seeds.
+
+For each seed: a short supervised warm start on scripted demonstrations (``eau sft``) — the
+starting policy — then ``eau train`` (PPO) for a wall-clock budget, then the held-out (eval split)
+success of the starting policy and of the final checkpoint on the same tasks with the same sampling
+seed. Target (issue "The trainer"): +0.3 absolute held-out success on one gym within 10 minutes of
+PPO on 2 CPU cores, for 3 seeds.
+
+    python benchmarks/bench_ppo_learning.py --seeds 0 1 2 --minutes 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# The PPO run: intention (clarify a vague request). Episodes long enough to ask about every detail.
+TRAIN = ["--preset", "tiny", "--set", "gyms=[intention]", "--set", "tasks_per_step=8", "--set", "samples_per_task=4",
+         "--set", "env_knobs.max_steps=8", "--set", "agent_knobs.max_new_tokens_per_turn=24",
+         "--set", "agent_knobs.mini_batch_size=16", "--set", "agent_knobs.micro_batch_size=16",
+         "--set", "agent_knobs.lr=3.0e-4", "--set", "agent_knobs.critic_lr=1.0e-3",
+         "--set", "agent_knobs.ppo_epochs=2", "--set", "checkpoint_every=5", "--set", "keep_checkpoints=50",
+         "--no-progress"]
+
+
+def held_out(policy_file: Path | None, seed: int, tasks: int, knobs_dir: Path) -> dict:
+    """Held-out (eval split) success of the tiny model with the given weights."""
+    import torch
+
+    from harness.eval.runner import evaluate_policy
+    from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.checkpoint import load_trainable
+    from harness.ppo.models import load_policy
+
+    model, tok = load_policy({"model": "tiny"})
+    if policy_file is not None:
+        load_trainable(model, torch.load(policy_file, weights_only=True), str(policy_file))
+    snap = KnobSnapshot.read_dir(knobs_dir)
+    res = evaluate_policy(model, tok, ["intention"], knobs=snap, tasks_per_gym=tasks, seed=1000 + seed,
+                          max_new_tokens_per_turn=24, max_episode_tokens=1024)
+    return res["gyms"]["intention"]
+
+
+def eau(args: list[str], knobs_dir: Path, runs_dir: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def one_seed(seed: int, minutes: float, sft_episodes: int, tasks: int, work: Path) -> dict:
+    knobs_dir, runs_dir = work / f"knobs{seed}", work / "runs"
+    shutil.copytree(REPO / "knobs", knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
+    t0 = time.perf_counter()
+    sft_dir = work / f"sft{seed}"
+    out = eau(["sft", "--out", str(sft_dir), "--json", "--set", f"seed={seed}", "--set", f"episodes={sft_episodes}",
+               "--set", "gyms=[intention]"], knobs_dir, runs_dir)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    sft_s = time.perf_counter() - t0
+    # PPO for a wall-clock budget: a long step budget, stopped with SIGTERM (the trainer finishes the
+    # step, checkpoints and exits cleanly)
+    run_id = f"learn{seed}"
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "train", *TRAIN, "--set", f"seed={seed}",
+                             "--set", f"init_checkpoint={sft_dir}", "--steps", "1000", "--run-id", run_id],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    t1 = time.perf_counter()
+    while proc.poll() is None and time.perf_counter() - t1 < minutes * 60:
+        time.sleep(1)
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait(timeout=600)
+    ppo_s = time.perf_counter() - t1
+    run = runs_dir / run_id
+    from harness.ppo import checkpoint
+    from harness.runs import jsonl
+
+    ck = checkpoint.latest(run)
+    metrics = jsonl.read(run / "metrics.jsonl")
+    before = held_out(sft_dir / "policy.pt", seed, tasks, knobs_dir)
+    after = held_out(ck / "policy.pt", seed, tasks, knobs_dir) if ck else before
+    return {"seed": seed, "sft_s": round(sft_s, 1), "ppo_s": round(ppo_s, 1), "ppo_steps": len(metrics),
+            "train_success_first": metrics[0]["success_rate"] if metrics else None,
+            "train_success_last5": (sum(m["success_rate"] for m in metrics[-5:]) / len(metrics[-5:])) if metrics else None,
+            "held_out_before": before, "held_out_after": after,
+            "delta_success": after["success_rate"] - before["success_rate"],
+            "checkpoint": str(ck) if ck else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--minutes", type=float, default=10.0, help="PPO wall-clock budget per seed")
+    ap.add_argument("--sft-episodes", type=int, default=256)
+    ap.add_argument("--tasks", type=int, default=48, help="held-out tasks per evaluation")
+    ap.add_argument("--work", type=Path, default=None, help="keep runs here (default: a temp folder)")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="eau-learn-"))
+    work.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()
+    results = [one_seed(s, args.minutes, args.sft_episodes, args.tasks, work) for s in args.seeds]
+    out = {"benchmark": "ppo_learning", "gym": "intention", "target_delta": 0.3, "minutes": args.minutes,
+           "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "load_start": load0,
+                       "load_end": os.getloadavg()},
+           "results": results, "meets_target": all(r["delta_success"] >= 0.3 for r in results), "work": str(work)}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
