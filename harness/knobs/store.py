@@ -40,8 +40,8 @@ from jsonschema.exceptions import SchemaError
 from harness.knobs import yamlio
 from harness.knobs.checks import check_change
 from harness.knobs.events import AUTHORS, EventLog, KnobEvent, now_iso
-from harness.knobs.schema import (RULE_MISSING, RULE_SCHEMA, RULE_UNKNOWN, AreaSchema, KnobSpec, Refusal,
-                                  SchemaProblem, cells, load_area_schema, parse_area_schema, schema_path,
+from harness.knobs.schema import (RULE_MISSING, RULE_REQUIRES, RULE_SCHEMA, RULE_UNKNOWN, AreaSchema, KnobSpec,
+                                  Refusal, SchemaProblem, cells, load_area_schema, parse_area_schema, schema_path,
                                   validate_value)
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY, KnobSnapshot, resolve
 
@@ -549,6 +549,14 @@ class KnobStore:
             name = _sha(f"{knob}|{g}|{json.dumps(n, sort_keys=True, default=str)}") + ".json"
             yamlio.atomic_write_text(self._pending_dir() / name, json.dumps(rec))
 
+    def _attribution_source(self, knob: str, gym: str | None, new: Any) -> str | None:
+        """The ``source`` of a pending CLI write's attribution, without taking it (None: no attribution)."""
+        name = _sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json"
+        try:
+            return json.loads((self._pending_dir() / name).read_text()).get("source")
+        except (FileNotFoundError, json.JSONDecodeError, OSError, AttributeError):
+            return None
+
     def _take_attribution(self, knob: str, gym: str | None, new: Any) -> dict[str, Any] | None:
         name = _sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json"
         path = self._pending_dir() / name
@@ -689,6 +697,13 @@ class KnobStore:
                 continue
             line = lines.get(name)
             changed, refusal = self.check_cells(spec, in_force, new_raw, recent_metrics=metrics)
+            if refusal and refusal.rule == RULE_REQUIRES:
+                # a revert (eau knobs revert) restores a value that was in force before: as on the CLI
+                # path, x-requires does not apply to it; every other check still does
+                cells_, other = self.check_cells(spec, in_force, new_raw, recent_metrics=metrics, skip_requires=True)
+                if other is None and cells_ and all(self._attribution_source(spec.full_name, g, n) == "revert"
+                                                    for g, _, n in cells_):
+                    changed, refusal = cells_, None
             if refusal:
                 g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)
                 att = self._attributed(spec.full_name, g, n, path)
