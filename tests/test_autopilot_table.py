@@ -23,6 +23,8 @@ def test_packaged_table_is_valid_and_names_real_detectors_and_knobs(knobs_dir):
     covered = {e.detector for e in table}
     assert {"deadlock", "user_leakage", "entropy_collapse", "question_rate_drop"} <= covered
     assert "arm_disparity" not in covered  # documented: the mix must not be moved to hide a weak arm
+    max_steps = next(e for e in table if e.knob == "env.max_steps")
+    assert dict(max_steps.guards) == {"success_rate": "higher", "token_truncation_rate": "lower"}
 
 
 def _write(tmp_path, entries):
@@ -42,7 +44,8 @@ BASE = {"detector": "deadlock", "knob": "env.max_steps", "direction": "raise", "
     ({"step": {"factor": 0.5}}, "factor must be > 1"),
     ({"step": {"by": 1}}, "step must be {delta: D} or {factor: F}"),
     ({"better": "more"}, "better 'more' is not allowed"),
-    ({"guard": "success_rate"}, "guard and guard_better go together"),
+    ({"guards": {"success_rate": "up"}}, "guards.success_rate 'up' is not allowed"),
+    ({"guards": ["success_rate"]}, "guards must be a mapping metric: higher|lower"),
     ({"lag": -1}, "lag must be an integer >= 0"),
     ({"window": 1}, "window must be an integer >= 2"),
     ({"colour": "red"}, "unknown field(s) colour"),
@@ -99,7 +102,7 @@ def test_next_value_steps_clips_and_refuses():
 
 def test_cli_value_and_change_direction():
     assert cli_value(5) == "5" and cli_value(0.0005) == "0.0005" and cli_value(1e-05) == "0.00001"
-    assert cli_value(2.0) == "2.0" and cli_value(0.1) == "0.1"
+    assert cli_value(2.0) == "2.0" and cli_value(0.1) == "0.1" and cli_value(1e-13) == "0.0000000000001"
     assert change_direction({"tags": ["autopilot", "lower"], "change": "3 -> 5"}) == "lower"  # the tag wins
     assert change_direction({"change": "10 -> 6 (colbench)"}) == "lower"
     assert change_direction({"change": "0.001 -> 0.004"}) == "raise"

@@ -232,3 +232,10 @@ def test_cli_errors(tmp_path, knobs_dir):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["stopped"] == "run finished" and doc["sessions"] == [] and doc["sessions_run"] == 0
+    # a trainer killed without writing an end state: the status says running, its process is gone
+    w = RunWriter.create(tmp_path / "runs" / "killed", {"preset": "test"}, knobs_dir, ["intention"], 3)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    w.write_status(pid=gone.pid)
+    out = eau(["supervise", "--run", "killed", "--every", "1", "--agent", "python -V", "--json"], tmp_path)
+    assert json.loads(out.stdout)["stopped"] == "run not live (its trainer process is gone)"

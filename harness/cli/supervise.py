@@ -106,6 +106,7 @@ def autopilot_cmd(
     table: Optional[Path] = typer.Option(None, "--table", help="Intervention table (default: "
                                          "harness/supervise/interventions.yaml)."),
     cwd: Path = CwdOpt,
+    wait: float = typer.Option(120.0, "--wait", help="Seconds to wait for the run folder to appear (not with --once)."),
     poll: float = typer.Option(2.0, "--poll", help="Seconds between looks at the run."),
     pool_dir: Optional[Path] = PoolDirOpt,
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
@@ -117,12 +118,15 @@ def autopilot_cmd(
     """
     from harness.supervise.autopilot import Autopilot, AutopilotConfig, run_loop
     from harness.supervise.interventions import TableError
+    from harness.supervise.runwatch import wait_for_run
 
     if every < 1:
         fail(f"--every must be at least 1 step, got {every}", EXIT_USAGE, as_json)
     cfg = AutopilotConfig(run=run, runs_dir=runs_dir(runs_dir_), knobs_dir=knobs_dir_, pool_dir=pool_dir, cwd=cwd,
                           table=table, window=window, thresholds=list(threshold), lag=lag, effect_window=effect_window,
                           gate_steps=gate_steps, max_interventions=max_interventions, dry_run=dry_run)
+    if not once:  # next to a starting `eau train`: its folder appears after the model loads
+        wait_for_run(cfg.runs_dir, run, wait, poll_s=min(poll, 1.0))
     try:
         ap = Autopilot(cfg)
     except FileNotFoundError as exc:

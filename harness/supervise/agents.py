@@ -31,9 +31,10 @@ from harness.experience.claude_settings import ALLOW_RULES, DENY_RULES
 
 KINDS = ("claude", "codex", "command")
 CLAUDE_OUTPUT_FORMATS = ("json", "stream-json")
-# Claude Code permission modes (``--permission-mode``); dontAsk refuses whatever the allow rules do
-# not pre-approve, which is what an unattended session needs.
-CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
+# Claude Code permission modes (``--permission-mode``; ``manual`` is an alias of ``default``). dontAsk
+# never prompts: whatever the allow rules do not pre-approve is refused, which is what an unattended
+# session needs.
+CLAUDE_PERMISSION_MODES = ("default", "manual", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
 # Read-only built-in tools the skill needs besides its own rules (reading files, finding them).
 CLAUDE_READ_TOOLS = ("Read", "Glob", "Grep")
 # Shell steps of the gate protocol: copy a knob or rule file into a candidate folder first.

@@ -5,7 +5,7 @@ Each turn (a *tick*) follows the skill's protocol with the same ``eau`` commands
 
 1. ``eau status`` — the run's step, gyms, whether it is live.
 2. A change of its own still pending? Find the event the run applied (``eau knobs history``),
-   measure it after its lag (``eau effect --event ID``; the guard metric too), revert it when harmed
+   measure it after its lag (``eau effect --event ID``; its guard metrics too), revert it when harmed
    or inconclusive (``eau knobs revert``: an inconclusive tuning change is noise the next
    measurement does not need), and record a finding either way (``eau finding add``). On
    ``not_enough_data`` it waits for a later tick. One change at a time: nothing new meanwhile.
@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import yaml
 
 from harness.experience.pool import atomic_write
 from harness.runs import jsonl, reader
 from harness.supervise.cli_client import CommandFailed, EauCLI
 from harness.supervise.interventions import Intervention, load_table, next_value
-from harness.supervise.runwatch import Schedule, progress
+from harness.supervise.runwatch import Schedule, ended_text, progress
 from harness.supervise.session import now_iso
 
 STATE_FILE = "autopilot_state.json"
@@ -99,8 +100,8 @@ def cli_value(v: Any) -> str:
     """A number as ``eau knobs set`` reads it (YAML): floats always with a dot, never exponent form."""
     if isinstance(v, bool) or not isinstance(v, float):
         return json.dumps(v)
-    text = f"{v:.12f}".rstrip("0")
-    return text + "0" if text.endswith(".") else text
+    # positional with the shortest digits that round-trip: 1e-05 -> "0.00001" (PyYAML reads "1e-05" as text)
+    return np.format_float_positional(v, unique=True, trim="0")
 
 
 def change_direction(finding: dict[str, Any]) -> str | None:
@@ -157,9 +158,6 @@ class Autopilot:
         self.meta.mkdir(parents=True, exist_ok=True)
         self.state["updated"] = now_iso()
         atomic_write(self.state_path, json.dumps(self.state, indent=2, default=str) + "\n")
-
-    def _entry(self, detector: str, knob: str) -> Intervention | None:
-        return next((e for e in self.table if e.detector == detector and e.knob == knob), None)
 
     def _lag_window(self, e: Intervention) -> tuple[int, int]:
         return (self.cfg.lag if self.cfg.lag is not None else e.lag,
@@ -305,8 +303,8 @@ class Autopilot:
             ev = (res.doc or {}).get("event") or {}
             return skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
         self.state["pending"] = {**change, "event": None, "written_step": rec.get("step"), "written": now_iso(),
-                                 "metric": e.metric, "better": e.better, "guard": e.guard,
-                                 "guard_better": e.guard_better, "lag": lag, "window": window,
+                                 "metric": e.metric, "better": e.better, "guards": [list(g) for g in e.guards],
+                                 "lag": lag, "window": window,
                                  "predicted": e.predicted, "why": e.why}
         self.state["interventions"] += 1
         rec.update({"action": "applied", **change})
@@ -354,12 +352,12 @@ class Autopilot:
             if not self.cfg.dry_run:
                 self.save_state()
             return
-        guard = (self._effect(p, self._metric(p["guard"], p["gym"]), p["guard_better"])
-                 if p.get("guard") and main.get("state") == "ok" else None)
+        guards = ([self._effect(p, self._metric(m, p["gym"]), b) for m, b in p.get("guards") or []]
+                  if main.get("state") == "ok" else [])
         verdict = main["verdict"] if main.get("state") == "ok" else "inconclusive"
-        if guard and guard.get("verdict") == "harmed":
+        if any(g.get("verdict") == "harmed" for g in guards):
             verdict = "harmed"
-        measured = self._measured_text(main, guard)
+        measured = self._measured_text(main, guards)
         rec.update({"verdict": verdict, "measured": measured})
         keep = verdict == "improved"
         if self.cfg.dry_run:
@@ -375,13 +373,13 @@ class Autopilot:
         rec.update({"action": "measured", "reverted": revert, "finding": finding})
         self._close(p, {"verdict": verdict, "measured": measured, "reverted": revert, "finding": finding})
 
-    def _measured_text(self, main: dict[str, Any], guard: dict[str, Any] | None) -> str:
+    def _measured_text(self, main: dict[str, Any], guards: list[dict[str, Any]]) -> str:
         def one(d: dict[str, Any]) -> str:
             if d.get("state") != "ok":
                 return f"{d.get('metric')}: not enough data ({d.get('explanation')})"
             return (f"{d['metric']} {d['pre']['mean']:.4f} -> {d['post']['mean']:.4f}, difference "
                     f"{d['difference']:+.4f}, noise floor {d['noise_floor']:.4f} ({d['verdict']})")
-        return one(main) + (f"; guard {one(guard)}" if guard else "")
+        return "; ".join([one(main)] + [f"guard {one(g)}" for g in guards])
 
     def _record(self, p: dict[str, Any], main: dict[str, Any], verdict: str, measured: str,
                 revert: dict[str, Any] | None) -> str | None:
@@ -439,7 +437,7 @@ def run_loop(ap: Autopilot, every: int, poll_s: float = 2.0, sleep: Callable[[fl
             if not prog.live:
                 if ap.load_state()["pending"]:
                     ticks.append(ap.tick())
-                why = f"run {prog.state or 'not running'}"
+                why = ended_text(prog)
                 break
             if schedule.due(prog.completed):
                 ticks.append(ap.tick())

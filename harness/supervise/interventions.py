@@ -18,8 +18,7 @@ TABLE_PATH = Path(__file__).with_name("interventions.yaml")
 DIRECTIONS = ("raise", "lower")
 BETTER = ("higher", "lower")
 KNOB_AREAS = ("env", "user", "reward", "agent")
-FIELDS = {"detector", "knob", "direction", "step", "metric", "better", "predicted", "guard", "guard_better", "lag",
-          "window", "why"}
+FIELDS = {"detector", "knob", "direction", "step", "metric", "better", "predicted", "guards", "lag", "window", "why"}
 REQUIRED = ("detector", "knob", "direction", "step", "metric", "better", "predicted")
 DEFAULT_LAG = 1
 DEFAULT_WINDOW = 5
@@ -41,8 +40,7 @@ class Intervention:
     metric: str
     better: str
     predicted: str
-    guard: str | None = None
-    guard_better: str | None = None
+    guards: tuple[tuple[str, str], ...] = ()  # (metric, better) pairs that must not get worse
     lag: int = DEFAULT_LAG
     window: int = DEFAULT_WINDOW
     why: str = ""
@@ -75,11 +73,14 @@ def _entry(raw: Any, where: str) -> Intervention:
         raise TableError(f"{where}: knob {knob!r} must be <area>.<name> with area in {', '.join(KNOB_AREAS)}")
     if raw["direction"] not in DIRECTIONS:
         raise TableError(f"{where}: direction {raw['direction']!r} is not allowed; use raise or lower")
-    for f in ("better", "guard_better"):
-        if raw.get(f) is not None and raw[f] not in BETTER:
-            raise TableError(f"{where}: {f} {raw[f]!r} is not allowed; use higher or lower")
-    if (raw.get("guard") is None) != (raw.get("guard_better") is None):
-        raise TableError(f"{where}: guard and guard_better go together")
+    if raw["better"] not in BETTER:
+        raise TableError(f"{where}: better {raw['better']!r} is not allowed; use higher or lower")
+    guards = raw.get("guards") or {}
+    if not isinstance(guards, Mapping):
+        raise TableError(f"{where}: guards must be a mapping metric: higher|lower, got {guards!r}")
+    for m, b in guards.items():
+        if b not in BETTER:
+            raise TableError(f"{where}: guards.{m} {b!r} is not allowed; use higher or lower")
     step = raw["step"]
     if not isinstance(step, Mapping) or len(step) != 1 or next(iter(step)) not in ("delta", "factor"):
         raise TableError(f"{where}: step must be {{delta: D}} or {{factor: F}}, got {step!r}")
@@ -97,7 +98,7 @@ def _entry(raw: Any, where: str) -> Intervention:
     return Intervention(detector=str(raw["detector"]), knob=knob, direction=raw["direction"],
                         delta=float(val) if kind == "delta" else None, factor=float(val) if kind == "factor" else None,
                         metric=str(raw["metric"]), better=raw["better"], predicted=str(raw["predicted"]).strip(),
-                        guard=raw.get("guard"), guard_better=raw.get("guard_better"),
+                        guards=tuple((str(m), str(b)) for m, b in guards.items()),
                         lag=int(raw.get("lag", DEFAULT_LAG)), window=int(raw.get("window", DEFAULT_WINDOW)),
                         why=str(raw.get("why", "")).strip())
 

@@ -36,6 +36,13 @@ class RunProgress:
     knobs_dir: str | None
 
 
+def ended_text(prog: RunProgress) -> str:
+    """Why a run is not live, in a few words (``run finished``, ``run failed``, ...)."""
+    if prog.state == "running":  # its status says running, but the trainer process is gone
+        return "run not live (its trainer process is gone)"
+    return f"run {prog.state or 'has no status'}"
+
+
 def progress(run_dir: Path) -> RunProgress:
     """Read the run's progress now (tolerates a missing or half-written folder)."""
     st = reader.status(run_dir) or {}

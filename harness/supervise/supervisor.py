@@ -28,7 +28,7 @@ from harness.experience.pool import DEFAULT_DIR as POOL_DEFAULT_DIR
 from harness.runs import jsonl
 from harness.supervise import prompt as prompt_mod
 from harness.supervise.agents import AgentOptions, build_command, session_env
-from harness.supervise.runwatch import RunProgress, Schedule, progress, wait_for_run
+from harness.supervise.runwatch import RunProgress, Schedule, ended_text, progress, wait_for_run
 from harness.supervise.session import Session, allocate_dir, now_iso
 
 DEFAULT_TIMEOUT_S = 1800.0  # a Claude Code / Codex session of a few dozen turns fits in 30 minutes
@@ -231,7 +231,7 @@ class Supervisor:
                         stopped = "budget"
                         break
                     if not prog.live:
-                        stopped = f"run {prog.state or 'not running'}"
+                        stopped = ended_text(prog)
                         break
                     if schedule.due(prog.completed):
                         self.current = self._start_session(prog)

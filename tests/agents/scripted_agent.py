@@ -11,11 +11,13 @@ It does what the skill asks of a session, with fixed decisions, through real ``e
   - no change of mine at all: ``eau diagnose``, ``eau finding search``, then one intervention,
     ``eau knobs set agent.entropy_coeff 0.003 --author agent --reason ...``;
   - a write of mine still waiting for the step boundary: nothing.
-* optionally sleeps (``SCRIPTED_AGENT_SLEEP`` seconds) after an intervention: a slow agent.
+* optionally stays busy after an intervention: a slow agent (``SCRIPTED_AGENT_SLEEP`` seconds, then
+  until the run has completed ``SCRIPTED_AGENT_WAIT_STEPS`` more steps).
 
 Prints one JSON object at the end in Claude Code's result shape (``total_cost_usd`` 0: no model).
 Environment: EAU_RUN, EAU_RUNS_DIR, EAU_KNOBS_DIR, EAU_POOL_DIR (set by eau supervise);
-SCRIPTED_AGENT_WINDOW (default 2), SCRIPTED_AGENT_LAG (default 0), SCRIPTED_AGENT_SLEEP (default 0).
+SCRIPTED_AGENT_WINDOW (default 2), SCRIPTED_AGENT_LAG (default 0), SCRIPTED_AGENT_SLEEP (default 0),
+SCRIPTED_AGENT_WAIT_STEPS (default 0).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def eau(*args: str, ok: tuple[int, ...] = (0,)) -> dict:
         raise SystemExit(2)
     print(f"$ eau {' '.join(args)} -> {p.returncode}", file=sys.stderr)
     return json.loads(p.stdout) if p.stdout.strip() else {}
+
+
+def completed(run: str) -> int:
+    """Steps the run has completed (from eau status)."""
+    last = eau("status", "--run", run, "--no-detectors").get("last_metrics_step")
+    return last + 1 if isinstance(last, int) else 0
 
 
 def main() -> int:
@@ -78,6 +86,11 @@ def main() -> int:
         turns += 1
         summary = f"intervention: {KNOB} -> {NEW} ({'pending' if res.get('pending') else 'applied'})"
         time.sleep(float(os.environ.get("SCRIPTED_AGENT_SLEEP", "0")))
+        wait_steps = int(os.environ.get("SCRIPTED_AGENT_WAIT_STEPS", "0"))
+        if wait_steps:  # a slow agent: still busy while the run completes more steps
+            start = completed(run)
+            while completed(run) < start + wait_steps and eau("status", "--run", run, "--no-detectors")["live"]:
+                time.sleep(2)
     print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": summary,
                       "num_turns": turns, "total_cost_usd": 0.0}))
     return 0
