@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.knobs.yamlio import atomic_write_text
 from typing import Iterator
 
 from harness.experience.finding import (FILE_RE, Finding, FindingError, format_id, id_number, now_iso,
@@ -41,17 +41,7 @@ class FindingNotFound(KeyError):
 
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, text)
 
 
 @dataclass

@@ -42,7 +42,7 @@ from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
 from harness.runs import jsonl
 from harness.runs.metrics import episode_metrics
-from harness.runs.writer import RunWriter, traj_path
+from harness.runs.writer import RunWriter
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -598,7 +598,3 @@ def resume_config(run_dir: Path) -> TrainConfig:
 
     data = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
     return config_from_dict(data)
-
-
-def finite(x: float) -> float:
-    return x if math.isfinite(x) else 0.0
