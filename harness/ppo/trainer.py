@@ -15,7 +15,6 @@ are averaged by DDP, advantage whitening uses global statistics, and process 0 a
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import signal
