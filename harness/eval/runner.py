@@ -6,7 +6,8 @@ so two evaluations of the same policy with the same seed see the same tasks, use
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from math import comb
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,19 +20,38 @@ from harness.rollout.engine import RolloutEngine
 from harness.runs.metrics import core_stats
 
 
+def pass_hat_k(successes: int, trials: int, k: int) -> float:
+    """Unbiased estimate of pass^k (all of k fresh trials succeed) from ``successes`` of ``trials``:
+    C(c, k) / C(n, k), as in tau-bench. 0 when fewer than k trials succeeded.
+
+    >>> pass_hat_k(2, 2, 2), pass_hat_k(1, 2, 1), pass_hat_k(1, 2, 2)
+    (1.0, 0.5, 0.0)
+    """
+    if not 1 <= k <= trials:
+        raise ValueError(f"k must be in 1..{trials}, got {k}")
+    return comb(successes, k) / comb(trials, k)
+
+
 def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str], *, knobs: KnobSnapshot,
-                    tasks_per_gym: int = 20, trials: int = 1, split: str = "eval", seed: int = 0,
+                    tasks_per_gym: int | Mapping[str, int] = 20, trials: int = 1, split: str = "eval", seed: int = 0,
                     rendering: str = "tagged", temperature: float = 1.0, top_p: float = 1.0,
                     max_new_tokens_per_turn: int = 48, max_episode_tokens: int = 1024, batch_size: int = 32,
-                    user_factory: Any = None, task_offset: int = 0) -> dict[str, Any]:
+                    user_factory: Any = None, task_offset: int = 0,
+                    gym_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Per-gym scores: ``{gym: {reward_mean, success_rate, ..., episodes}}`` plus the raw records.
 
-    ``trials`` > 1 repeats every task (different sampling seeds) for pass^k.
+    ``tasks_per_gym``: one count for every gym, or a count per gym. ``trials`` > 1 repeats every task
+    (different sampling seeds) and adds ``pass_hat_k`` (the unbiased estimator, :func:`pass_hat_k`).
+    ``gym_kwargs``: extra constructor arguments per gym (e.g. colbench's ``data_file``).
+    ``progress(done, total)`` is called after every batch of episodes.
+    A record's ``group`` names its task (``<gym>/<split>/<index>``) and ``sample`` its trial.
     """
     chat = ChatFormat(tokenizer, rendering)
     engine = RolloutEngine(HFBackend(model, tokenizer), chat)
     params = SamplingParams(temperature=temperature, top_p=top_p, stop_ids=tuple(chat.stop_ids))
-    jobs = [(g, task_offset + i, t) for g in gyms for i in range(tasks_per_gym) for t in range(trials)]
+    counts = {g: int(tasks_per_gym[g] if isinstance(tasks_per_gym, Mapping) else tasks_per_gym) for g in gyms}
+    jobs = [(g, task_offset + i, t) for g in gyms for i in range(counts[g]) for t in range(trials)]
     records: list[dict[str, Any]] = []
     devices_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -40,7 +60,7 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
             chunk = jobs[s:s + batch_size]
             envs, kws, groups, samples = [], [], [], []
             for g, idx, t in chunk:
-                kw = {"knobs": knobs, "rendering": rendering, "split": split}
+                kw = {"knobs": knobs, "rendering": rendering, "split": split, **dict((gym_kwargs or {}).get(g, {}))}
                 if user_factory is not None:
                     kw["user_factory"] = user_factory
                 envs.append(make_gym(g, **kw))
@@ -50,6 +70,8 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
             res = engine.run(envs, kws, groups, samples, params=params, max_new_tokens_per_turn=max_new_tokens_per_turn,
                              max_episode_tokens=max_episode_tokens)
             records += [e.record for e in res.episodes]
+            if progress is not None:
+                progress(len(records), len(jobs))
     finally:
         torch.random.set_rng_state(devices_state)
     out: dict[str, Any] = {"gyms": {}, "records": records}
@@ -62,7 +84,7 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
             by_task: dict[str, list[bool]] = {}
             for r in group:
                 by_task.setdefault(r["group"], []).append(bool(r["success"]))
-            entry["pass_hat_k"] = {k: float(np.mean([all(v[:k]) for v in by_task.values()]))
+            entry["pass_hat_k"] = {k: float(np.mean([pass_hat_k(sum(v), len(v), k) for v in by_task.values()]))
                                    for k in range(1, trials + 1)}
         out["gyms"][g] = entry
     return out
