@@ -69,10 +69,11 @@ def train_cmd(
                     ck = checkpoint.latest(parent)
                     if ck is None:
                         fail(f"run {from_run!r} has no checkpoint to start from", EXIT_NOT_FOUND, as_json)
-                    base["init_checkpoint"] = str(ck)
+                    base["init_checkpoint"] = str(ck.resolve())  # absolute: valid from any working folder
                 # knobs are NOT copied from the parent: a new run starts from the current knob files
                 base["agent_knobs"], base["env_knobs"] = {}, {}
-                cfg = build_config(pcfg.preset, config, {**base, **dict(_parse(overrides))})
+                # precedence: parent config < --config FILE < --set (as preset < file < --set without --from)
+                cfg = build_config(pcfg.preset, None, {**base, **_config_file(config), **dict(_parse(overrides))})
             else:
                 cfg = build_config(preset, config, overrides)
             if run_id:
@@ -96,6 +97,18 @@ def train_cmd(
                    "steps": cfg.steps, "last_metrics": last[0] if last else None})
     elif trainer.dist.main:
         typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
+
+
+def _config_file(path: Optional[Path]) -> dict:
+    """The mapping of a ``--config`` file ({} without one)."""
+    import yaml
+
+    if path is None:
+        return {}
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file is a mapping of TrainConfig fields")
+    return data
 
 
 def _parse(overrides: list[str]):

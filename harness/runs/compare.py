@@ -198,5 +198,6 @@ def compare_runs(run_a: Path, run_b: Path, window: int = 5) -> dict[str, Any]:
                       "start": _diff(knob_cells(sa["values"]), knob_cells(sb["values"])),
                       "rules_end": _rule_diff(ka["rules"], kb["rules"]),
                       "rules_start": _rule_diff(sa["rules"], sb["rules"]),
-                      "accepted_events": {"a": len(accepted_knob_events(run_a)), "b": len(accepted_knob_events(run_b))}},
+                      "accepted_events": {"a": len(accepted_knob_events(run_a)),
+                                          "b": len(accepted_knob_events(run_b))}},
             "metrics": metrics}
