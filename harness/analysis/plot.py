@@ -1,9 +1,10 @@
 """Learning curves with knob events marked (``eau plot``): a PNG, matplotlib's Agg backend.
 
-One panel per metric (reward, success). In each panel: the run's overall curve (thick), one line per
-gym (solid, from ``gym/<gym>/<metric>``) and one per user arm (dashed, ``arm/<arm>/<metric>``) of
-``metrics.jsonl``. Every *accepted* knob event that reached the run (``step_effective`` set) is a
-vertical line at that step, labelled ``knob: old→new`` (several at one step share one label).
+One panel per metric (reward, success). In each panel: the run's overall curve (a wide translucent
+band), one line per gym (solid, from ``gym/<gym>/<metric>``) and one per user arm (dashed,
+``arm/<arm>/<metric>``) of ``metrics.jsonl``. Every *accepted* knob event that reached the run
+(``step_effective`` set) is a vertical line at that step, labelled ``knob: old→new`` in a strip above
+the panels.
 Several runs overlay on the same panels: then colour tells the run and the marker the gym or arm.
 Reads only training-side files (``metrics.jsonl``, ``knob_events.jsonl``).
 """
@@ -201,9 +202,11 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
                     color = "black" if s.kind == "all" else f"C{i % 10}"
                     marker = None if s.kind == "all" else "o"
                 label = f"{run}: {s.label}" if multi else s.label
-                ax.plot(s.steps, smooth(s.values, smooth_window), color=color, lw=2.4 if s.kind == "all" else 1.3,
+                # the overall curve is a wide translucent band under the splits: a split equal to it
+                # (one gym, one arm) stays visible on top instead of being hidden
+                ax.plot(s.steps, smooth(s.values, smooth_window), color=color, lw=4.0 if s.kind == "all" else 1.3,
                         ls="--" if s.kind == "arm" else "-", marker=marker, markersize=4,
-                        alpha=1.0 if s.kind == "all" else 0.85, label=label, zorder=3 if s.kind == "all" else 2)
+                        alpha=0.45 if s.kind == "all" else 0.9, label=label, zorder=2 if s.kind == "all" else 3)
                 drawn[panel].append(label)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
