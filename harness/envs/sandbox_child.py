@@ -199,6 +199,29 @@ def _expose(libc: "_Libc", targets: list[str], report: dict) -> None:
         report.setdefault("rebound", []).append(anc)
 
 
+def _hide_except(libc: "_Libc", path: str, keeps: list[str]) -> None:
+    """Cover ``path`` with an empty tmpfs, then bind the ``keeps`` under it back in place (opened
+    before the cover, so the originals are reached). Everything else under ``path`` stays hidden."""
+    tops = [k for k in keeps if not any(k != o and _under(k, o) for o in keeps)]
+    fds = {}
+    for k in tops:
+        try:
+            fds[k] = os.open(k, os.O_PATH)
+        except OSError:
+            pass
+    libc.mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=64k,mode=0555")
+    for k, fd in fds.items():
+        rel = os.path.relpath(k, path)
+        os.makedirs(os.path.dirname(os.path.join(path, rel)), mode=0o555, exist_ok=True)
+        dest = os.path.join(path, rel)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(dest, mode=0o555, exist_ok=True)
+        else:
+            open(dest, "w").close()
+        libc.mount(f"/proc/self/fd/{fd}", dest, None, _MS_BIND | _MS_REC, None)
+        os.close(fd)
+
+
 def _python_roots() -> list[str]:
     roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     roots |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
@@ -216,10 +239,15 @@ def _kernel_isolate(job: dict, libc: _Libc, report: dict) -> None:
     keep = [workdir] + _python_roots()
     hidden = []
     for path in job.get("hide_paths", []):
-        # Never hide a folder that holds the working directory or the interpreter.
-        if not os.path.isdir(path) or any(_under(k, path) for k in keep):
+        # Never hide a folder that holds the working directory; one that holds the interpreter (a
+        # virtual environment inside the repository) is hidden except for the interpreter's folders.
+        if not os.path.isdir(path) or _under(workdir, path):
             continue
-        libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555")
+        inner = [k for k in keep if _under(k, path)]
+        if inner:
+            _hide_except(libc, path, inner)
+        else:
+            libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555")
         hidden.append(path)
     report["hidden"] = hidden
     _expose(libc, keep, report)
