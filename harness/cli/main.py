@@ -30,11 +30,7 @@ COMMAND_MODULES = [
 ]
 
 for _mod in COMMAND_MODULES:
-    try:
-        importlib.import_module(_mod).register(app)
-    except ModuleNotFoundError as exc:  # a command group not built yet
-        if exc.name != _mod:
-            raise
+    importlib.import_module(_mod).register(app)
 
 
 def main() -> None:

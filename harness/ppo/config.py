@@ -46,6 +46,7 @@ class TrainConfig:
     metrics_window: int = 20  # recent metric lines given to knob checks (x-requires)
     progress: bool = True  # rich progress bar on the terminal (log.txt is written either way)
     device: str = "auto"  # auto | cpu | cuda
+    torch_threads: int = 0  # CPU threads for torch (0: torch's default); 1 is much faster for tiny models
     parent: str | None = None  # run this one evolved from (eau train --from)
     parent_reason: str | None = None  # why the new run was started
     lineage: list[str] = field(default_factory=list)  # ancestors, oldest first

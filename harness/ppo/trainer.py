@@ -154,6 +154,10 @@ class Trainer:
         self.echo = echo
         if cfg.tasks_per_step % self.dist.world:
             raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {self.dist.world} processes")
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        if cfg.device != "auto":
+            self.dist.device = torch.device(cfg.device)
         seed_everything(cfg.seed + self.dist.rank)
         self.task_rng = np.random.default_rng(cfg.seed)  # identical on every rank: ranks slice the same draw
         self.start_step = 0
