@@ -104,11 +104,15 @@ def test_add(cli):
 def test_env_vars_and_watch_subprocess(knobs_dir, runs_dir):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "knobs", "watch", "--interval", "0.2",
-                             "--duration", "6", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--duration", "8", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
+    # wait until the watcher reports that it is watching (start-up takes seconds on a busy machine)
+    first = proc.stderr.readline()
+    assert first.startswith("watching"), first
+
     def edits():
-        time.sleep(2.0)
+        time.sleep(0.5)
         p = knobs_dir / "agent.yaml"
         p.write_text(p.read_text().replace("ppo_epochs: 2", "ppo_epochs: 3"))
         time.sleep(1.2)

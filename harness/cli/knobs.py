@@ -302,13 +302,13 @@ def watch_cmd(interval: float = typer.Option(0.5, "--interval", help="Seconds be
 
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     t_end = time.monotonic() + duration if duration > 0 else None
-    if not as_json:
-        src = f"live run {ctx.run_dir.name}" if ctx.live else f"{ctx.kdir} (no live run)"
-        typer.echo(f"watching {src}; Ctrl-C to stop", err=True)
+    src = f"live run {ctx.run_dir.name}" if ctx.live else f"{ctx.kdir} (no live run)"
+    ready = f"watching {src}; Ctrl-C to stop"  # on stderr once edits are being watched
     try:
         if ctx.live:
             path = ctx.run_dir / "knob_events.jsonl"
             seen = len(jsonl.read(path))
+            typer.echo(ready, err=True)
             while t_end is None or time.monotonic() < t_end:
                 recs = jsonl.read(path)
                 for e in recs[seen:]:
@@ -318,6 +318,7 @@ def watch_cmd(interval: float = typer.Option(0.5, "--interval", help="Seconds be
         else:
             ctx.store.debounce_s = min(ctx.store.debounce_s, interval)
             with KnobWatcher(ctx.store):
+                typer.echo(ready, err=True)
                 while t_end is None or time.monotonic() < t_end:
                     res = ctx.store.poll(0, ctx.metrics)
                     for e in res.applied + res.next_run + res.refused:
