@@ -1,0 +1,306 @@
+"""Rollout throughput of the batched multi-turn engine (issue "The trainer", benchmarks).
+
+Two ratios, measured side by side in one process, the sides alternating over ``--repeats``:
+
+(a) engine vs raw generate: ``RolloutEngine.run`` over B = tasks x samples episodes (real gyms,
+    symbolic user, the repository's knobs) against ONE batched ``model.generate`` of the same
+    shape: the B episodes' initial prompts, generating as many new tokens per row as the engine
+    generated per episode on average, with no early stop. Tokens/s of each; target >= 0.7x.
+(b) batched vs one by one: the same B episodes (same tasks and seeds) rolled out by the engine one
+    episode per call. Wall-time ratio; target >= 4x at 16 episodes.
+
+Policy: by default the tiny model after a short ``eau sft`` warm start (cached; see _common.py), so
+episodes are real multi-turn dialogues that end at different turns (the case where batching loses
+rows as episodes finish). ``--policy random`` uses the untrained tiny model instead: it writes
+format errors until the turn limit, every episode the same length. The engine is seeded identically
+every repeat, so each repeat generates the same episodes.
+
+    python benchmarks/bench_rollout.py [--tasks 8] [--samples 2] [--repeats 3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import torch
+from _common import (
+    TINY_EPISODE_TOKENS,
+    TINY_MAX_STEPS,
+    TINY_TURN_TOKENS,
+    alternate,
+    bench_knobs,
+    emit,
+    load_average,
+    load_tiny,
+    machine,
+    median,
+    set_threads,
+    stderr_log,
+    summary,
+    warm_start,
+)
+
+from harness.envs.registry import make as make_gym
+from harness.rollout.backends import HFBackend, SamplingParams
+from harness.rollout.chat import ChatFormat
+from harness.rollout.engine import RolloutEngine, RolloutResult
+
+TARGET_VS_RAW = 0.7
+TARGET_VS_SEQUENTIAL = 4.0
+
+
+def episode_specs(gyms: list[str], tasks: int, samples: int, first_task: int) -> list[dict[str, Any]]:
+    """tasks x samples episodes as the trainer lays them out (a task shared by its samples)."""
+    specs = []
+    for i in range(tasks):
+        gym, index = gyms[i % len(gyms)], first_task + i
+        for s in range(samples):
+            specs.append({"gym": gym, "group": f"{gym}/train/{index}", "sample": s,
+                          "reset": {"seed": index * 31 + s, "options": {"task_index": index, "split": "train"}}})
+    return specs
+
+
+class TimedBackend(HFBackend):
+    """HFBackend that records each call's shape: rows, prompt width, budget, tokens kept, decode steps, time."""
+
+    def __init__(self, *a: Any, **kw: Any):
+        super().__init__(*a, **kw)
+        self.calls: list[dict[str, float]] = []
+
+    def generate(self, prompts, max_new_tokens, params):  # type: ignore[override]
+        t0 = time.perf_counter()
+        outs = super().generate(prompts, max_new_tokens, params)
+        self.calls.append({"rows": len(prompts), "width": max(len(p) for p in prompts), "budget": max(max_new_tokens),
+                           "kept": sum(len(o) for o in outs), "steps": max(len(o) for o in outs),
+                           "s": time.perf_counter() - t0})
+        return outs
+
+
+def call_profile(calls: list[dict[str, float]]) -> dict[str, Any]:
+    """Where batched generation spends its steps: rows x decode steps vs the tokens episodes keep."""
+    slots = sum(c["rows"] * c["steps"] for c in calls)
+    kept = sum(c["kept"] for c in calls)
+    return {"calls": len(calls), "rows_per_call": [c["rows"] for c in calls],
+            "prompt_width_per_call": [c["width"] for c in calls],
+            "decode_steps_per_call": [c["steps"] for c in calls],
+            "seconds_per_call": [round(c["s"], 3) for c in calls],
+            "prefill_tokens": sum(c["rows"] * c["width"] for c in calls),
+            "row_step_slots": slots, "tokens_kept": kept,
+            "kept_fraction_of_slots": round(kept / max(1, slots), 3)}
+
+
+class Rollouts:
+    """The engine, the knobs and the episode list; fresh gyms for every run."""
+
+    def __init__(self, model: torch.nn.Module, tok: Any, specs: list[dict[str, Any]], args: argparse.Namespace):
+        self.model, self.tok, self.specs, self.args = model, tok, specs, args
+        self.knobs = bench_knobs(args.max_steps)
+        self.chat = ChatFormat(tok, "tagged")
+        self.backend = TimedBackend(model, tok)
+        self.engine = RolloutEngine(self.backend, self.chat)
+        agent = self.knobs.area("agent")
+        self.params = SamplingParams(float(agent["temperature"]), float(agent["top_p"]), tuple(self.chat.stop_ids))
+
+    def run(self, specs: list[dict[str, Any]], seed: int) -> tuple[RolloutResult, float, int]:
+        """Roll out ``specs`` in one engine call: (result, wall seconds, generate calls)."""
+        envs = [make_gym(s["gym"], knobs=self.knobs, rendering="tagged", split="train") for s in specs]
+        calls = [0]
+
+        def count(_turn: int, _live: int) -> None:
+            calls[0] += 1
+
+        torch.manual_seed(seed)
+        self.backend.calls = []
+        t0 = time.perf_counter()
+        res = self.engine.run(envs, [s["reset"] for s in specs], [s["group"] for s in specs],
+                              [s["sample"] for s in specs], params=self.params,
+                              max_new_tokens_per_turn=self.args.turn_tokens,
+                              max_episode_tokens=self.args.episode_tokens, on_turn=count)
+        return res, time.perf_counter() - t0, calls[0]
+
+    @torch.no_grad()
+    def raw_generate(self, prompts: list[list[int]], new_tokens: int, seed: int) -> tuple[float, int]:
+        """ONE batched ``generate`` over ``prompts`` (left padded), exactly ``new_tokens`` per row."""
+        pad = self.tok.pad_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        torch.manual_seed(seed)
+        t0 = time.perf_counter()
+        # the engine's sampling settings (HFBackend), plus min_new_tokens: no row stops early
+        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens,
+                                  min_new_tokens=new_tokens, do_sample=True, temperature=self.params.temperature,
+                                  top_p=self.params.top_p, top_k=0, pad_token_id=pad,
+                                  eos_token_id=list(self.params.stop_ids), use_cache=True)
+        dt = time.perf_counter() - t0
+        generated = int(out.shape[1] - width)
+        if generated != new_tokens:
+            raise RuntimeError(f"raw generate produced {generated} tokens per row, expected {new_tokens}")
+        return dt, generated * len(prompts)
+
+
+@torch.no_grad()
+def prefill_seconds(model: torch.nn.Module, calls: list[dict[str, float]], vocab: int) -> float:
+    """Time of one forward pass over each generate call's prompt shape (rows x width): the prompt
+    processing the engine repeats every turn, since each turn's ``generate`` starts without a cache."""
+    total = 0.0
+    gen = torch.Generator().manual_seed(0)
+    for c in calls:
+        ids = torch.randint(10, vocab, (int(c["rows"]), int(c["width"])), generator=gen)
+        t0 = time.perf_counter()
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, logits_to_keep=1)
+        total += time.perf_counter() - t0
+    return total
+
+
+def episode_stats(res: RolloutResult) -> dict[str, Any]:
+    recs = [e.record for e in res.episodes]
+    n = len(recs)
+    return {"turns_mean": sum(r["num_turns"] for r in recs) / n,
+            "turns_min": min(r["num_turns"] for r in recs), "turns_max": max(r["num_turns"] for r in recs),
+            "generated_tokens_per_episode": res.generated_tokens / n,
+            "prompt_tokens_mean": sum(e.prompt_tokens for e in res.episodes) / n,
+            "final_length_mean": sum(len(e.ids) for e in res.episodes) / n,
+            "answered_rate": sum(bool(r["answered"]) for r in recs) / n,
+            "success_rate": sum(bool(r["success"]) for r in recs) / n,
+            "format_errors_per_episode": sum(r["format_errors"] for r in recs) / n,
+            "questions_per_episode": sum(r["questions"] for r in recs) / n}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--gyms", default="intention", help="comma-separated gyms, tasks round-robin (default intention)")
+    ap.add_argument("--tasks", type=int, default=8, help="distinct tasks (default 8)")
+    ap.add_argument("--samples", type=int, default=2, help="episodes per task (default 2; B = tasks x samples)")
+    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of every side (default 3)")
+    ap.add_argument("--policy", choices=["sft", "random"], default="sft",
+                    help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny")
+    ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
+    ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="env.max_steps (tiny preset: 6)")
+    ap.add_argument("--turn-tokens", type=int, default=TINY_TURN_TOKENS, help="max new tokens per turn (48)")
+    ap.add_argument("--episode-tokens", type=int, default=TINY_EPISODE_TOKENS, help="max tokens per episode (1024)")
+    ap.add_argument("--first-task", type=int, default=1000, help="task index of the first task (default 1000)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling seed (the same every repeat)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)")
+    ap.add_argument("--skip-sequential", action="store_true", help="measure (a) only")
+    args = ap.parse_args()
+
+    load_start = load_average()
+    threads = set_threads(args.threads)
+    gyms = [g.strip() for g in args.gyms.split(",") if g.strip()]
+    ws = None
+    sft_dir = None
+    if args.policy == "sft":
+        ws = warm_start("tagged", None, directory=args.sft_dir, log=stderr_log)
+        sft_dir = ws["dir"]
+    model, tok = load_tiny(sft_dir)
+    specs = episode_specs(gyms, args.tasks, args.samples, args.first_task)
+    ro = Rollouts(model, tok, specs, args)
+
+    # (a) and (b), alternating. The raw generate's shape comes from the engine run of the same repeat
+    # (the first side in odd repeats is the sequential one, so the shape is taken from repeat 0).
+    state: dict[str, Any] = {}
+
+    def engine_side(r: int) -> dict[str, Any]:
+        res, wall, calls = ro.run(specs, args.seed)
+        state["shape"] = ([e.ids[:e.prompt_tokens] for e in res.episodes],
+                          max(1, round(res.generated_tokens / len(specs))))
+        state.setdefault("stats", episode_stats(res))
+        state.setdefault("first_calls", list(ro.backend.calls))
+        return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
+                "env_s": res.time_env_s, "generate_calls": calls,
+                "episode_turns": sum(len(e.response_tokens) for e in res.episodes)}
+
+    def raw_side(r: int) -> dict[str, Any]:
+        if "shape" not in state:
+            engine_side(r)  # only when raw runs first: establish the shape (not timed as a sample)
+        prompts, n = state["shape"]
+        wall, tokens = ro.raw_generate(prompts, n, args.seed)
+        return {"wall_s": wall, "tokens": tokens, "new_tokens_per_row": n,
+                "prompt_len_max": max(len(p) for p in prompts)}
+
+    def sequential_side(r: int) -> dict[str, Any]:
+        wall, tokens, gen = 0.0, 0, 0.0
+        for k, spec in enumerate(specs):
+            res, w, _ = ro.run([spec], args.seed + k)
+            wall += w
+            tokens += res.generated_tokens
+            gen += res.time_generate_s
+        return {"wall_s": wall, "tokens": tokens, "generate_s": gen}
+
+    sides = {"engine": engine_side, "raw_generate": raw_side}
+    if not args.skip_sequential:
+        sides["sequential"] = sequential_side
+    stderr_log(f"{len(specs)} episodes of {gyms}, policy {args.policy}, torch threads {threads}")
+    runs = alternate(sides, args.repeats, log=stderr_log)
+
+    eng, raw = runs["engine"], runs["raw_generate"]
+    # diagnostic, after the timed sides: how much of the engine's generate time is re-reading prompts
+    prefill_s = prefill_seconds(model, state["first_calls"], len(tok))
+    eng_tps = [x["tokens"] / x["wall_s"] for x in eng]
+    raw_tps = [x["tokens"] / x["wall_s"] for x in raw]
+    ratio_raw = [a / b for a, b in zip(eng_tps, raw_tps)]
+    out: dict[str, Any] = {
+        "benchmark": "rollout",
+        "command": " ".join(["python", *sys.argv]),
+        "machine": {**machine(), "load_average_start": load_start},
+        "setup": {"gyms": gyms, "episodes": len(specs), "tasks": args.tasks, "samples": args.samples,
+                  "policy": args.policy, "warm_start": ws, "max_steps": args.max_steps,
+                  "turn_tokens": args.turn_tokens, "episode_tokens": args.episode_tokens,
+                  "temperature": ro.params.temperature, "repeats": args.repeats, "seed": args.seed,
+                  "knobs": "repository knobs/ with env.max_steps overridden"},
+        "episodes": state["stats"],
+        "engine_generated_tokens_per_repeat": [x["tokens"] for x in eng],
+        "engine_vs_raw_generate": {
+            "engine_tokens_per_s": summary(eng_tps),
+            "raw_generate_tokens_per_s": summary(raw_tps),
+            "raw_shape": {"rows": len(specs), "prompt_len_max": raw[0]["prompt_len_max"],
+                          "new_tokens_per_row": raw[0]["new_tokens_per_row"]},
+            "ratio_per_repeat": [round(x, 3) for x in ratio_raw],
+            "ratio": round(median(ratio_raw), 3),
+            "target": TARGET_VS_RAW,
+            "meets_target": median(ratio_raw) >= TARGET_VS_RAW,
+        },
+        "engine_breakdown": {
+            "wall_s": summary([x["wall_s"] for x in eng]),
+            "generate_s": summary([x["generate_s"] for x in eng]),
+            "env_s": summary([x["env_s"] for x in eng]),
+            "templating_and_bookkeeping_s": summary([x["wall_s"] - x["generate_s"] - x["env_s"] for x in eng]),
+            "generate_calls": eng[0]["generate_calls"],
+            "mean_rows_per_generate_call": round(eng[0]["episode_turns"] / max(1, eng[0]["generate_calls"]), 2),
+            "engine_tokens_per_generate_s": summary([x["tokens"] / x["generate_s"] for x in eng]),
+            "generate_calls_profile": call_profile(state["first_calls"]),
+            "prefill_s_estimate": round(prefill_s, 3),
+            "prefill_share_of_generate": round(prefill_s / median([x["generate_s"] for x in eng]), 3),
+        },
+    }
+    if "sequential" in runs:
+        seq = runs["sequential"]
+        speed_wall = [s["wall_s"] / e["wall_s"] for s, e in zip(seq, eng)]
+        speed_tps = [(e["tokens"] / e["wall_s"]) / (s["tokens"] / s["wall_s"]) for s, e in zip(seq, eng)]
+        out["batched_vs_sequential"] = {
+            "batched_wall_s": summary([x["wall_s"] for x in eng]),
+            "sequential_wall_s": summary([x["wall_s"] for x in seq]),
+            "sequential_tokens": [x["tokens"] for x in seq],
+            "speedup_wall_per_repeat": [round(x, 3) for x in speed_wall],
+            "speedup_wall": round(median(speed_wall), 3),
+            "speedup_tokens_per_s": round(median(speed_tps), 3),
+            "target": TARGET_VS_SEQUENTIAL,
+            "meets_target": median(speed_wall) >= TARGET_VS_SEQUENTIAL,
+            "note": "one-by-one episodes sample differently (own RNG stream per episode), so their token "
+                    "counts differ a little; speedup_tokens_per_s normalises for that",
+        }
+    out["machine"]["load_average_end"] = load_average()
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
