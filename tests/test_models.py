@@ -142,6 +142,40 @@ def test_forward_pass_and_token_stats_alignment(tiny, batch):
     assert torch.allclose(mb.entropy, right.entropy.detach(), atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["plain", "lora", "shared"])
+def test_score_mask_scores_only_masked_tokens_with_the_same_numbers(tiny, batch, kind):
+    """With a score mask the vocabulary projection runs only where it is needed: the masked tokens
+    get exactly the full pass's log-probs and entropies, every other token 0, values unchanged."""
+    ids, am = batch
+    if kind == "lora":
+        model, _ = load_policy({"model": "tiny", "tiny": SMALL.to_dict(), "lora": {"r": 4, "alpha": 8}})
+    else:
+        model, _ = build_tiny(SMALL)
+    if kind == "shared":
+        model = build_critic(model, {"mode": "shared", "head_init_std": 0.02})
+    sm = torch.zeros_like(am)
+    sm[0, 3:6] = 1  # different columns per row, and a column (7) needed by one row only
+    sm[1, 5:8] = 1
+    full = forward_token_stats(model, ids, am, temperature=0.8)
+    part = forward_token_stats(model, ids, am, temperature=0.8, score_mask=sm)
+    on = sm.bool()
+    assert torch.allclose(part.logprobs[on], full.logprobs[on], atol=1e-5)
+    assert torch.allclose(part.entropy[on], full.entropy[on], atol=1e-5)
+    unused = ~on.any(0)  # columns no row asked for are not computed
+    assert unused.sum() > 0 and torch.all(part.logprobs[:, unused] == 0) and torch.all(part.entropy[:, unused] == 0)
+    assert part.logprobs[0, 7] != 0  # column 7 is computed for row 1, so row 0 gets its score too
+    if kind == "shared":
+        assert torch.allclose(part.values, full.values, atol=1e-6)
+    (part.logprobs * sm).sum().backward()  # gradients flow through the kept columns
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters() if p.requires_grad)
+    # no-grad micro-batched path and the LoRA reference path take the mask too
+    mb = batch_token_stats(model, ids, am, temperature=0.8, micro_batch_size=1, score_mask=sm)
+    assert torch.allclose(mb.logprobs[on], full.logprobs[on].detach(), atol=1e-5)
+    if kind == "lora":
+        assert torch.allclose(reference_logprobs(model, None, ids, am, score_mask=sm)[on],
+                              reference_logprobs(model, None, ids, am)[on], atol=1e-5)
+
+
 def test_save_and_load_round_trip(tiny, batch, tmp_path):
     model, tok = tiny
     model.save_pretrained(tmp_path)

@@ -438,14 +438,16 @@ class PolicyWithValueHead(nn.Module):
         self.value_head = _value_head(_hidden_size(policy), head_init_std)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logits, per-position values)``."""
+                position_ids: torch.Tensor | None = None, logits_to_keep: int | torch.Tensor = 0
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits, per-position values)``; ``logits_to_keep`` as in transformers (0: every
+        position; a 1-D index tensor: those positions only), values always at every position."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = _positions(attention_mask)
         out = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          output_hidden_states=True, use_cache=False)
+                          output_hidden_states=True, use_cache=False, logits_to_keep=logits_to_keep)
         h = out.hidden_states[-1]  # (B, T, H)
         return out.logits, self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1)
 
@@ -568,12 +570,16 @@ def _span(attention_mask: torch.Tensor) -> tuple[int, int]:
 
 def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                         temperature: float = 1.0, with_entropy: bool = True,
-                        critic: nn.Module | None = None) -> TokenStats:
+                        critic: nn.Module | None = None, score_mask: torch.Tensor | None = None) -> TokenStats:
     """One forward pass (gradients flow) of ``model`` (a causal LM, a ``PeftModel`` or a
     :class:`PolicyWithValueHead`, which also gives values) and of ``critic`` when given.
 
     ``input_ids``, ``attention_mask``: ``(B, T)``. Columns that are padding in every row are cut
-    before the pass and the outputs padded back to ``T``.
+    before the pass and the outputs padded back to ``T``. ``score_mask`` ``(B, T)``: the tokens whose
+    log-prob and entropy are wanted (the action mask); when given, the vocabulary projection runs only
+    at the columns that predict such a token in some row (transformers' ``logits_to_keep``), and the
+    other tokens score 0. With a 262k vocabulary and long observations this is most of a pass's cost.
+    Values are computed at every position either way.
     """
     B, T = input_ids.shape
     lo, hi = _span(attention_mask)
@@ -583,13 +589,27 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
                           zeros.clone() if critic is not None or isinstance(model, PolicyWithValueHead) else None)
     ids, am = input_ids[:, lo:hi], attention_mask[:, lo:hi]
     pos = _positions(am)
+    t = hi - lo
+    # keep: the columns j whose logits (predicting token j + 1) are needed; None = all of 0..t-2
+    keep = None
+    if score_mask is not None:
+        keep = score_mask[:, lo + 1:hi].bool().any(0).nonzero().squeeze(1).to(ids.device)
+        if keep.numel() == t - 1:
+            keep = None  # every column is needed: the plain pass (and its last column is dropped below)
+    to_keep: int | torch.Tensor = 0 if keep is None else keep
     raw_values = None
     if isinstance(model, PolicyWithValueHead):
-        logits, raw_values = model(ids, am, pos)
+        logits, raw_values = model(ids, am, pos, logits_to_keep=to_keep)
     else:
-        logits = model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=False).logits
-    # logits[:, i] predicts token i + 1: (B, t, V) -> scores of tokens 1..t-1
-    lp, ent = logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy)
+        logits = model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=False,
+                       logits_to_keep=to_keep).logits
+    if keep is None:
+        # logits[:, i] predicts token i + 1: (B, t, V) -> scores of tokens 1..t-1
+        lp, ent = logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy)
+    else:
+        klp, kent = logprobs_and_entropy(logits, ids[:, keep + 1], temperature, with_entropy)
+        lp = klp.new_zeros(B, t - 1).index_copy(1, keep, klp)
+        ent = kent.new_zeros(B, t - 1).index_copy(1, keep, kent) if kent is not None else None
     if critic is not None:
         raw_values = critic(ids, am, pos)
     valid = (am[:, 1:] * am[:, :-1]).to(lp.dtype)  # a scored token and its predecessor are both real
@@ -618,14 +638,16 @@ def critic_values(critic: nn.Module, input_ids: torch.Tensor, attention_mask: to
 @torch.no_grad()
 def batch_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                       temperature: float = 1.0, micro_batch_size: int = 4, with_entropy: bool = False,
-                      critic: nn.Module | None = None) -> TokenStats:
+                      critic: nn.Module | None = None, score_mask: torch.Tensor | None = None) -> TokenStats:
     """:func:`forward_token_stats` without gradients over micro-batches of ``micro_batch_size``
     rows (rollout-time old log-probs, reference log-probs, old values). The model's train/eval
     mode is left as it is: call ``model.eval()`` first when dropout is on."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
-    parts = [forward_token_stats(model, ids, am, temperature=temperature, with_entropy=with_entropy, critic=critic)
-             for ids, am in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size))]
+    masks = score_mask.split(micro_batch_size) if score_mask is not None else [None] * -(-len(input_ids) // micro_batch_size)
+    parts = [forward_token_stats(model, ids, am, temperature=temperature, with_entropy=with_entropy, critic=critic,
+                                 score_mask=sm)
+             for ids, am, sm in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size), masks)]
 
     def cat(name: str) -> torch.Tensor | None:
         xs = [getattr(p, name) for p in parts]
@@ -653,18 +675,18 @@ def make_reference(policy: nn.Module) -> nn.Module | None:
 
 def reference_logprobs(policy: nn.Module, reference: nn.Module | None, input_ids: torch.Tensor,
                        attention_mask: torch.Tensor, *, temperature: float = 1.0,
-                       micro_batch_size: int = 4) -> torch.Tensor:
+                       micro_batch_size: int = 4, score_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Reference log-probs ``(B, T)`` (no gradients): from ``reference``, or when it is None from
-    the LoRA ``policy`` inside ``disable_adapter()``."""
+    the LoRA ``policy`` inside ``disable_adapter()``. ``score_mask``: as in :func:`forward_token_stats`."""
     if reference is not None:
         return batch_token_stats(reference, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size).logprobs
+                                 micro_batch_size=micro_batch_size, score_mask=score_mask).logprobs
     lm = _unwrap(policy)
     if not _is_peft(lm):
         raise ValueError("reference is None but the policy has no LoRA adapters; build one with make_reference(policy)")
     with lm.disable_adapter():
         return batch_token_stats(lm, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size).logprobs
+                                 micro_batch_size=micro_batch_size, score_mask=score_mask).logprobs
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:

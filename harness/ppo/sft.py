@@ -108,7 +108,7 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print) -> di
                 am[i, :len(x)] = 1
                 mask[i, :len(m)] = torch.tensor(m, dtype=torch.float32)
             mask[:, 0] = 0
-            st = forward_token_stats(model, ids, am, with_entropy=False)
+            st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask)
             loss = -(st.logprobs * mask).sum() / mask.sum().clamp(min=1)  # action tokens only
             opt.zero_grad(set_to_none=True)
             loss.backward()

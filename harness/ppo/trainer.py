@@ -341,18 +341,20 @@ class Trainer:
         mb = int(k["micro_batch_size"])
         dev = self.dist.device
         ids, am = batch.input_ids.to(dev), batch.attention_mask.to(dev)
+        sm = batch.action_mask.to(dev)  # only action tokens are scored (the vocabulary projection is the cost)
         self.policy.eval()
         self.critic.eval()
         if self.shared_critic:
-            st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb)
+            st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm)
             batch.old_logprobs, batch.old_values = st.logprobs.cpu(), st.values.cpu()
         else:
-            batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb).logprobs.cpu()
+            batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb,
+                                                   score_mask=sm).logprobs.cpu()
             batch.old_values = torch.cat([critic_values(self.critic, i, a) for i, a in
                                           zip(ids.split(mb), am.split(mb))]).cpu()
         if float(k["kl_coef"]) > 0:
             batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=T,
-                                                    micro_batch_size=mb).cpu()
+                                                    micro_batch_size=mb, score_mask=sm).cpu()
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -399,9 +401,9 @@ class Trainer:
                     ids, am = mb.input_ids[sl].to(dev), mb.attention_mask[sl].to(dev)
                     mask = mb.action_mask[sl].to(dev)
                     if self.shared_critic:
-                        st = forward_token_stats(self.train_critic, ids, am, temperature=T)
+                        st = forward_token_stats(self.train_critic, ids, am, temperature=T, score_mask=mask)
                     else:
-                        st = forward_token_stats(self.train_policy, ids, am, temperature=T)
+                        st = forward_token_stats(self.train_policy, ids, am, temperature=T, score_mask=mask)
                     loss, metrics = core.ppo_actor_loss(
                         st.logprobs, mb.old_logprobs[sl].to(dev), mb.advantages[sl].to(dev), mask,
                         clip_low=float(k["clip_ratio"]), clip_high=float(k["clip_ratio_high"]),
