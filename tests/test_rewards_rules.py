@@ -41,6 +41,11 @@ def test_predicates_on_hand_made_records():
     assert holds("tool_failure", rec("search", ["tool_failure"])) and holds("tool_failure", rec("search", tool_ok=False))
     assert not holds("tool_failure", rec("search", tool_ok=True))
     assert holds("early_answer", rec("answer", ["early_answer"])) and not holds("early_answer", rec("answer", ["answer"]))
+    ok = rec("answer", ["answer"])
+    ok.answer = {"content": "x", "task_reward": 0.0, "success": True}
+    bad = rec("answer", ["answer"])
+    bad.answer = {"content": "x", "task_reward": 0.0, "success": False}
+    assert holds("answer_success", ok) and not holds("answer_success", bad) and not holds("answer_success", rec("ask"))
     assert holds("deadlock", rec("ask", ["deadlock"])) and not holds("deadlock", rec("ask", ["turn_limit"]))
     assert holds("user_declined", rec("ask", declined=True)) and not holds("user_declined", rec("ask"))
     assert holds("questions_over", rec("ask"), EpisodeState(questions=4), limit=3)
@@ -64,7 +69,8 @@ def test_default_rule_file_values():
     m = RewardModel()
     m.set_rules({"default": data})
     assert {r.predicate.name: r.value for r in m.rules} == {
-        "format_error": -0.1, "new_fact_disclosed": 0.05, "repeated_question": -0.05}
+        "format_error": -0.1, "new_fact_disclosed": 0.05, "repeated_question": -0.05, "answer_success": 1.0}
+    assert next(r for r in m.rules if r.predicate.name == "answer_success").gyms == frozenset({"intention"})
 
 
 def test_raw_scale_and_breakdown_hand_computed():

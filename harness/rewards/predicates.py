@@ -100,6 +100,12 @@ def _early_answer(record: TurnRecord, state: EpisodeState, params: Mapping[str, 
     return "early_answer" in record.events
 
 
+@register_predicate("answer_success")
+def _answer_success(record: TurnRecord, state: EpisodeState, params: Mapping[str, Any]) -> bool:
+    """An answer turn the gym scored a success (a bonus for gyms whose answer earns no task reward)."""
+    return record.action.choice == "answer" and bool(record.answer and record.answer.get("success") is True)
+
+
 @register_predicate("deadlock")
 def _deadlock(record: TurnRecord, state: EpisodeState, params: Mapping[str, Any]) -> bool:
     """The episode hit the turn limit on this turn without an answer."""
