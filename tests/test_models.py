@@ -176,6 +176,16 @@ def test_score_mask_scores_only_masked_tokens_with_the_same_numbers(tiny, batch,
                               reference_logprobs(model, None, ids, am)[on], atol=1e-5)
 
 
+def test_right_padded_batches_run_without_an_explicit_mask():
+    from harness.ppo.models import _mask_for_pass
+
+    right = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    left = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    hole = torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1]])
+    assert _mask_for_pass(right) is None and _mask_for_pass(torch.ones(2, 3)) is None
+    assert _mask_for_pass(left) is left and _mask_for_pass(hole) is hole
+
+
 def test_save_and_load_round_trip(tiny, batch, tmp_path):
     model, tok = tiny
     model.save_pretrained(tmp_path)

@@ -376,6 +376,18 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def _mask_for_pass(attention_mask: torch.Tensor) -> torch.Tensor | None:
+    """The attention mask to give a scoring pass: None when every row is right-padded (real tokens,
+    then padding only). Causal attention already keeps real tokens from seeing the padding after them,
+    and without an explicit mask PyTorch's fused causal kernel runs instead of materialising a
+    ``(B, heads, T, T)`` mask (about 2x faster forwards on CPU). Outputs at padding positions differ,
+    and are never used."""
+    am = attention_mask.bool()
+    if bool(am[:, 0].all()) and not bool((am[:, 1:] & ~am[:, :-1]).any()):
+        return None
+    return attention_mask
+
+
 class ValueModel(nn.Module):
     """A separate critic: a transformer backbone (no LM head) and a scalar head.
 
@@ -395,8 +407,8 @@ class ValueModel(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = _positions(attention_mask)
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                            use_cache=False)
+        out = self.backbone(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask),
+                            position_ids=position_ids, use_cache=False)
         h = out.last_hidden_state  # (B, T, H)
         return self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1)
 
@@ -446,8 +458,9 @@ class PolicyWithValueHead(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = _positions(attention_mask)
-        out = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          output_hidden_states=True, use_cache=False, logits_to_keep=logits_to_keep)
+        out = self.policy(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask),
+                          position_ids=position_ids, output_hidden_states=True, use_cache=False,
+                          logits_to_keep=logits_to_keep)
         h = out.hidden_states[-1]  # (B, T, H)
         return out.logits, self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1)
 
@@ -601,7 +614,7 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     if isinstance(model, PolicyWithValueHead):
         logits, raw_values = model(ids, am, pos, logits_to_keep=to_keep)
     else:
-        logits = model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=False,
+        logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False,
                        logits_to_keep=to_keep).logits
     if keep is None:
         # logits[:, i] predicts token i + 1: (B, t, V) -> scores of tokens 1..t-1
