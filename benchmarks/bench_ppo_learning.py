@@ -30,6 +30,10 @@ TRAIN = ["--preset", "tiny", "--set", "gyms=[intention]", "--set", "tasks_per_st
          "--set", "agent_knobs.mini_batch_size=16", "--set", "agent_knobs.micro_batch_size=16",
          "--set", "agent_knobs.lr=3.0e-4", "--set", "agent_knobs.critic_lr=1.0e-3",
          "--set", "agent_knobs.ppo_epochs=2", "--set", "checkpoint_every=5", "--set", "keep_checkpoints=50",
+         # a small separate critic: a value estimate needs far less than the policy, and a copy of the
+         # policy's backbone doubled the update's cost
+         "--set", "critic={mode: separate, init: tiny, tiny: {hidden_size: 64, intermediate_size: 192, "
+                  "num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1}}",
          "--no-progress"]
 
 
@@ -57,15 +61,20 @@ def eau(args: list[str], knobs_dir: Path, runs_dir: Path, timeout: float | None 
                           timeout=timeout)
 
 
-def one_seed(seed: int, minutes: float, sft_episodes: int, tasks: int, work: Path) -> dict:
+def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, tasks: int, work: Path,
+             init: Path | None = None) -> dict:
     knobs_dir, runs_dir = work / f"knobs{seed}", work / "runs"
     shutil.copytree(REPO / "knobs", knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
     t0 = time.perf_counter()
-    sft_dir = work / f"sft{seed}"
-    out = eau(["sft", "--out", str(sft_dir), "--json", "--set", f"seed={seed}", "--set", f"episodes={sft_episodes}",
-               "--set", "gyms=[intention]"], knobs_dir, runs_dir)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-2000:])
+    sft_dir = init or work / f"sft{seed}"
+    if init is None:
+        # the public planner's demonstrations: imitating the privileged oracle teaches the student to
+        # stop asking as early as the oracle did (see harness/envs/scripted.py)
+        out = eau(["sft", "--out", str(sft_dir), "--json", "--set", f"seed={seed}", "--set", f"episodes={sft_episodes}",
+                   "--set", f"epochs={sft_epochs}", "--set", "demonstrator=public",
+                   "--set", "gyms=[intention]"], knobs_dir, runs_dir)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr[-2000:])
     sft_s = time.perf_counter() - t0
     # PPO for a wall-clock budget: a long step budget, stopped with SIGTERM (the trainer finishes the
     # step, checkpoints and exits cleanly)
@@ -102,13 +111,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--minutes", type=float, default=10.0, help="PPO wall-clock budget per seed")
     ap.add_argument("--sft-episodes", type=int, default=256)
+    ap.add_argument("--sft-epochs", type=int, default=4)
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start every seed from this warm start (a folder with policy.pt) instead of its own eau sft")
     ap.add_argument("--tasks", type=int, default=48, help="held-out tasks per evaluation")
     ap.add_argument("--work", type=Path, default=None, help="keep runs here (default: a temp folder)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="eau-learn-"))
     work.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    results = [one_seed(s, args.minutes, args.sft_episodes, args.tasks, work) for s in args.seeds]
+    results = [one_seed(s, args.minutes, args.sft_episodes, args.sft_epochs, args.tasks, work, args.init) for s in args.seeds]
     out = {"benchmark": "ppo_learning", "gym": "intention", "target_delta": 0.3, "minutes": args.minutes,
            "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "load_start": load0,
                        "load_end": os.getloadavg()},

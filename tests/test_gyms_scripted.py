@@ -125,3 +125,25 @@ def test_max_steps_change_applies_from_the_next_episode(gym):
     for _ in range(3):
         env.step("not an action")
     assert env.state.done and env.state.truncated and "deadlock" in env.state.turns[-1].events
+
+
+def test_public_planner_solves_intention_without_reading_hidden_facts():
+    from harness.envs.scripted import public_action
+
+    env = env_of("intention", env={"max_steps": 8})
+    records = [run_episode(env, "public", seed) for seed in range(50)]
+    assert np.mean([r["success"] for r in records]) >= 0.95  # six details at most: all fit in 8 turns
+    assert all(r["answered"] and r["format_errors"] == 0 for r in records)
+    # it asks about details that are not hidden too (it cannot tell), so it asks more than the oracle
+    oracle = [run_episode(env, "oracle", seed) for seed in range(50)]
+    assert np.mean([r["questions"] for r in records]) > np.mean([r["questions"] for r in oracle])
+    # its first question depends on the request only: tasks of the same request, different hidden details
+    firsts: dict[str, set[str]] = {}
+    for seed in range(60):
+        env.reset(seed=seed)
+        firsts.setdefault(env.task.data["request"], set()).add(public_action(env))
+    assert len(firsts) >= 10 and all(len(v) == 1 for v in firsts.values())
+    with pytest.raises(ValueError, match="no public planner for gym 'travel'"):
+        env_t = env_of("travel")
+        env_t.reset(seed=0)
+        public_action(env_t)

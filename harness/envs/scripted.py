@@ -16,10 +16,16 @@ Per gym:
   answers so far (a real twenty-questions strategy), answer the entity.
 * intention: ask about each uncovered detail, most important first, answer a summary.
 
+The **public** planner is the non-privileged counterpart where a gym allows one (intention): it
+reads only what the agent sees, the request and the replies so far, and asks about each detail the
+request usually leaves out, most important first, then answers. Imitating the privileged oracle
+teaches a student that cannot see the hidden facts to stop asking too early (the oracle stops once
+every *hidden* detail is covered); the public planner's transcripts do not.
+
 The random agent draws a choice uniformly among the gym's allowed choices and content from the
 task's vocabulary (prompt words, the gym's own vocabulary, option ids, entity names, numbers).
 
-``run_episode(env, policy, seed, options)`` plays one episode with ``"oracle"``, ``"random"`` or any
+``run_episode(env, policy, seed, options)`` plays one episode with ``"oracle"``, ``"public"``, ``"random"`` or any
 ``policy(env) -> str`` and returns ``env.episode_record()``.
 """
 
@@ -198,6 +204,37 @@ def _intention_oracle(env: UserCentricEnv) -> str:
     return _schedule(env, steps, summary)
 
 
+def _intention_public(env: UserCentricEnv) -> str:
+    """Ask about every detail the request's kind may leave out (not only the hidden ones), most
+    important first, one keyword each; then answer with what was disclosed."""
+    from harness.envs.intention import REQUESTS
+
+    req = next(r for r in REQUESTS if r.name == env.task.data["request"])
+    revealed = env.state.revealed
+    steps: list[tuple[str, str]] = []
+    if _reveals_left(env):
+        pending = sorted((d for d in req.details if f"detail.{d.name}" not in revealed), key=lambda d: d.importance)
+        steps += [("ask", fact_question(Fact(key=f"detail.{d.name}", kind="detail", text="", keywords=d.keywords)))
+                  for d in pending]
+    known = [f.text for f in env.task.facts if f.key in revealed]  # what the user said, nothing hidden
+    summary = "Here is the plan, based on what you told me: " + (" ".join(known) if known else "a standard plan.")
+    return _schedule(env, steps, summary)
+
+
+_PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_public}
+
+
+def public_action(env: UserCentricEnv) -> str:
+    """The public (non-privileged) planner's next turn; ValueError for a gym without one."""
+    if env.task is None:
+        raise RuntimeError("public_action: call env.reset() first")
+    try:
+        planner = _PUBLIC[env.name]
+    except KeyError:
+        raise ValueError(f"no public planner for gym {env.name!r}; gyms with one: {', '.join(_PUBLIC)}") from None
+    return planner(env)
+
+
 _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
     "travel": _travel_oracle, "function": _function_oracle, "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
@@ -278,11 +315,13 @@ def run_episode(env: UserCentricEnv, policy: Policy, seed: int, options: dict[st
     if isinstance(policy, str):
         if policy == "oracle":
             act: Callable[[UserCentricEnv], str] = oracle_action
+        elif policy == "public":
+            act = public_action
         elif policy == "random":
             rng = np.random.default_rng(seed)
             act = lambda e: random_action(e, rng)  # noqa: E731
         else:
-            raise ValueError(f"unknown scripted policy {policy!r}; allowed: oracle, random, or a callable")
+            raise ValueError(f"unknown scripted policy {policy!r}; allowed: oracle, public, random, or a callable")
     else:
         act = policy
     env.reset(seed=seed, options=options)

@@ -1,7 +1,8 @@
 """``eau sft``: a short supervised warm start on scripted demonstrations.
 
 A fresh tiny model cannot find the action format by sampling, so PPO would see format errors only.
-The scripted oracle (``harness.envs.scripted``) plays train-split episodes through the real gyms and
+A scripted agent (``harness.envs.scripted``: the oracle, or the public planner) plays train-split
+episodes through the real gyms and
 users; each transcript is tokenised exactly as the rollout engine tokenises an episode
 (``ChatFormat``), and the policy is trained with cross-entropy on the action tokens only. The
 result is a ``policy.pt`` that ``eau train --set init_checkpoint=DIR`` starts from.
@@ -35,7 +36,11 @@ class SFTConfig:
 
     policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
     gyms: list[str] = field(default_factory=lambda: ["intention"])  # gyms the demonstrations come from
-    episodes: int = 64  # oracle episodes (train split), spread over the gyms
+    # scripted agent that plays the demonstrations: "oracle" (privileged: it sees the hidden facts;
+    # every gym) or "public" (sees only what the agent sees; intention only). A student imitating the
+    # oracle learns to stop asking as early as the oracle, which knew when every hidden fact was in.
+    demonstrator: str = "oracle"
+    episodes: int = 64  # demonstration episodes (train split), spread over the gyms
     epochs: int = 2  # passes over the demonstrations
     batch_size: int = 8  # episodes per optimiser step
     lr: float = 1e-3  # AdamW learning rate
@@ -46,13 +51,15 @@ class SFTConfig:
 
 def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot) -> list[dict[str, Any]]:
     """Oracle episode records (train split) with the system prompt each started with."""
+    if cfg.demonstrator not in ("oracle", "public"):
+        raise ValueError(f"sft demonstrator must be oracle or public; got {cfg.demonstrator!r}")
     rng = np.random.default_rng(cfg.seed)
     demos = []
     for i in range(cfg.episodes):
         gym = cfg.gyms[i % len(cfg.gyms)]
         env = make_gym(gym, knobs=knobs, rendering=cfg.rendering, split="train")
         index = int(rng.integers(0, 2**31 - 1))
-        rec = run_episode(env, "oracle", seed=index, options={"task_index": index, "split": "train", "arm": "symbolic"})
+        rec = run_episode(env, cfg.demonstrator, seed=index, options={"task_index": index, "split": "train", "arm": "symbolic"})
         rec["system_prompt"] = env.system_prompt()
         demos.append(rec)
     return demos

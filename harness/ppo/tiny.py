@@ -145,6 +145,22 @@ _CODE = (
 )
 
 
+def _intention_lines() -> list[str]:
+    """The intention gym's requests, details and detail keywords: each keyword then becomes one or
+    two tokens, so a small policy names a detail in one choice instead of spelling it out (measured:
+    278 of its 346 keywords took several tokens before, and a sampled tiny policy garbled them)."""
+    from harness.envs.intention import REQUESTS  # the gym's own vocabulary, not a copy of it
+
+    lines = []
+    for req in REQUESTS:
+        lines.append(req.prompt)
+        for d in req.details:
+            lines += [d.text.replace("{v}", v) for v in d.values]
+            lines += [f"What should I know about the {k}?" for k in d.keywords] * 3
+            lines += [f"ASK: What should I know about the {k}?" for k in d.keywords]
+    return lines
+
+
 def tiny_corpus() -> list[str]:
     """The built-in training text of the tiny tokenizer (deterministic, a few thousand lines)."""
     words = [w for text in _TOPICS.values() for w in text.split()]
@@ -153,6 +169,7 @@ def tiny_corpus() -> list[str]:
         lines += [q.format(w=w), r.format(w=w), a.format(w=w)]
     for w in words:  # every word in every form, so each gets merged into few tokens
         lines += [t.format(w=w) for t in _QUESTIONS + _REPLIES + _ACTIONS]
+    lines += _intention_lines()
     lines += [" ".join(str(n) for n in range(i, i + 20)) for i in range(0, 200, 20)]
     lines += list(_CODE) * 20
     return lines
