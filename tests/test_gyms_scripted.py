@@ -85,7 +85,7 @@ def test_bad_policy_and_missing_reset_are_clear_errors():
     env = env_of("travel")
     with pytest.raises(RuntimeError, match="reset"):
         oracle_action(env)
-    with pytest.raises(ValueError, match="oracle, random"):
+    with pytest.raises(ValueError, match="oracle, public, random"):
         run_episode(env, "clever", 0)
 
 

@@ -224,32 +224,28 @@ def _intention_public(env: UserCentricEnv) -> str:
 _PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_public}
 
 
-def public_action(env: UserCentricEnv) -> str:
-    """The public (non-privileged) planner's next turn; ValueError for a gym without one."""
-    if env.task is None:
-        raise RuntimeError("public_action: call env.reset() first")
-    try:
-        planner = _PUBLIC[env.name]
-    except KeyError:
-        raise ValueError(f"no public planner for gym {env.name!r}; gyms with one: {', '.join(_PUBLIC)}") from None
-    return planner(env)
-
-
 _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
     "travel": _travel_oracle, "function": _function_oracle, "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
 }
 
 
+def _next_turn(planners: dict[str, Callable[[UserCentricEnv], str]], env: UserCentricEnv, who: str) -> str:
+    if env.task is None:
+        raise RuntimeError(f"{who}_action: call env.reset() first")
+    if env.name not in planners:
+        raise ValueError(f"no {who} planner for gym {env.name!r}; gyms with one: {', '.join(planners)}")
+    return planners[env.name](env)
+
+
+def public_action(env: UserCentricEnv) -> str:
+    """The public (non-privileged) planner's next turn; ValueError for a gym without one."""
+    return _next_turn(_PUBLIC, env, "public")
+
+
 def oracle_action(env: UserCentricEnv) -> str:
     """The oracle's next turn for ``env`` (after ``reset``); ValueError for a gym without an oracle."""
-    if env.task is None:
-        raise RuntimeError("oracle_action: call env.reset() first")
-    try:
-        planner = _ORACLES[env.name]
-    except KeyError:
-        raise ValueError(f"no scripted oracle for gym {env.name!r}; gyms with one: {', '.join(_ORACLES)}") from None
-    return planner(env)
+    return _next_turn(_ORACLES, env, "oracle")
 
 
 # ---------------------------------------------------------------------------- random agent
