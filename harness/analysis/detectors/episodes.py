@@ -130,6 +130,13 @@ UNREACHABLE_MIN_ATTEMPTS = 4
 UNREACHABLE_SHARE = 0.5
 # One unsolved task is a hard task; the detector is about a share, so it needs a few.
 UNREACHABLE_MIN_TASKS = 2
+# A weak policy leaves most tasks unsolved by chance: at a per-sample success p, a task with n
+# samples goes unsolved with probability (1-p)^n even when every task is reachable (p = 0.1, n = 4:
+# 66%). A gym that solves some samples flags only when its unsolved share exceeds that chance share
+# by this margin (half of the gym's tasks unreachable at p = 0.3 gives 0.51 against 0.24 expected;
+# the warm-started tiny policy at p = 0.1 gives ~0.67 against 0.66). A gym with no success at all
+# keeps the plain share test: nothing tells a task out of reach from a policy that never succeeds.
+UNREACHABLE_EXCESS = 0.2
 
 
 def _task_key(ep: Mapping[str, Any]) -> str:
@@ -141,10 +148,13 @@ def _task_key(ep: Mapping[str, Any]) -> str:
     "min_attempts": (UNREACHABLE_MIN_ATTEMPTS, "samples of a task needed before 'never succeeds' counts"),
     "share": (UNREACHABLE_SHARE, "share of a gym's tasks (with enough samples) that never succeed"),
     "min_tasks": (UNREACHABLE_MIN_TASKS, "unsolved tasks needed to flag a gym"),
+    "excess": (UNREACHABLE_EXCESS, "unsolved share above the chance share at the gym's success rate (if > 0)"),
 })
 def unreachable_tasks(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """Tasks that no sample ever solves, per gym: a share of them means the knobs or the gym make
-    success impossible (nothing disclosed, a threshold out of reach), not a weak policy."""
+    success impossible (nothing disclosed, a threshold out of reach), not a weak policy. Where the gym
+    solves some samples, the unsolved share must also exceed the share its success rate leaves
+    unsolved by chance."""
     if not data.episodes:
         return skipped("unreachable_tasks", "environment", "no trajectories in the window", th)
     tasks: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -159,14 +169,18 @@ def unreachable_tasks(data: DetectorInput, th: Mapping[str, float]) -> Finding:
             continue
         never = {k: v for k, v in eligible.items() if not any(e.get("success") for e in v)}
         share = len(never) / len(eligible)
+        eps = [e for v in eligible.values() for e in v]
+        p = sum(1 for e in eps if e.get("success")) / len(eps)
+        chance = sum((1.0 - p) ** len(v) for v in eligible.values()) / len(eligible)
         eps_never = [e for v in never.values() for e in v]
         per_gym[gym] = {"tasks": len(eligible), "never_solved": len(never), "share": round(share, 3),
+                        "success_rate": round(p, 3), "chance_share": round(chance, 3),
                         "answered_rate_of_unsolved": round(sum(1 for e in eps_never if e.get("answered"))
                                                            / max(1, len(eps_never)), 3),
                         "disclosures_mean_of_unsolved": round(sum(float(e.get("disclosures", 0)) for e in eps_never)
                                                               / max(1, len(eps_never)), 3),
                         "example_tasks": sorted(never)[:3]}
-        if share >= th["share"] and len(never) >= th["min_tasks"]:
+        if share >= th["share"] and len(never) >= th["min_tasks"] and (p == 0 or share - chance >= th["excess"]):
             flagged_gyms.append(gym)
             matches += [_eid(e) for e in eps_never]
     if not per_gym:
@@ -179,7 +193,8 @@ def unreachable_tasks(data: DetectorInput, th: Mapping[str, float]) -> Finding:
             f"{g} {per_gym[g]['never_solved']}/{per_gym[g]['tasks']}" for g in flagged_gyms)
             + " (answered but wrong points at scoring/thresholds; few disclosures points at the user knobs)")
     else:
-        summary = f"at most {worst:.0%} of a gym's tasks went unsolved (threshold {th['share']:.0%})"
+        summary = (f"at most {worst:.0%} of a gym's tasks went unsolved (threshold {th['share']:.0%}, or "
+                   f"{th['excess']:.0%} above the share the gym's success rate leaves unsolved by chance)")
     return Finding("unreachable_tasks", flagged, "environment", summary,
                    severity=severity_of(worst, th["share"], high_factor=1.8), metrics={"per_gym": per_gym},
                    matches=matches,

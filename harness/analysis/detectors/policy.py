@@ -231,7 +231,7 @@ def question_rate_drop(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     low = shown["now"]
     low_q = [str(e.get("episode_id")) for e in data.episodes
              if (flag_all or str(e.get("gym")) in flagged_gyms) and int(e.get("num_turns", 0) or 0)
-             and int(e.get("questions", 0) or 0) / int(e.get("num_turns", 1)) < low]
+             and int(e.get("questions", 0) or 0) / int(e.get("num_turns", 1)) <= low]  # <=: a rate that fell to 0
     summary = (f"question rate fell {shown['relative_drop']:.0%} ({shown['before']:.2f} -> {shown['now']:.2f} asks "
                f"per turn) in {scope}"
                + (f"; {vol_share:.0%} of disclosing turns were volunteered by the user" if component == "user" else "")

@@ -24,6 +24,10 @@ RH_REWARD_T = 2.5
 RH_RULE_SHARE = 0.5
 # Turns needed before shares mean anything.
 RH_MIN_TURNS = 30
+# A rule that pays only in successful episodes (intention's answer_success bonus is its task reward)
+# cannot be farmed without solving the task: it is not a hacking channel however large its share.
+# Only rules with at least this share of their positive reward earned in failed episodes compete.
+RH_FAILED_SHARE = 0.05
 
 
 def _series(lines: list[dict[str, Any]], name: str) -> list[tuple[int, float]]:
@@ -37,10 +41,12 @@ def _series(lines: list[dict[str, Any]], name: str) -> list[tuple[int, float]]:
     "reward_t": (RH_REWARD_T, "t statistic the reward slope needs"),
     "rule_share": (RH_RULE_SHARE, "share of all |reward| earned by one positive rule"),
     "min_turns": (RH_MIN_TURNS, "turns needed for the per-rule shares"),
+    "failed_share": (RH_FAILED_SHARE, "share of a rule's positive reward earned in failed episodes it needs to count"),
 })
 def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """Reward that rises while task success stays flat or falls (fitted slopes over the window), and
-    one shaping rule earning a dominant share of all |reward| (from every turn's reward_breakdown)."""
+    one shaping rule earning a dominant share of all |reward| (from every turn's reward_breakdown);
+    a rule that pays only in successful episodes is a success reward, not a channel to farm."""
     problems = []
     metrics: dict[str, Any] = {}
     rew, suc = _series(data.metrics, "reward_mean"), _series(data.metrics, "success_rate")
@@ -67,8 +73,11 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     turns = 0
     task_abs = builtin_abs = 0.0
     ep_rule: dict[str, float] = {}
+    pos_failed: dict[str, float] = defaultdict(float)
+    pos_all: dict[str, float] = defaultdict(float)
     for e in data.episodes:
         eid = str(e.get("episode_id"))
+        failed = not e.get("success")
         for t in e.get("turns") or []:
             bd = t.get("reward_breakdown") or {}
             if not bd:
@@ -81,6 +90,8 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
                     signed[name] += x
                     if x > 0:
                         ep_rule[eid] = ep_rule.get(eid, 0.0) + x
+                        pos_all[name] += x
+                        pos_failed[name] += x if failed else 0.0
             for v in (bd.get("builtin") or {}).values():
                 if (x := num(v)) is not None:
                     builtin_abs += abs(x)
@@ -91,7 +102,10 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         metrics.update({"turns": turns, "task_share": round(task_abs / total, 4),
                         "builtin_share": round(builtin_abs / total, 4), "rule_shares": shares,
                         "rule_totals": {k: round(v, 4) for k, v in signed.items()}})
-        dominant = [k for k, s in shares.items() if s >= th["rule_share"] and signed[k] > 0]
+        in_failed = {k: round(pos_failed[k] / v, 4) for k, v in pos_all.items() if v > 0}
+        metrics["rule_failed_episode_share"] = in_failed
+        dominant = [k for k, s in shares.items() if s >= th["rule_share"] and signed[k] > 0
+                    and in_failed.get(k, 0.0) >= th["failed_share"]]
         if dominant:
             rule_flag = True
             problems.append(f"rule {dominant[0]!r} earns {shares[dominant[0]]:.0%} of all |reward| "
