@@ -62,7 +62,7 @@ def eau(args: list[str], knobs_dir: Path, runs_dir: Path, timeout: float | None 
 
 
 def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, tasks: int, work: Path,
-             init: Path | None = None) -> dict:
+             init: Path | None = None, extra: list[str] | None = None, ppo_steps: int = 1000) -> dict:
     knobs_dir, runs_dir = work / f"knobs{seed}", work / "runs"
     shutil.copytree(REPO / "knobs", knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
     t0 = time.perf_counter()
@@ -80,8 +80,9 @@ def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, task
     # step, checkpoints and exits cleanly)
     run_id = f"learn{seed}"
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "train", *TRAIN, "--set", f"seed={seed}",
-                             "--set", f"init_checkpoint={sft_dir}", "--steps", "1000", "--run-id", run_id],
+    overrides = [x for e in extra or [] for x in ("--set", e)]
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "train", *TRAIN, *overrides, "--set", f"seed={seed}",
+                             "--set", f"init_checkpoint={sft_dir}", "--steps", str(ppo_steps), "--run-id", run_id],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t1 = time.perf_counter()
     while proc.poll() is None and time.perf_counter() - t1 < minutes * 60:
@@ -103,6 +104,7 @@ def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, task
             "train_success_last5": (sum(m["success_rate"] for m in metrics[-5:]) / len(metrics[-5:])) if metrics else None,
             "held_out_before": before, "held_out_after": after,
             "delta_success": after["success_rate"] - before["success_rate"],
+            "delta_reward": after["reward_mean"] - before["reward_mean"],
             "checkpoint": str(ck) if ck else None}
 
 
@@ -112,6 +114,10 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0, help="PPO wall-clock budget per seed")
     ap.add_argument("--sft-episodes", type=int, default=256)
     ap.add_argument("--sft-epochs", type=int, default=4)
+    ap.add_argument("--ppo-steps", type=int, default=1000,
+                    help="stop PPO after this many steps if the time budget has not run out first")
+    ap.add_argument("--set", dest="extra", action="append", default=[],
+                    help="extra `eau train --set` overrides (repeatable), e.g. agent_knobs.lr=1e-4")
     ap.add_argument("--init", type=Path, default=None,
                     help="start every seed from this warm start (a folder with policy.pt) instead of its own eau sft")
     ap.add_argument("--tasks", type=int, default=48, help="held-out tasks per evaluation")
@@ -120,7 +126,8 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="eau-learn-"))
     work.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    results = [one_seed(s, args.minutes, args.sft_episodes, args.sft_epochs, args.tasks, work, args.init) for s in args.seeds]
+    results = [one_seed(s, args.minutes, args.sft_episodes, args.sft_epochs, args.tasks, work, args.init, args.extra,
+                        args.ppo_steps) for s in args.seeds]
     out = {"benchmark": "ppo_learning", "gym": "intention", "target_delta": 0.3, "minutes": args.minutes,
            "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "load_start": load0,
                        "load_end": os.getloadavg()},
