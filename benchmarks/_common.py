@@ -109,21 +109,33 @@ def cache_root() -> Path:
     return default_cache_root()
 
 
+def tiny_tokenizer_fingerprint() -> str:
+    """A short hash of the tiny tokenizer's vocabulary: a warm start trained with another tokenizer
+    (the built-in corpus changed) is not reused."""
+    import hashlib
+
+    from harness.ppo.tiny import build_tiny_tokenizer
+
+    vocab = sorted(build_tiny_tokenizer().get_vocab().items())
+    return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:8]
+
+
 def warm_start(rendering: str = "tagged", chat_template: str | None = None, epochs: int | None = None,
                directory: str | Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """An ``eau sft`` warm start of the tiny model: ``{"dir", "cached", "time_s", "summary"}``.
 
     Trained once with the real CLI (oracle demonstrations through the real gyms and the symbolic
     user) into ``directory`` (default: ``<cache root>/bench-sft/`` + ``<rendering>-<template>-
-    e<epochs>-t<max tokens>``) and reused while ``policy.pt`` and ``sft.json`` are there. ``epochs``
-    None: ``SFT_EPOCHS[rendering]``; demonstrations are cut at ``SFT_MAX_TOKENS[rendering]`` tokens.
+    e<epochs>-t<max tokens>-k<tokenizer fingerprint>``) and reused while ``policy.pt`` and
+    ``sft.json`` are there. ``epochs`` None: ``SFT_EPOCHS[rendering]``; demonstrations are cut at
+    ``SFT_MAX_TOKENS[rendering]`` tokens.
     """
     epochs = SFT_EPOCHS[rendering] if epochs is None else epochs
     max_tokens = SFT_MAX_TOKENS[rendering]
     policy: dict[str, Any] = {"model": "tiny"}
     if chat_template:
         policy["chat_template"] = chat_template
-    name = f"{rendering}-{chat_template or 'turns'}-e{epochs}-t{max_tokens}"
+    name = f"{rendering}-{chat_template or 'turns'}-e{epochs}-t{max_tokens}-k{tiny_tokenizer_fingerprint()}"
     out = Path(directory) if directory else cache_root() / "bench-sft" / name
     summary_file = out / "sft.json"
     if (out / "policy.pt").is_file() and summary_file.is_file():
