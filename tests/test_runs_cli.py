@@ -48,6 +48,10 @@ def test_from_records_the_parent_and_starts_from_its_checkpoint(lineage):
     assert cfg["parent"] == parent.name and cfg["parent_reason"] == REASON and cfg["lineage"] == [parent.name]
     assert Path(cfg["init_checkpoint"]) == (parent / "checkpoints" / "step_000000").resolve()
     assert Path(cfg["init_checkpoint"]).is_absolute()
+    # the parent's checkpoint is pinned by the child: the parent's pruning keeps it
+    from harness.ppo import checkpoint
+
+    assert checkpoint.pinned_by(Path(cfg["init_checkpoint"])) == ["child"]
     # precedence: parent config < --config FILE < --set
     assert cfg["checkpoint_every"] == 7 and cfg["steps"] == 1
     assert cfg["policy"] == yaml.safe_load((parent / "config.yaml").read_text())["policy"]

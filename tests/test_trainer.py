@@ -235,3 +235,17 @@ def test_two_data_parallel_processes(tmp_path, knobs_dir):
     ranks = {e["rank"] for e in jsonl.read(run / "trajectories" / "step_000000.jsonl")}
     assert ranks == {0, 1}
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
+
+
+def test_prune_keeps_the_newest_and_pinned_checkpoints(tmp_path):
+    from harness.ppo import checkpoint
+
+    for step in range(5):
+        d = checkpoint.ckpt_dir(tmp_path, step)
+        d.mkdir(parents=True)
+        (d / checkpoint.STATE).write_text("{}")
+    (tmp_path / "checkpoints" / "step_000009").mkdir()  # no state file: killed mid-write, never "complete"
+    checkpoint.pin(checkpoint.ckpt_dir(tmp_path, 1), "child-a")
+    checkpoint.prune(tmp_path, keep=2)
+    assert [p.name for p in checkpoint.complete(tmp_path)] == ["step_000001", "step_000003", "step_000004"]
+    assert checkpoint.pinned_by(checkpoint.ckpt_dir(tmp_path, 1)) == ["child-a"]

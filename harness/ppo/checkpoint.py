@@ -6,6 +6,10 @@
     optim.pt             optimiser states
     rng.pt               python / numpy / torch RNG states and the trainer's task RNG
 
+A checkpoint another run started from (``init_checkpoint``, ``eau train --from RUN --from-checkpoint``)
+holds a ``.pinned-by-<run_id>`` file, and pruning keeps it: the child's config keeps pointing at
+weights that exist.
+
 Only *trainable* tensors are saved: frozen base weights are rebuilt from the run config (the tiny
 model's seed, the Gemma cache), which keeps a LoRA checkpoint small. A folder without
 ``trainer_state.json`` (killed mid-write) is never picked by :func:`latest`.
@@ -102,9 +106,24 @@ def latest(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
+PIN_PREFIX = ".pinned-by-"
+
+
+def pin(path: Path, by: str) -> None:
+    """Mark checkpoint ``path`` as the starting point of run ``by``: :func:`prune` keeps it."""
+    (Path(path) / f"{PIN_PREFIX}{by}").write_text(f"run {by} starts from this checkpoint\n")
+
+
+def pinned_by(path: Path) -> list[str]:
+    """Run ids that started from checkpoint ``path``."""
+    return sorted(p.name[len(PIN_PREFIX):] for p in Path(path).glob(f"{PIN_PREFIX}*"))
+
+
 def prune(run_dir: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` complete checkpoints (pinned ones stay) and stale temp folders."""
     for p in complete(run_dir)[:-keep] if keep > 0 else []:
-        shutil.rmtree(p, ignore_errors=True)
+        if not pinned_by(p):
+            shutil.rmtree(p, ignore_errors=True)
     root = Path(run_dir) / "checkpoints"
     for p in root.glob(".tmp-*"):
         if not str(p).endswith(f"-{os.getpid()}"):

@@ -174,8 +174,10 @@ class Trainer:
         self.policy, self.tokenizer = load_policy(pspec)
         self.policy.to(self.dist.device)
         if cfg.init_checkpoint:
-            checkpoint.load_trainable(self.policy, torch.load(Path(cfg.init_checkpoint) / "policy.pt",
-                                                              weights_only=True), cfg.init_checkpoint)
+            init = Path(cfg.init_checkpoint)
+            checkpoint.load_trainable(self.policy, torch.load(init / "policy.pt", weights_only=True), str(init))
+            if self.dist.main and not resume and (init / checkpoint.STATE).exists():
+                checkpoint.pin(init, cfg.run_id)  # the parent run's pruning must keep what this run came from
         cspec = CriticSpec.from_dict(cfg.critic)
         self.critic = build_critic(self.policy, cspec).to(self.dist.device)
         self.shared_critic = isinstance(self.critic, PolicyWithValueHead)
