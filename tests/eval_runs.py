@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -41,6 +43,24 @@ def one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def recording_opens() -> Iterator[list[str]]:
+    """Every path this process opens inside the block (an audit hook; hooks cannot be removed, so it
+    stops recording when the block ends)."""
+    opened: list[str] = []
+    watching = {"on": True}
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if watching["on"] and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            opened.append(os.fsdecode(args[0]))
+
+    sys.addaudithook(audit)
+    try:
+        yield opened
+    finally:
+        watching["on"] = False
 
 
 def scratch() -> Path:

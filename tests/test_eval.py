@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from eval_runs import REPO, TRAIN_OVERRIDES, copy_knobs, one_torch_thread, scratch, small_protocol, trained_run
+from eval_runs import (REPO, TRAIN_OVERRIDES, copy_knobs, one_torch_thread, recording_opens, scratch, small_protocol,
+                       trained_run)
 from harness.cli.main import app
 from harness.eval.evaluate import comparable, evaluate_run
 from harness.eval.protocol import load_protocol
@@ -92,21 +92,11 @@ def test_eval_never_reads_knobs(setup, tmp_path, monkeypatch):
     env_doc["max_steps"] = 7
     (edited / "env.yaml").write_text(yaml.safe_dump(env_doc))
 
-    opened: list[str] = []
-    watching = {"on": True}
-
-    def audit(event, args):
-        if watching["on"] and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            opened.append(os.fsdecode(args[0]))
-
-    sys.addaudithook(audit)
     monkeypatch.delenv("EAU_KNOBS_DIR", raising=False)
     monkeypatch.chdir(garbage.parent)  # no flag: a command would pick ./knobs (garbage) from here
-    try:
+    with recording_opens() as opened:
         results = [eval_json(run, proto, tmp_path / "b"),
                    eval_json(run, proto, tmp_path / "c", env={"EAU_KNOBS_DIR": str(edited)})]
-    finally:
-        watching["on"] = False
     for r in results:
         assert comparable(r) == base
     for folder in (garbage, edited, kdir):

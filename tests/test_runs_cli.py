@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from eval_runs import one_torch_thread, scratch, small_protocol, trained_run
+from eval_runs import one_torch_thread, recording_opens, scratch, small_protocol, trained_run
 from harness.cli.main import app
 
 runner = CliRunner()
@@ -158,21 +156,11 @@ def test_skill_side_commands_never_read_eval_results(lineage, tmp_path, monkeypa
     (er / "step_000000.json").write_text('{"secret": 1}')
     monkeypatch.setenv("EAU_EVAL_DIR", str(tmp_path / "eval_results"))
     monkeypatch.chdir(tmp_path)
-    opened: list[str] = []
-    watching = {"on": True}
-
-    def audit(event, args):
-        if watching["on"] and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            opened.append(os.fsdecode(args[0]))
-
-    sys.addaudithook(audit)
-    try:
+    with recording_opens() as opened:
         rdir = str(parent.parent)
         for args in (["runs", "list"], ["runs", "compare", parent.name, "child"],
                      ["plot", "--run", parent.name, "--run", "child", "-o", str(tmp_path / "p.png")]):
             res = invoke(*args, "--runs-dir", rdir)
             assert res.exit_code == 0, res.output
-    finally:
-        watching["on"] = False
     assert opened and not [p for p in opened if "eval_results" in p]
     shutil.rmtree(tmp_path / "eval_results")
