@@ -189,7 +189,9 @@ def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_
 def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, knobs_dir):
     rdir = tmp_path / "runs"
     run = rdir / "live"
-    args = ["train", "--preset", "tiny", "--steps", "6", "--run-id", "live", "--set", "checkpoint_every=0", *FAST]
+    # a step budget the test never reaches: the run is stopped with SIGTERM once the refusal and a later
+    # step are on record, so a fast machine cannot finish before the broken edit is polled
+    args = ["train", "--preset", "tiny", "--steps", "200", "--run-id", "live", "--set", "checkpoint_every=0", *FAST]
     with open(tmp_path / "run.log", "w") as log:
         proc = eau_bg(args, knobs_dir, rdir, log)
         try:
@@ -204,6 +206,9 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
             agent.write_text(agent.read_text().replace("kl_coef: 0.0", "kl_coef: [broken"))
             assert wait_for(lambda: any(e["status"] == "rejected" for e in jsonl.read(run / "knob_events.jsonl")),
                             timeout=300)
+            rejected_at = next(e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "rejected")["step_written"]
+            assert wait_for(lambda: max(metric_steps(run)) > rejected_at, timeout=300)  # the run carried on
+            proc.send_signal(signal.SIGTERM)  # finishes the step and exits cleanly
             assert proc.wait(timeout=900) == 0
         finally:
             if proc.poll() is None:
@@ -214,7 +219,8 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
     rej = next(e for e in events if e["status"] == "rejected")
     assert rej["rule"] == "syntax" and rej["file"].endswith("agent.yaml") and rej["line"]
     metrics = jsonl.read(run / "metrics.jsonl")
-    assert [m["step"] for m in metrics] == list(range(6))  # the run carried on
+    steps = [m["step"] for m in metrics]
+    assert steps == list(range(len(steps))) and steps[-1] > rej["step_written"]  # no gap; steps after the refusal
     for m in metrics:  # nothing changes mid-step: the new value holds exactly from step_effective
         assert m["entropy_coeff"] == (0.004 if m["step"] >= acc["step_effective"] else 0.001)
     assert all(m["kl_coef"] == 0.0 for m in metrics)  # the broken edit never reached training

@@ -58,25 +58,50 @@ def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int], budget: int, pad_id
 
 
 class HFBackend:
-    """Batched sampling with ``model.generate`` (left padding), one call per turn."""
+    """Batched sampling with ``model.generate`` (left padding), one call per turn.
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, device: str | torch.device | None = None):
+    Across the turns of a batch the backend keeps the KV cache of its last call (``reuse_cache``):
+    when a new prompt extends a row's previous prompt plus what that row generated (the next turn of
+    the same episode), those tokens are not encoded again; only the new observation tokens (and a few
+    cached ones, to give every row the same number of new columns) go through the model. Rows are
+    re-laid out with plain left padding, so positions and masks are exactly those of a fresh call.
+    The first call of a batch starts a cache of full layers (also for sliding-window models, whose
+    window the attention mask applies); a model that ends up with any other cache (quantised,
+    offloaded) is encoded afresh every turn. ``clear_cache()`` drops it (the engine calls it at the
+    start and end of a batch; weights change between batches).
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, device: str | torch.device | None = None,
+                 reuse_cache: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device or next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.reuse_cache = reuse_cache
+        self._cache: _RowCache | None = None
+        self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
+        self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
+
+    def clear_cache(self) -> None:
+        self._cache = None
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
                  params: SamplingParams) -> list[list[int]]:
         if not prompts:
             return []
-        width = max(len(p) for p in prompts)
+        prompts = [list(p) for p in prompts]
+        plan = self._cache.plan(prompts) if (self.reuse_cache and self._cache is not None) else None
+        self._cache = None  # consumed (or stale): rebuilt from this call's output below
+        cached = plan.cached if plan is not None else 0
+        width = max(len(p) for p in prompts) if plan is None else plan.width
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
+        self.reused_tokens += int(mask[:, :cached].sum())
+        self.encoded_tokens += int(mask[:, cached:].sum())
         budget = max(1, max(max_new_tokens))
         model = self.model
         was_training = model.training
@@ -84,7 +109,16 @@ class HFBackend:
         try:
             kwargs: dict[str, Any] = dict(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=budget,
-                pad_token_id=self.pad_id, eos_token_id=list(params.stop_ids) or None, use_cache=True)
+                pad_token_id=self.pad_id, eos_token_id=list(params.stop_ids) or None, use_cache=True,
+                return_dict_in_generate=True)
+            if plan is not None:
+                kwargs["cache"] = plan.cache
+            elif self.reuse_cache:
+                from transformers.cache_utils import DynamicCache
+
+                # full-attention layers everywhere (a config-less cache), so the cache can be re-laid out;
+                # sliding-window layers still get their window from the attention mask
+                kwargs["cache"] = DynamicCache()
             if params.temperature > 0:
                 kwargs.update(do_sample=True, temperature=float(params.temperature), top_p=float(params.top_p),
                               top_k=0)
@@ -93,11 +127,88 @@ class HFBackend:
             out = model.generate(**kwargs)
         finally:
             model.train(was_training)
-        gen = out[:, width:].tolist()
-        return [cut_at_stop(g, params.stop_ids, int(b), self.pad_id) for g, b in zip(gen, max_new_tokens)]
+        gen = out.sequences[:, width:].tolist()
+        results = [cut_at_stop(g, params.stop_ids, int(b), self.pad_id) for g, b in zip(gen, max_new_tokens)]
+        if self.reuse_cache:
+            self._cache = _RowCache.after_generate(out.cache, prompts, results, width)
+        return results
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation uses the live policy itself
+        self.clear_cache()
+
+
+@dataclass
+class _ReusePlan:
+    cache: Any  # the re-laid-out DynamicCache holding the first ``cached`` columns of every row
+    cached: int  # columns served from the cache
+    width: int  # total columns of the call (cached + encoded)
+
+
+class _RowCache:
+    """The KV cache of one ``generate`` call and, per row, the tokens it holds and where.
+
+    ``known[i]``: the row's real tokens (prompt + kept generation); ``slots[i]``: the cache column of
+    each of them that is in the cache (the last sampled token never is: generate does not feed it).
+    """
+
+    def __init__(self, cache: Any, known: list[list[int]], slots: list[list[int]]):
+        self.cache, self.known, self.slots = cache, known, slots
+
+    @classmethod
+    def after_generate(cls, cache: Any, prompts: list[list[int]], results: list[list[int]],
+                       width: int) -> "_RowCache | None":
+        from transformers.cache_utils import DynamicLayer
+
+        layers = getattr(cache, "layers", None)
+        if not layers or any(type(layer) is not DynamicLayer or not layer.is_initialized for layer in layers):
+            return None  # sliding-window, quantised or offloaded caches: no reuse
+        length = cache.get_seq_length()
+        known, slots = [], []
+        for p, r in zip(prompts, results):
+            kept = r[:max(0, min(len(r), length - width))]
+            known.append(p + list(r))
+            slots.append(list(range(width - len(p), width)) + list(range(width, width + len(kept))))
+        return cls(cache, known, slots)
+
+    def plan(self, prompts: list[list[int]]) -> _ReusePlan | None:
+        """Lay the cached tokens of each new prompt's earlier row out for this call, or None when no
+        prompt continues a cached row."""
+        rows: list[int | None] = []
+        start = 0
+        for p in prompts:  # the engine keeps its episodes' order: search forward from the last match
+            found = None
+            for r in list(range(start, len(self.known))) + list(range(0, start)):
+                k = self.known[r]
+                if len(k) <= len(p) and p[:len(k)] == k:
+                    found = r
+                    break
+            rows.append(found)
+            if found is not None:
+                start = found + 1
+        avail = [len(self.slots[r]) if r is not None else 0 for r in rows]
+        if not any(avail):
+            return None
+        new = [len(p) - a for p, a in zip(prompts, avail)]
+        encoded = max(1, max(new))  # every row gets this many encoded columns
+        reuse = [max(0, min(a, len(p) - encoded)) for p, a in zip(prompts, avail)]
+        cached = max(reuse)
+        if cached == 0:
+            return None
+        # gather index per (row, column): left padding (any slot; masked) then the reused slots
+        index = torch.zeros((len(prompts), cached), dtype=torch.long)
+        source = torch.zeros(len(prompts), dtype=torch.long)
+        for i, (r, k) in enumerate(zip(rows, reuse)):
+            if r is not None and k:
+                source[i] = r
+                index[i, cached - k:] = torch.tensor(self.slots[r][:k], dtype=torch.long)
+        for layer in self.cache.layers:
+            idx = index.to(layer.keys.device)
+            src = source.to(layer.keys.device)[:, None]
+            # (rows, cached, heads, dim) -> (rows, heads, cached, dim)
+            layer.keys = layer.keys[src, :, idx].permute(0, 2, 1, 3).contiguous()
+            layer.values = layer.values[src, :, idx].permute(0, 2, 1, 3).contiguous()
+        return _ReusePlan(self.cache, cached, cached + encoded)
 
 
 class VLLMBackend:
