@@ -8,6 +8,8 @@ Two ratios, measured side by side in one process, the sides alternating over ``-
     generated per episode on average, with no early stop. Tokens/s of each; target >= 0.7x.
 (b) batched vs one by one: the same B episodes (same tasks and seeds) rolled out by the engine one
     episode per call. Wall-time ratio; target >= 4x at 16 episodes.
+(c) KV-cache reuse: the engine against itself with the backend's reuse across turns switched off
+    (every turn encodes each conversation from its first token). Wall-time ratio (diagnostic).
 
 Policy: by default the tiny model after a short ``eau sft`` warm start (cached; see _common.py), so
 episodes are real multi-turn dialogues that end at different turns (the case where batching loses
@@ -145,20 +147,6 @@ class Rollouts:
         return dt, generated * len(prompts)
 
 
-@torch.no_grad()
-def prefill_seconds(model: torch.nn.Module, calls: list[dict[str, float]], vocab: int) -> float:
-    """Time of one forward pass over each generate call's prompt shape (rows x width): the prompt
-    processing the engine repeats every turn, since each turn's ``generate`` starts without a cache."""
-    total = 0.0
-    gen = torch.Generator().manual_seed(0)
-    for c in calls:
-        ids = torch.randint(10, vocab, (int(c["rows"]), int(c["width"])), generator=gen)
-        t0 = time.perf_counter()
-        model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False, logits_to_keep=1)
-        total += time.perf_counter() - t0
-    return total
-
-
 def episode_stats(res: RolloutResult) -> dict[str, Any]:
     recs = [e.record for e in res.episodes]
     n = len(recs)
@@ -191,6 +179,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)")
     ap.add_argument("--skip-sequential", action="store_true", help="measure (a) only")
+    ap.add_argument("--skip-fresh", action="store_true",
+                    help="skip the side that runs the engine without KV-cache reuse across turns")
     args = ap.parse_args()
 
     load_start = load_average()
@@ -210,7 +200,9 @@ def main() -> None:
     state: dict[str, Any] = {}
 
     def engine_side(r: int) -> dict[str, Any]:
+        before = (ro.backend.reused_tokens, ro.backend.encoded_tokens)
         res, wall, calls = ro.run(specs, args.seed)
+        state.setdefault("reuse", (ro.backend.reused_tokens - before[0], ro.backend.encoded_tokens - before[1]))
         state["shape"] = ([e.ids[:e.prompt_tokens] for e in res.episodes],
                           max(1, round(res.generated_tokens / len(specs))))
         state.setdefault("stats", episode_stats(res))
@@ -236,15 +228,24 @@ def main() -> None:
             gen += res.time_generate_s
         return {"wall_s": wall, "tokens": tokens, "generate_s": gen}
 
+    def fresh_side(r: int) -> dict[str, Any]:
+        """The engine with the backend's KV-cache reuse off: every turn encodes each conversation again."""
+        ro.backend.reuse_cache = False
+        try:
+            res, wall, _ = ro.run(specs, args.seed)
+        finally:
+            ro.backend.reuse_cache = True
+        return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s}
+
     sides = {"engine": engine_side, "raw_generate": raw_side}
+    if not args.skip_fresh:
+        sides["engine_no_cache_reuse"] = fresh_side
     if not args.skip_sequential:
         sides["sequential"] = sequential_side
     stderr_log(f"{len(specs)} episodes of {gyms}, policy {args.policy}, torch threads {threads}")
     runs = alternate(sides, args.repeats, log=stderr_log)
 
     eng, raw = runs["engine"], runs["raw_generate"]
-    # diagnostic, after the timed sides: how much of the engine's generate time is re-reading prompts
-    prefill_s = prefill_seconds(model, state["first_calls"], len(tok))
     eng_tps = [x["tokens"] / x["wall_s"] for x in eng]
     raw_tps = [x["tokens"] / x["wall_s"] for x in raw]
     ratio_raw = [a / b for a, b in zip(eng_tps, raw_tps)]
@@ -278,10 +279,21 @@ def main() -> None:
             "mean_rows_per_generate_call": round(eng[0]["episode_turns"] / max(1, eng[0]["generate_calls"]), 2),
             "engine_tokens_per_generate_s": summary([x["tokens"] / x["generate_s"] for x in eng]),
             "generate_calls_profile": call_profile(state["first_calls"]),
-            "prefill_s_estimate": round(prefill_s, 3),
-            "prefill_share_of_generate": round(prefill_s / median([x["generate_s"] for x in eng]), 3),
+            "prompt_tokens_reused": state["reuse"][0],
+            "prompt_tokens_encoded": state["reuse"][1],
         },
     }
+    if "engine_no_cache_reuse" in runs:
+        fresh = runs["engine_no_cache_reuse"]
+        gain = [f["wall_s"] / e["wall_s"] for f, e in zip(fresh, eng)]
+        out["cache_reuse"] = {
+            "engine_wall_s": summary([x["wall_s"] for x in eng]),
+            "no_reuse_wall_s": summary([x["wall_s"] for x in fresh]),
+            "no_reuse_tokens": [x["tokens"] for x in fresh],
+            "speedup_wall_per_repeat": [round(x, 3) for x in gain],
+            "speedup_wall": round(median(gain), 3),
+            "prompt_tokens_reused_share": round(state["reuse"][0] / max(1, sum(state["reuse"])), 3),
+        }
     if "sequential" in runs:
         seq = runs["sequential"]
         speed_wall = [s["wall_s"] / e["wall_s"] for s, e in zip(seq, eng)]

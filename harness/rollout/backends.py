@@ -157,7 +157,7 @@ class _RowCache:
 
     @classmethod
     def after_generate(cls, cache: Any, prompts: list[list[int]], results: list[list[int]],
-                       width: int) -> "_RowCache | None":
+                       width: int) -> _RowCache | None:
         from transformers.cache_utils import DynamicLayer
 
         layers = getattr(cache, "layers", None)
@@ -178,7 +178,7 @@ class _RowCache:
         start = 0
         for p in prompts:  # the engine keeps its episodes' order: search forward from the last match
             found = None
-            for r in list(range(start, len(self.known))) + list(range(0, start)):
+            for r in list(range(start, len(self.known))) + list(range(start)):
                 k = self.known[r]
                 if len(k) <= len(p) and p[:len(k)] == k:
                     found = r
