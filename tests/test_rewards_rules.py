@@ -69,8 +69,10 @@ def test_default_rule_file_values():
     m = RewardModel()
     m.set_rules({"default": data})
     assert {r.predicate.name: r.value for r in m.rules} == {
-        "format_error": -0.1, "new_fact_disclosed": 0.05, "repeated_question": -0.05, "answer_success": 1.0}
-    assert next(r for r in m.rules if r.predicate.name == "answer_success").gyms == frozenset({"intention"})
+        "format_error": -0.1, "new_fact_disclosed": 0.05, "repeated_question": -0.05, "answer_success": 1.0,
+        "deadlock": -1.0}
+    for name in ("answer_success", "deadlock"):
+        assert next(r for r in m.rules if r.predicate.name == name).gyms == frozenset({"intention"})
 
 
 def test_raw_scale_and_breakdown_hand_computed():
