@@ -33,4 +33,7 @@ def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
     assert res["ppo_steps"] == 10, res
     assert before["format_error_rate"] < 0.1  # the warm start writes the action format
     assert after["reward_mean"] >= before["reward_mean"] + 0.15, (before, after)
-    assert after["questions_mean"] > before["questions_mean"]  # the reward is earned by asking
+    # the gain is covered details (the gym's own score), not the rule bonuses; with the default
+    # intention_deadlock rule the policy does not buy it by asking until the limit (questions 6.0 -> 5.9)
+    assert after["task_score_mean"] > before["task_score_mean"], (before, after)
+    assert after["deadlock_rate"] <= before["deadlock_rate"] + 0.1, (before, after)
