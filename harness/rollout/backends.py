@@ -35,6 +35,9 @@ class GenerationBackend(Protocol):
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Make the backend sample from the current policy weights."""
 
+    def clear_cache(self) -> None:
+        """Forget state kept between calls (the engine calls it before and after every batch)."""
+
 
 def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int], budget: int, pad_id: int | None) -> list[int]:
     """Keep ids up to and including the first stop id, at most ``budget`` of them, without padding.
@@ -167,7 +170,7 @@ class _RowCache:
         known, slots = [], []
         for p, r in zip(prompts, results):
             kept = r[:max(0, min(len(r), length - width))]
-            known.append(p + list(r))
+            known.append(p + r)
             slots.append(list(range(width - len(p), width)) + list(range(width, width + len(kept))))
         return cls(cache, known, slots)
 
@@ -263,6 +266,9 @@ class VLLMBackend:
                 for i, c in zip(idx, completions):
                     gen[i] = list(c)
         return [cut_at_stop(g, params.stop_ids, int(b), None) for g, b in zip(gen, max_new_tokens)]
+
+    def clear_cache(self) -> None:
+        """Nothing to drop here: vLLM's prefix cache serves repeated prompt prefixes itself."""
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         state = _merged_state_dict(model)

@@ -65,9 +65,7 @@ class RolloutEngine:
         """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``)."""
         episodes: list[Episode] = []
         t_env = 0.0
-        clear = getattr(self.backend, "clear_cache", None)  # a backend's cache from an earlier batch is stale
-        if clear is not None:
-            clear()
+        self.backend.clear_cache()  # a cache from an earlier batch belongs to older weights
         for env, kw, g, s in zip(envs, reset_kwargs, groups, samples):
             t0 = time.perf_counter()
             obs, info = env.reset(**kw)
@@ -118,8 +116,7 @@ class RolloutEngine:
             turn += 1
             if on_turn is not None:
                 on_turn(turn, len([e for e in episodes if not e.done]))
-        if clear is not None:
-            clear()  # free the batch's KV cache before the update
+        self.backend.clear_cache()  # free the batch's KV cache before the update
         for ep in episodes:
             rec = ep.env.episode_record()
             rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
