@@ -1,6 +1,7 @@
 """Detector fixes found on real tiny training runs (tests/test_planted_faults_training.py):
-unreachable_tasks against the share of tasks a weak policy leaves unsolved by chance, and
-reward_hacking ignoring a rule that pays only in successful episodes (a success reward)."""
+unreachable_tasks against the share of tasks a weak policy leaves unsolved by chance,
+reward_hacking ignoring a rule that pays only in successful episodes (a success reward), and
+arm_disparity comparing episode rewards when neither arm succeeds (a weak policy)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,39 @@ def test_question_rate_drop_to_zero_names_episodes():
                          episodes=now, steps=[3, 4, 5], gyms=["intention"], before_episodes=before)
     f = DETECTORS["question_rate_drop"].run(data)
     assert f.flagged and f.evidence_episodes and set(f.evidence_episodes) <= {e["episode_id"] for e in now}
+
+
+def _arm_input(symbolic: list[float], llm: list[float], success_symbolic: int = 0) -> DetectorInput:
+    """Intention episodes per arm with the given episode rewards; the first ``success_symbolic``
+    symbolic episodes succeed, no LLM episode does."""
+    eps = [{"episode_id": f"s000000-{arm[0]}{i:03d}", "gym": "intention", "arm": arm, "reward": r,
+            "success": arm == "symbolic" and i < success_symbolic}
+           for arm, rewards in (("symbolic", symbolic), ("llm", llm)) for i, r in enumerate(rewards)]
+    return DetectorInput(metrics=[], history=[], episodes=eps, steps=[0], gyms=["intention"])
+
+
+def test_arm_reward_gap_flags_when_neither_arm_succeeds():
+    # symbolic rewards 0.4/0.6 (mean 0.5, sd 0.1026), LLM 0.0/0.2 (mean 0.1): d = 0.4 / 0.1026 = 3.9
+    f = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.0, 0.2] * 10))
+    g = f.metrics["gaps"]["all"]
+    assert f.flagged and g["flagged_by"] == ["reward"] and g["symbolic_minus_llm"] == 0.0
+    assert g["reward_symbolic_minus_llm"] == 0.4 and abs(g["reward_effect"] - 3.8987) < 1e-3
+    assert f.severity == "high" and "reward" in f.summary and len(f.evidence_episodes) > 0
+
+
+def test_arm_reward_gap_within_noise_is_not_flagged():
+    # the same spread, means 0.05 apart: d = 0.05 / 0.1026 = 0.49 < 0.8
+    f = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10))
+    assert not f.flagged and f.metrics["gaps"]["all"]["flagged_by"] == [], f.summary
+    # both gates hold it back: d 0.49 and z = 0.05 / 0.0324 = 1.54
+    looser = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10), {"reward_effect": 0.4})
+    assert not looser.flagged
+    loose = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10),
+                                           {"reward_effect": 0.4, "z": 1.5})
+    assert loose.flagged and loose.thresholds["reward_effect"] == 0.4
+
+
+def test_arm_success_gap_still_flags_alone():
+    # equal reward distributions, success 10/20 vs 0/20
+    f = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.4, 0.6] * 10, success_symbolic=10))
+    assert f.flagged and f.metrics["gaps"]["all"]["flagged_by"] == ["success"]

@@ -19,9 +19,10 @@ Base knobs shared by every run (not faults): the preset's agent values with 24 t
 solves none in a few steps, and every run would look like one with unreachable tasks).
 
 What a tiny policy trained for 6 steps can show, measured: it may solve nothing in a window (then
-unreachable_tasks flags even the healthy run, and arm disparity, a success gap, has nothing to compare:
-that test skips, saying so); it stops calling a tool that always fails within a step or two (so the
-tool run is diagnosed over all its steps). Detector fixes found here: tests/test_analysis_real_run_fixes.py.
+unreachable_tasks flags even the healthy run, and arm disparity has no success gap to find: it flags
+on the standardised episode-reward gap instead); it stops calling a tool that always fails within a
+step or two (so the tool run is diagnosed over all its steps). Detector fixes found here:
+tests/test_analysis_real_run_fixes.py.
 
 Runs are sequential (one CPU core each); set ``EAU_PLANTED_SFT_DIR`` to reuse an existing warm start.
 """
@@ -206,15 +207,6 @@ def reports(work: Path, warm_start: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _skip_without_success(doc: dict[str, Any], arm: str = "symbolic") -> None:
-    """Arm disparity compares success rates: with no success on the working arm there is no gap to find."""
-    eps = [json.loads(line) for p in (Path(doc["run_dir"]) / "trajectories").glob("*.jsonl")
-           for line in p.read_text().splitlines() if line.strip()]
-    last = sorted({e["step"] for e in eps})[-WINDOW:]
-    if not any(e.get("success") for e in eps if e["step"] in last and e.get("arm") == arm):
-        pytest.skip(f"the tiny policy solved no {arm}-arm episode in the window: no success gap to measure")
-
-
 def finding(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(f for f in doc["findings"] if f["name"] == name)
 
@@ -222,8 +214,6 @@ def finding(doc: dict[str, Any], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("name", PLANTED)
 def test_planted_fault_is_flagged_with_evidence(reports, name):
     name_run = SHARED_RUN.get(name, name)
-    if name == "arm_disparity":
-        _skip_without_success(reports[name_run])
     f = finding(reports[name_run], name)
     assert f["flagged"], json.dumps(f, indent=1)[:3000]
     assert f["severity"] in ("medium", "high") and f["summary"] and f["suggestion"]
@@ -276,6 +266,9 @@ def test_evidence_names_the_planted_cause(reports):
     u = finding(reports["unreachable_tasks"], "unreachable_tasks")["evidence"]["metrics"]["per_gym"]["intention"]
     assert u["disclosures_mean_of_unsolved"] == 0.0
     assert reports["arm_disparity"]["llm_calls"] > 0 and reports["user_leakage"]["llm_calls"] > 0
+    # the LLM user never helps: whatever the tiny policy solves, the symbolic arm earns more
+    a = finding(reports["arm_disparity"], "arm_disparity")["evidence"]["metrics"]["gaps"]["all"]
+    assert a["reward_symbolic_minus_llm"] > 0 and a["flagged_by"], a
     q = finding(reports["question_rate_drop"], "question_rate_drop")["evidence"]["metrics"]["question_rate"]
     assert q["relative_drop"] >= 0.25
     e = finding(reports["entropy_collapse"], "entropy_collapse")["evidence"]["metrics"]

@@ -128,6 +128,10 @@ ARM_GAP = 0.15
 # The gap must also exceed this many standard errors of the difference (binomial), so small arms do
 # not flag on noise.
 ARM_Z = 2.0
+# Success alone misses arms that differ while neither succeeds (a weak policy, or a hard gym): episode
+# rewards still separate them. A standardised reward gap (Cohen's d over the pooled standard deviation)
+# of 0.8 is a large effect; it must also exceed ARM_Z standard errors (Welch).
+ARM_REWARD_EFFECT = 0.8
 
 
 def _arm_stats(eps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -137,8 +141,11 @@ def _arm_stats(eps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     out = {}
     for arm, group in by.items():
         n = len(group)
+        rewards = [float(e.get("reward", 0.0)) for e in group]
+        mean = sum(rewards) / n
         out[arm] = {"episodes": n, "success_rate": sum(1 for e in group if e.get("success")) / n,
-                    "reward_mean": sum(float(e.get("reward", 0.0)) for e in group) / n,
+                    "reward_mean": mean,
+                    "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(n - 1, 1)),
                     "disclosures_mean": sum(float(e.get("disclosures", 0)) for e in group) / n,
                     "questions_mean": sum(float(e.get("questions", 0)) for e in group) / n}
     return out
@@ -166,14 +173,36 @@ def _gap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float]:
     return pa - pb, se
 
 
+def _reward_gap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float, float] | None:
+    """(reward gap a - b, its Welch standard error, Cohen's d) or None without per-episode spreads
+    (arm statistics read from metrics lines carry means only).
+
+    >>> _reward_gap({"episodes": 4, "reward_mean": 1.0, "reward_std": 0.5},
+    ...             {"episodes": 4, "reward_mean": 0.0, "reward_std": 0.5})
+    (1.0, 0.3536, 2.0)
+    """
+    if "reward_std" not in a or "reward_std" not in b:
+        return None
+    na, nb, sa, sb = a["episodes"], b["episodes"], a["reward_std"], b["reward_std"]
+    gap = a["reward_mean"] - b["reward_mean"]
+    se = math.sqrt(sa * sa / na + sb * sb / nb)
+    pooled = math.sqrt(((na - 1) * sa * sa + (nb - 1) * sb * sb) / max(na + nb - 2, 1))
+    # identical rewards within each arm: any difference between the arms is a full separation
+    d = gap / pooled if pooled > 1e-9 else (0.0 if abs(gap) < 1e-9 else math.copysign(99.0, gap))
+    return round(gap, 4), round(max(se, 1e-9), 4), round(d, 4)
+
+
 @detector("arm_disparity", "user", {
     "min_episodes": (ARM_MIN_EPISODES, "episodes each arm needs in the window (overall and per gym)"),
     "gap": (ARM_GAP, "absolute success-rate gap between the symbolic and LLM arms"),
-    "z": (ARM_Z, "standard errors the gap must exceed"),
+    "z": (ARM_Z, "standard errors the gap must exceed (success and reward)"),
+    "reward_effect": (ARM_REWARD_EFFECT, "standardised episode-reward gap (Cohen's d) that flags on its own"),
 })
 def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
-    """Success of the symbolic and the LLM user arms compared overall and per gym: a large gap means
-    the arms pose different tasks and a blended metric hides it."""
+    """Success and episode reward of the symbolic and the LLM user arms compared overall and per gym:
+    a large gap in either means the arms pose different tasks and a blended metric hides it. The
+    reward gap is standardised (Cohen's d), so it reads the same on every gym's reward scale, and it
+    catches arms that differ while neither succeeds."""
     if data.episodes:
         overall = _arm_stats(data.episodes)
         source = "trajectories"
@@ -204,20 +233,35 @@ def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         gaps[where] = {"symbolic_minus_llm": round(gap, 4), "se": round(se, 4),
                        "symbolic": {k: round(v, 4) for k, v in st["symbolic"].items()},
                        "llm": {k: round(v, 4) for k, v in st["llm"].items()}}
-        if abs(gap) >= th["gap"] and abs(gap) >= th["z"] * se:
+        by_success = abs(gap) >= th["gap"] and abs(gap) >= th["z"] * se
+        rg = _reward_gap(st["symbolic"], st["llm"])
+        by_reward = False
+        if rg is not None:
+            r_gap, r_se, d = rg
+            gaps[where].update({"reward_symbolic_minus_llm": r_gap, "reward_se": r_se, "reward_effect": d})
+            by_reward = abs(d) >= th["reward_effect"] and abs(r_gap) >= th["z"] * r_se
+        gaps[where]["flagged_by"] = [k for k, v in (("success", by_success), ("reward", by_reward)) if v]
+        if by_success or by_reward:
             flagged_where.append(where)
     flagged = bool(flagged_where)
     worst = max((abs(v["symbolic_minus_llm"]) for v in gaps.values()), default=0.0)
+    worst_d = max((abs(v.get("reward_effect", 0.0)) for v in gaps.values()), default=0.0)
     llm_eps = [str(e.get("episode_id")) for e in data.episodes if e.get("arm") == "llm"
                and (("all" in flagged_where) or str(e.get("gym")) in flagged_where) and not e.get("success")]
     if flagged:
         g = gaps[flagged_where[0]]
-        summary = (f"symbolic and LLM user arms differ in success by {g['symbolic_minus_llm']:+.2f} "
-                   f"({flagged_where[0]}: symbolic {g['symbolic']['success_rate']:.2f} over {g['symbolic']['episodes']:.0f}, "
-                   f"LLM {g['llm']['success_rate']:.2f} over {g['llm']['episodes']:.0f}); flagged in {', '.join(flagged_where)}")
+        summary = (f"symbolic and LLM user arms differ ({flagged_where[0]}: success symbolic "
+                   f"{g['symbolic']['success_rate']:.2f} vs LLM {g['llm']['success_rate']:.2f}, "
+                   f"{g['symbolic_minus_llm']:+.2f}")
+        if "reward_effect" in g:
+            summary += (f"; reward {g['symbolic']['reward_mean']:.2f} vs {g['llm']['reward_mean']:.2f}, "
+                        f"effect {g['reward_effect']:+.2f} sd")
+        summary += (f"; {g['symbolic']['episodes']:.0f} and {g['llm']['episodes']:.0f} episodes); "
+                    f"flagged in {', '.join(flagged_where)} by {'+'.join(g['flagged_by'])}")
     else:
-        summary = f"largest arm gap {worst:.2f} (threshold {th['gap']:.2f})"
-    return Finding("arm_disparity", flagged, "user", summary, severity="high" if worst >= 2 * th["gap"] else "medium",
+        summary = (f"largest arm gap: success {worst:.2f} (threshold {th['gap']:.2f}), reward effect "
+                   f"{worst_d:.2f} sd (threshold {th['reward_effect']:.2f})")
+    return Finding("arm_disparity", flagged, "user", summary, severity="high" if worst >= 2 * th["gap"] or worst_d >= 2 * th["reward_effect"] else "medium",
                    metrics={"source": source, "gaps": gaps}, matches=llm_eps,
                    suggestion=("read metrics per arm (arm/<arm>/*), never blended; inspect the LLM user (model, "
                                "prompt, user.temperature, user.persona) with eau sample --arm llm; "
