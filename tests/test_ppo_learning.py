@@ -1,11 +1,15 @@
 """PPO learns on a real gym (slow: minutes of CPU).
 
-The learning benchmark (``benchmarks/bench_ppo_learning.py``) run short: a warm start with
-``eau sft`` (the public planner's intention demonstrations), then ``eau train --preset tiny`` with PPO
-from it, then the held-out (eval split) episodes of the warm start and of the final checkpoint on the
-same tasks with the same sampling seed. The issue's target (+0.3 held-out *success* within 10 minutes,
-3 seeds) is the benchmark's; this test checks that PPO moves held-out reward the right way by a margin
-far above the evaluation noise (48 episodes: standard error of a mean reward ~0.07).
+The learning benchmark (``benchmarks/bench_ppo_learning.py``): a warm start with ``eau sft``, then
+``eau train --preset tiny`` with PPO from it, then the held-out (eval split) episodes of the warm
+start and of the final checkpoint on the same tasks with the same sampling seed. The issue's target
+(+0.3 held-out *success* within 10 minutes, 3 seeds) is the benchmark's (measured +0.12 to +0.21,
+BENCHMARKS.md). Two tests:
+
+* the benchmark's own setting for one seed (oracle warm start, 10 minutes of PPO, ~22 minutes in
+  all): held-out success and reward rise by margins above the evaluation noise;
+* a short one (public-planner warm start, 10 PPO steps, ~4 minutes): held-out reward rises far above
+  the noise (48 episodes: standard error of a mean reward ~0.07).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_ppo_learning.py"), "--seeds", "0",
                           "--minutes", "12", "--ppo-steps", "10", "--sft-episodes", "256", "--sft-epochs", "4",
+                          "--demonstrator", "public", "--threads", "1",
                           # a weak warm start and no KL anchor: the regime where 10 steps move the reward most
-                          "--set", "agent_knobs.kl_coef=0.0", "--tasks", "48", "--work", str(tmp_path)], capture_output=True, text=True, timeout=1700, cwd=REPO)
+                          "--set", "agent_knobs.kl_coef=0.0", "--tasks", "48", "--work", str(tmp_path)], capture_output=True, text=True, timeout=1700, cwd=REPO, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)["results"][0]
     before, after = res["held_out_before"], res["held_out_after"]
@@ -37,3 +42,20 @@ def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
     # intention_deadlock rule the policy does not buy it by asking until the limit (questions 6.0 -> 5.9)
     assert after["task_score_mean"] > before["task_score_mean"], (before, after)
     assert after["deadlock_rate"] <= before["deadlock_rate"] + 0.1, (before, after)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2700)
+def test_ppo_raises_held_out_success_of_the_oracle_warm_start(tmp_path):
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_ppo_learning.py"), "--seeds", "0",
+                          "--minutes", "10", "--work", str(tmp_path)], capture_output=True, text=True, timeout=2600, check=False,
+                         cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout)["results"][0]
+    before, after = res["held_out_before"], res["held_out_after"]
+    # measured (3 seeds): success +0.115 / +0.115 / +0.208 over 96 tasks (standard error of the
+    # difference ~0.06), reward +0.50 to +0.85, turns 4.9 -> 6.2-6.7
+    assert after["success_rate"] >= before["success_rate"] + 0.05, (before, after)
+    assert after["reward_mean"] >= before["reward_mean"] + 0.3, (before, after)
+    assert after["turns_mean"] >= before["turns_mean"] + 0.5, (before, after)  # it learned to keep asking
+    assert after["deadlock_rate"] <= 0.1, after
