@@ -1,17 +1,23 @@
 """Planted-fault tests with real training runs of the ``tiny`` preset (slow).
 
 tests/test_analysis_detectors.py checks the detectors on runs played by a scripted learner; here
-every run is a real ``eau train --preset tiny`` (PPO on the tiny model, warm-started once per
-session with ``eau sft``), read back with ``eau diagnose --json``. One healthy run, and one run per
+every run is a real ``eau train --preset tiny`` (PPO on the tiny model, warm-started with ``eau sft``
+once per session), read back with ``eau diagnose --json``. One healthy run, and one run per
 detector with its fault planted only through the run's knob files and rule files (a private copy of
 ``knobs/``) or, for arm disparity, through the LLM user arm (a real OpenAI-compatible server on
 loopback, tests/analysis_runs.py, playing a user that never helps).
 
-Every run trains on intention (the gym the tiny model can act in after the warm start) except the
-tool-failure run, which trains on travel (the gym with a search tool; the warm start includes its
-demonstrations). All agent and env values come from the knob files: the preset's ``agent_knobs`` and
-``env_knobs`` are emptied and their values written into the copy instead, so a planted value is not
-overwritten at run start.
+Every run trains on intention except the tool-failure run, which trains on travel (the gym with a
+search tool). Two warm starts: a short mixed one (intention and travel demonstrations, ~1 minute)
+for every run but arm disparity's, which starts from the learning benchmark's (512 oracle intention
+demonstrations x 10 epochs, ~9 minutes). A user-arm fault only shows when the policy can get
+something out of the working arm: from the short warm start it elicited almost nothing from either
+arm (window rewards 0.23 vs 0.01 with a standard deviation of 0.93: effect 0.3 sd, success 0.07 vs
+0.00). The stronger warm start is not used everywhere because under the base knobs (lr 1e-3, no KL)
+its language erodes within 6 steps: the healthy run then deadlocks on malformed turns (measured).
+All agent and env values come from the knob files: the preset's ``agent_knobs`` and ``env_knobs``
+are emptied and their values written into the copy instead, so a planted value is not overwritten
+at run start.
 
 Base knobs shared by every run (not faults): the preset's agent values with 24 tokens per turn,
 ``max_steps`` 8 (the warm start's demonstrations ask up to 6 questions, then answer) and intention's
@@ -19,12 +25,12 @@ Base knobs shared by every run (not faults): the preset's agent values with 24 t
 solves none in a few steps, and every run would look like one with unreachable tasks).
 
 What a tiny policy trained for 6 steps can show, measured: it may solve nothing in a window (then
-unreachable_tasks flags even the healthy run, and arm disparity has no success gap to find: it flags
-on the standardised episode-reward gap instead); it stops calling a tool that always fails within a
+unreachable_tasks flags even the healthy run); it stops calling a tool that always fails within a
 step or two (so the tool run is diagnosed over all its steps). Detector fixes found here:
 tests/test_analysis_real_run_fixes.py.
 
-Runs are sequential (one CPU core each); set ``EAU_PLANTED_SFT_DIR`` to reuse an existing warm start.
+Runs are sequential (one CPU core each); set ``EAU_PLANTED_SFT_DIR`` (the short warm start) and
+``EAU_PLANTED_ORACLE_SFT_DIR`` to reuse existing warm starts.
 """
 
 from __future__ import annotations
@@ -47,7 +53,12 @@ from analysis_runs import UserModelServer, chatty_user, farming_rules, unhelpful
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 REPO = Path(__file__).resolve().parents[1]
-SFT = ["--set", "episodes=128", "--set", "epochs=6", "--set", "lr=3.0e-3", "--set", "gyms=[intention,intention,travel]"]
+# a short warm start that writes intention's questions and travel's search calls, and the learning
+# benchmark's (benchmarks/bench_ppo_learning.py: held-out success 0.13 at threshold 0.7, 4.9 turns)
+SFT = {"short": ["--set", "episodes=128", "--set", "epochs=6", "--set", "lr=3.0e-3",
+                 "--set", "gyms=[intention,intention,travel]"],
+       "oracle": ["--set", "episodes=512", "--set", "epochs=10", "--set", "gyms=[intention]"]}
+SFT_REUSE = {"short": "EAU_PLANTED_SFT_DIR", "oracle": "EAU_PLANTED_ORACLE_SFT_DIR"}
 STEPS = 6
 WINDOW = 3  # diagnose the last 3 steps; the question-rate test compares them with the 3 before
 TRAIN = ["--preset", "tiny", "--no-progress", "--json", "--steps", str(STEPS), "--set", "tasks_per_step=2",
@@ -116,8 +127,8 @@ PLANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "silent_tool_failures": lambda: {"env": {"search_failure_interval": 1}, "gyms": "[travel]"},
     # intention's only fact kind is filtered out: nothing is ever disclosed, nothing can succeed
     "unreachable_tasks": lambda: {"user": {"reveal_kinds": ["preference", "probe"]}},
-    # half the episodes go to an LLM user that never helps
-    "arm_disparity": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": unhelpful_user},
+    # half the episodes go to an LLM user that never helps (from the stronger warm start: see above)
+    "arm_disparity": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": unhelpful_user, "warm": "oracle"},
     # a rule charging every question
     "question_rate_drop": lambda: {"reward_rules": {"ask": question_penalty()}},
 }
@@ -146,6 +157,8 @@ COLLATERAL: dict[str, set[str]] = {
 # is the weak tiny policy, described truly by the detectors but not caused by the plant: in travel it
 # solves nothing, asks to the turn limit and earns mostly new_fact_disclosed (4 flags on the tool run),
 # on intention it may solve nothing in the window (unreachable_tasks on the healthy and arm runs).
+# 2026-12-03, arm run from the oracle warm start: 4 of 63 (deadlock and reward_hacking on the tool run,
+# unreachable_tasks on the healthy and reward-hacking runs); the arm run flags arm_disparity alone.
 MAX_FALSE_POSITIVES = 8
 
 
@@ -154,23 +167,32 @@ def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("planted-training")
 
 
-@pytest.fixture(scope="module")
-def warm_start(work: Path) -> Path:
-    reuse = os.environ.get("EAU_PLANTED_SFT_DIR")
+def _warm_start(kind: str, work: Path) -> Path:
+    reuse = os.environ.get(SFT_REUSE[kind])
     if reuse and (Path(reuse) / "policy.pt").exists():
         return Path(reuse)
-    out = work / "sft"
+    out = work / f"sft-{kind}"
     t0 = time.perf_counter()
-    proc = eau(["sft", "--out", str(out), "--json", *SFT], knobs_copy(work / "knobs-sft"), work / "runs")
+    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}  # nothing else runs yet: every core
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sft", "--out", str(out), "--json", *SFT[kind]],
+                          env={**env, "EAU_KNOBS_DIR": str(knobs_copy(work / f"knobs-sft-{kind}")),
+                               "EAU_RUNS_DIR": str(work / "runs")},
+                          capture_output=True, text=True, timeout=1200, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    print(f"warm start: loss {doc['loss_first']:.2f} -> {doc['loss_last']:.2f} in {time.perf_counter() - t0:.0f}s")
+    print(f"warm start {kind}: loss {doc['loss_first']:.2f} -> {doc['loss_last']:.2f} in {time.perf_counter() - t0:.0f}s")
     return out
 
 
-def train_and_diagnose(name: str, work: Path, sft: Path) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def warm_start(work: Path) -> dict[str, Path]:
+    return {kind: _warm_start(kind, work) for kind in SFT}
+
+
+def train_and_diagnose(name: str, work: Path, warm: dict[str, Path]) -> dict[str, Any]:
     spec = PLANTS[name]()
     gyms = spec.pop("gyms", "[intention]")
+    sft = warm[spec.pop("warm", "short")]
     llm = spec.pop("llm", None)
     knobs = knobs_copy(work / f"knobs-{name}", **spec)
     runs = work / "runs"
@@ -199,7 +221,7 @@ def train_and_diagnose(name: str, work: Path, sft: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def reports(work: Path, warm_start: Path) -> dict[str, dict[str, Any]]:
+def reports(work: Path, warm_start: dict[str, Path]) -> dict[str, dict[str, Any]]:
     out = {}
     for name in PLANTS:  # one at a time: each run uses one core
         out[name] = train_and_diagnose(name, work, warm_start)
