@@ -157,8 +157,8 @@ COLLATERAL: dict[str, set[str]] = {
 # is the weak tiny policy, described truly by the detectors but not caused by the plant: in travel it
 # solves nothing, asks to the turn limit and earns mostly new_fact_disclosed (4 flags on the tool run),
 # on intention it may solve nothing in the window (unreachable_tasks on the healthy and arm runs).
-# 2026-12-03, arm run from the oracle warm start: 4 of 63 (deadlock and reward_hacking on the tool run,
-# unreachable_tasks on the healthy and reward-hacking runs); the arm run flags arm_disparity alone.
+# 2026-12-03, arm run from the oracle warm start: 4 of 63 (deadlock, reward_hacking, unreachable_tasks on
+# the tool run, unreachable_tasks on the healthy run); the arm run flags arm_disparity alone.
 MAX_FALSE_POSITIVES = 8
 
 
