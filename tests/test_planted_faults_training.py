@@ -70,12 +70,13 @@ BASE_AGENT = {"lr": 1.0e-3, "critic_lr": 1.0e-3, "entropy_coeff": 0.001, "kl_coe
 BASE_ENV = {"max_steps": {"default": 8}, "success_threshold": 0.3}
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "tests")}
+def _env(threads: int = 1) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "PYTHONPATH": str(REPO / "tests")}
 
 
-def eau(args: list[str], knobs: Path, runs: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**_env(), "EAU_KNOBS_DIR": str(knobs), "EAU_RUNS_DIR": str(runs)}
+def eau(args: list[str], knobs: Path, runs: Path, timeout: float = 600, threads: int = 1) -> subprocess.CompletedProcess:
+    env = {**_env(threads), "EAU_KNOBS_DIR": str(knobs), "EAU_RUNS_DIR": str(runs)}
     return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, check=False)
 
@@ -173,11 +174,9 @@ def _warm_start(kind: str, work: Path) -> Path:
         return Path(reuse)
     out = work / f"sft-{kind}"
     t0 = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)}  # nothing else runs yet: every core
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "sft", "--out", str(out), "--json", *SFT[kind]],
-                          env={**env, "EAU_KNOBS_DIR": str(knobs_copy(work / f"knobs-sft-{kind}")),
-                               "EAU_RUNS_DIR": str(work / "runs")},
-                          capture_output=True, text=True, timeout=1200, cwd=REPO, check=False)
+    # nothing else runs yet: every core
+    proc = eau(["sft", "--out", str(out), "--json", *SFT[kind]], knobs_copy(work / f"knobs-sft-{kind}"), work / "runs",
+               timeout=1200, threads=os.cpu_count() or 1)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     print(f"warm start {kind}: loss {doc['loss_first']:.2f} -> {doc['loss_last']:.2f} in {time.perf_counter() - t0:.0f}s")
