@@ -111,7 +111,7 @@ def test_arm_disparity_and_question_rate_attribution(reports):
     gap = f["evidence"]["metrics"]["gaps"]["all"]
     assert gap["symbolic_minus_llm"] >= 0.15
     q = next(f for f in reports["question_rate_drop"]["findings"] if f["name"] == "question_rate_drop")
-    assert q["evidence"]["metrics"]["per_gym"]["travel"]["relative_drop"] >= 0.25
+    assert q["evidence"]["metrics"]["per_gym"]["travel"]["question_rate"]["relative_drop"] >= 0.25
 
 
 def test_absent_inputs_are_skipped_not_guessed(reports):

@@ -73,6 +73,54 @@ def test_question_rate_drop_to_zero_names_episodes():
     assert f.flagged and f.evidence_episodes and set(f.evidence_episodes) <= {e["episode_id"] for e in now}
 
 
+
+def _asking_input(before: tuple[int, int], now: tuple[int, int], jitter: bool = True,
+                  disclosures: tuple[float, float] = (2.0, 1.0)) -> DetectorInput:
+    """3 steps before and 3 in the window, 8 intention episodes a step, each (questions, turns) as
+    given; with ``jitter`` every other episode asks one question more (and takes one turn more);
+    ``disclosures_mean`` of the steps before and in the window."""
+    def eps(steps: range, q: int, n: int) -> list[dict]:
+        return [{"episode_id": f"s{s:06d}-e{i:03d}", "gym": "intention", "questions": q + (i % 2 if jitter else 0),
+                 "num_turns": n + (i % 2 if jitter else 0)} for s in steps for i in range(8)]
+
+    def lines(steps: range, q: int, n: int, d: float) -> list[dict]:
+        qs = [q + (i % 2 if jitter else 0) for i in range(8)]
+        ns = [n + (i % 2 if jitter else 0) for i in range(8)]
+        return [{"step": s, "question_rate": sum(qs) / sum(ns), "questions_mean": sum(qs) / 8, "disclosures_mean": d}
+                for s in steps]
+
+    return DetectorInput(metrics=lines(range(3, 6), *now, disclosures[1]),
+                         history=lines(range(3), *before, disclosures[0]),
+                         episodes=eps(range(3, 6), *now), steps=[3, 4, 5], gyms=["intention"],
+                         before_episodes=eps(range(3), *before))
+
+
+def test_fewer_questions_before_the_answer_flag_as_questions_per_episode():
+    """Episodes of k questions and an answer: 4 of 5 turns -> 2 of 3 turns (jitter +1 on half). Asks
+    per turn: 9/11 = 0.818 -> 5/7 = 0.714, a 12.7% drop (under 25%); asks per episode 4.5 -> 2.5, 44%."""
+    f = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3)))
+    m = f.metrics
+    assert abs(m["question_rate"]["relative_drop"] - (1 - (5 / 7) / (9 / 11))) < 1e-3
+    assert m["questions_per_episode"]["before"] == 4.5 and m["questions_per_episode"]["now"] == 2.5
+    assert abs(m["questions_per_episode"]["relative_drop"] - 2 / 4.5) < 1e-3
+    assert f.flagged and m["flagged_by"] == ["questions_per_episode"], f.summary
+    # disclosures fell with the questions (2.0 -> 1.0): the agent stopped asking, the policy's doing
+    assert not m["disclosures_held"] and f.component == "policy"
+    assert m["per_gym"]["intention"]["flagged_by"] == ["questions_per_episode"]
+    assert "questions per episode" in f.summary
+    # examples: window episodes at or under the window mean (2 questions: the even ones)
+    assert f.evidence_episodes and all(e.startswith("s00000") and int(e[-3:]) % 2 == 0 and int(e[1:7]) >= 3
+                                       for e in f.evidence_episodes)
+
+
+def test_same_asking_is_not_flagged_on_either_measure():
+    f = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (4, 5)))
+    assert not f.flagged and f.metrics["flagged_by"] == [] and "questions per episode 4.50 -> 4.50" in f.summary
+    # half a question fewer per episode (11%): under both the relative and the absolute threshold
+    g = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (4, 5), jitter=False), {"min_abs_questions": 0.0})
+    assert not g.flagged
+
+
 def _arm_input(symbolic: list[float], llm: list[float], success_symbolic: int = 0) -> DetectorInput:
     """Intention episodes per arm with the given episode rewards; the first ``success_symbolic``
     symbolic episodes succeed, no LLM episode does."""
@@ -107,3 +155,17 @@ def test_arm_success_gap_still_flags_alone():
     # equal reward distributions, success 10/20 vs 0/20
     f = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.4, 0.6] * 10, success_symbolic=10))
     assert f.flagged and f.metrics["gaps"]["all"]["flagged_by"] == ["success"]
+
+
+def test_asking_drop_while_disclosures_hold_points_at_the_user():
+    """Disclosures per episode 9.7 -> 9.2 (-5%, within the 10% hold) while questions fell: the user
+    gives what the agent stopped asking for (a user that pastes every fact)."""
+    f = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3), disclosures=(9.7, 9.2)))
+    assert f.flagged and f.metrics["disclosures_held"] and f.component == "user"
+    assert "disclosures per episode held (9.70 -> 9.20)" in f.summary
+    # a 20% fall is not "held" at the default; it is with the threshold loosened to 25%
+    g = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3), disclosures=(10.0, 8.0)))
+    assert g.flagged and g.component == "policy"
+    h = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3), disclosures=(10.0, 8.0)),
+                                            {"disclosure_hold": 0.25})
+    assert h.component == "user" and h.thresholds["disclosure_hold"] == 0.25

@@ -8,26 +8,30 @@ detector with its fault planted only through the run's knob files and rule files
 loopback, tests/analysis_runs.py, playing a user that never helps).
 
 Every run trains on intention except the tool-failure run, which trains on travel (the gym with a
-search tool). Two warm starts: a short mixed one (intention and travel demonstrations, ~1 minute)
-for every run but arm disparity's, which starts from the learning benchmark's (512 oracle intention
-demonstrations x 10 epochs, ~9 minutes). A user-arm fault only shows when the policy can get
-something out of the working arm: from the short warm start it elicited almost nothing from either
-arm (window rewards 0.23 vs 0.01 with a standard deviation of 0.93: effect 0.3 sd, success 0.07 vs
-0.00). The stronger warm start is not used everywhere because under the base knobs (lr 1e-3, no KL)
-its language erodes within 6 steps: the healthy run then deadlocks on malformed turns (measured).
+search tool). Two warm starts: the learning benchmark's (512 oracle intention demonstrations x 10
+epochs, ~9 minutes: the policy asks well-formed questions and solves some tasks) for every intention
+run, and a short mixed one (intention and travel demonstrations, ~1 minute) for the travel run and
+the near-greedy run. Why the strong one: from the short warm start the healthy run solved nothing in
+its window (unreachable_tasks flagged a healthy run), and a user-arm fault did not show because the
+weak policy got almost nothing out of either arm (window rewards 0.23 vs 0.01, sd 0.93). Why the
+near-greedy run keeps the short one: from the oracle warm start a near-greedy policy still asks
+task-specific questions (distinct-2 0.07 against the floor 0.05, the same top opening as the healthy
+run): its turns converge without collapsing onto one template within 6 steps (measured).
 All agent and env values come from the knob files: the preset's ``agent_knobs`` and ``env_knobs``
 are emptied and their values written into the copy instead, so a planted value is not overwritten
 at run start.
 
-Base knobs shared by every run (not faults): the preset's agent values with 24 tokens per turn,
-``max_steps`` 8 (the warm start's demonstrations ask up to 6 questions, then answer) and intention's
-``success_threshold`` 0.3, so a warm-started tiny policy solves some tasks (at the default 0.7 it
-solves none in a few steps, and every run would look like one with unreachable tasks).
+Base knobs shared by every run (not faults): the learning benchmark's agent values after a warm
+start (lr 3e-4, kl_coef 0.02, a warm-up over the first 8 updates; at the preset's lr 1e-3 without a
+KL anchor the oracle warm start's language eroded within 6 steps and the healthy run deadlocked on
+malformed turns, and without the warm-up the first update alone moved the policy by a KL of 65),
+24 tokens per turn, ``max_steps`` 8 (the demonstrations ask up to 6 questions, then answer) and
+intention's ``success_threshold`` 0.3, so a warm-started tiny policy solves tasks within a few steps.
 
-What a tiny policy trained for 6 steps can show, measured: it may solve nothing in a window (then
-unreachable_tasks flags even the healthy run); it stops calling a tool that always fails within a
-step or two (so the tool run is diagnosed over all its steps). Detector fixes found here:
-tests/test_analysis_real_run_fixes.py.
+What a tiny policy trained for 6 steps can show, measured: it stops calling a tool that always fails
+within a step or two (so the tool run is diagnosed over all its steps); it learns to ask less from a
+question penalty over several steps (so that run trains 8 steps and compares halves). Detector fixes
+found here: tests/test_analysis_real_run_fixes.py.
 
 Runs are sequential (one CPU core each); set ``EAU_PLANTED_SFT_DIR`` (the short warm start) and
 ``EAU_PLANTED_ORACLE_SFT_DIR`` to reuse existing warm starts.
@@ -61,12 +65,13 @@ SFT = {"short": ["--set", "episodes=128", "--set", "epochs=6", "--set", "lr=3.0e
 SFT_REUSE = {"short": "EAU_PLANTED_SFT_DIR", "oracle": "EAU_PLANTED_ORACLE_SFT_DIR"}
 STEPS = 6
 WINDOW = 3  # diagnose the last 3 steps; the question-rate test compares them with the 3 before
-TRAIN = ["--preset", "tiny", "--no-progress", "--json", "--steps", str(STEPS), "--set", "tasks_per_step=2",
+TRAIN = ["--preset", "tiny", "--no-progress", "--json", "--set", "tasks_per_step=2",
          "--set", "samples_per_task=4", "--set", "torch_threads=1", "--set", "agent_knobs={}",
          "--set", "env_knobs={}", "--set", "checkpoint_every=0", "--set", "keep_checkpoints=1"]
-# the tiny preset's agent_knobs, written into agent.yaml (24 tokens a turn keeps a step to seconds)
-BASE_AGENT = {"lr": 1.0e-3, "critic_lr": 1.0e-3, "entropy_coeff": 0.001, "kl_coef": 0.0, "mini_batch_size": 16,
-              "micro_batch_size": 8, "ppo_epochs": 2, "max_new_tokens_per_turn": 24, "max_episode_tokens": 1024}
+# after a warm start (see above), written into agent.yaml (24 tokens a turn keeps a step to seconds)
+BASE_AGENT = {"lr": 3.0e-4, "critic_lr": 1.0e-3, "lr_warmup_steps": 8, "entropy_coeff": 0.001, "kl_coef": 0.02,
+              "mini_batch_size": 16, "micro_batch_size": 8, "ppo_epochs": 2, "max_new_tokens_per_turn": 24,
+              "max_episode_tokens": 1024}
 BASE_ENV = {"max_steps": {"default": 8}, "success_threshold": 0.3}
 
 
@@ -104,9 +109,11 @@ def knobs_copy(dst: Path, *, agent: dict | None = None, env: dict | None = None,
 
 # ---------------------------------------------------------------------------- plants
 def question_penalty() -> dict[str, Any]:
-    """A rule file charging every question: PPO learns to answer sooner (the question rate drops)."""
+    """A rule file charging every question (the schema's largest penalty): PPO learns to answer sooner.
+    Measured over 8 steps: -1.0 took questions per episode 3.75 -> 1.78 (first 4 steps vs last 4);
+    -0.4 only 3.50 -> 2.56 (27%, at the threshold)."""
     return {"description": "planted: charges every question",
-            "rules": [{"name": "ask_penalty", "predicate": "question_asked", "value": -0.4}]}
+            "rules": [{"name": "ask_penalty", "predicate": "question_asked", "value": -1.0}]}
 
 
 HEALTHY = "healthy"
@@ -118,18 +125,19 @@ PLANTS: dict[str, Callable[[], dict[str, Any]]] = {
     # every episode goes to an LLM user that pastes every fact it was told into each reply (the symbolic
     # user cannot be made to: its replies carry at most facts_per_reply matched facts, whatever the knobs)
     "user_leakage": lambda: {"user": {"user_strategy_mix": 0.0}, "llm": chatty_user},
-    # a rule paying for every question, next to the default rules
-    "reward_hacking": lambda: {"reward_rules": {"farm": farming_rules()}},
+    # a rule paying 0.6 for every question, next to the default rules (at 0.3 the policy farmed as well,
+    # 4.0 -> 7.8 questions per episode in 8 steps, but the bonus earned 42% of |reward|, under the 50%)
+    "reward_hacking": lambda: {"reward_rules": {"farm": farming_rules(0.6)}},
     # near-greedy sampling: token entropy (measured at the sampling temperature) collapses, and the
     # policy repeats its most likely turn. One run serves both detectors (SHARED_RUN): at 0.05 the
-    # turn texts collapsed in one session and not in the next.
-    "entropy_collapse": lambda: {"agent": {"temperature": 0.02}},
-    # travel with every search failing
-    "silent_tool_failures": lambda: {"env": {"search_failure_interval": 1}, "gyms": "[travel]"},
+    # turn texts collapsed in one session and not in the next. From the short warm start (see above).
+    "entropy_collapse": lambda: {"agent": {"temperature": 0.02}, "warm": "short"},
+    # travel with every search failing (the oracle warm start knows only intention)
+    "silent_tool_failures": lambda: {"env": {"search_failure_interval": 1}, "gyms": "[travel]", "warm": "short"},
     # intention's only fact kind is filtered out: nothing is ever disclosed, nothing can succeed
     "unreachable_tasks": lambda: {"user": {"reveal_kinds": ["preference", "probe"]}},
-    # half the episodes go to an LLM user that never helps (from the stronger warm start: see above)
-    "arm_disparity": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": unhelpful_user, "warm": "oracle"},
+    # half the episodes go to an LLM user that never helps
+    "arm_disparity": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": unhelpful_user},
     # a rule charging every question
     "question_rate_drop": lambda: {"reward_rules": {"ask": question_penalty()}},
 }
@@ -138,9 +146,18 @@ PLANTED = tuple(n for n in PLANTS if n != HEALTHY) + tuple(SHARED_RUN)
 # PPO stops calling a tool that always fails within one or two steps (measured: 26 failed searches at
 # step 0, then 1, 2, 0, 0, 0): the last WINDOW steps hold no call left to judge, so this run is
 # diagnosed over all its steps.
-RUN_WINDOW = {"silent_tool_failures": STEPS}
+RUN_WINDOW = {"silent_tool_failures": STEPS, "question_rate_drop": 4, "reward_hacking": 4}
+# A reward rule acts from step 0 and PPO (lr 3e-4 after a warm-up) needs a few steps to learn from it
+# (measured, question penalty: 4.0, 4.0, 3.1, 3.9, 2.6, 2.3 questions per episode over steps 0-5;
+# question bonus: 4.0, 4.1, 3.9, 4.1, 5.3, 6.3, with ask_bonus 37% of the reward over steps 3-5):
+# those runs train 8 steps and are diagnosed over the last 4 (the question test compares them with
+# the first 4).
+RUN_STEPS = {"question_rate_drop": 8, "reward_hacking": 8}
 # Second flags a planted fault really causes (not false positives), with the reason:
 COLLATERAL: dict[str, set[str]] = {
+    # the user pastes every fact: asking stops paying and the agent asks less (measured: 4.0 -> 2.8
+    # questions per episode, disclosures held 9.7 -> 9.2, so the detector names the user)
+    "user_leakage": {"question_rate_drop"},
     # no answer is accepted before the last turn: most tasks are never solved
     "deadlock": {"unreachable_tasks"},
     # the policy learns to ask until the turn limit and never answers (as in test_analysis_detectors)
@@ -160,7 +177,10 @@ COLLATERAL: dict[str, set[str]] = {
 # on intention it may solve nothing in the window (unreachable_tasks on the healthy and arm runs).
 # 2026-12-03, arm run from the oracle warm start: 4 of 63 (deadlock, reward_hacking, unreachable_tasks on
 # the tool run, unreachable_tasks on the healthy run); the arm run flags arm_disparity alone.
-MAX_FALSE_POSITIVES = 8
+# Later that day, every intention run from the oracle warm start with the knobs after a warm start:
+# 3 of 62, all on the travel tool run (the short warm start's weak travel policy); the healthy run
+# is flagged by nothing (397 s for the 12 tests with both warm starts reused).
+MAX_FALSE_POSITIVES = 5
 
 
 @pytest.fixture(scope="module")
@@ -190,12 +210,13 @@ def warm_start(work: Path) -> dict[str, Path]:
 
 def train_and_diagnose(name: str, work: Path, warm: dict[str, Path]) -> dict[str, Any]:
     spec = PLANTS[name]()
+    steps = RUN_STEPS.get(name, STEPS)
     gyms = spec.pop("gyms", "[intention]")
-    sft = warm[spec.pop("warm", "short")]
+    sft = warm[spec.pop("warm", "oracle")]
     llm = spec.pop("llm", None)
     knobs = knobs_copy(work / f"knobs-{name}", **spec)
     runs = work / "runs"
-    extra = ["--set", f"gyms={gyms}", "--set", f"init_checkpoint={sft}", "--run-id", name]
+    extra = ["--set", f"gyms={gyms}", "--set", f"init_checkpoint={sft}", "--run-id", name, "--steps", str(steps)]
     server = UserModelServer(llm) if llm is not None else None
     if server is not None:
         extra += ["--set", (f"user_llm={{kind: openai, base_url: '{server.base_url}', model: user-sim, "
@@ -247,14 +268,11 @@ def test_planted_fault_is_flagged_with_evidence(reports, name):
 
 
 def test_healthy_run_is_not_flagged(reports):
-    """No detector flags the healthy run, except unreachable_tasks when the tiny policy solved nothing
-    at all in the window: then "no task solved" is literally true, and no detector can tell a policy
-    that never succeeds from tasks nobody can solve (it is counted as a false positive below)."""
     doc = reports[HEALTHY]
-    assert set(doc["flagged"]) <= {"unreachable_tasks"}, [finding(doc, n)["summary"] for n in doc["flagged"]]
-    if doc["flagged"]:
-        per_gym = finding(doc, "unreachable_tasks")["evidence"]["metrics"]["per_gym"]
-        assert all(g["success_rate"] == 0 for g in per_gym.values()), per_gym
+    assert doc["flagged"] == [], [finding(doc, n)["summary"] for n in doc["flagged"]]
+    # and it was not flagged for want of data: the detectors that need episodes ran on them
+    for name in ("deadlock", "reward_hacking", "template_collapse", "unreachable_tasks", "question_rate_drop"):
+        assert not finding(doc, name).get("skipped"), finding(doc, name)
 
 
 def test_false_positives_counted(reports):
@@ -290,7 +308,13 @@ def test_evidence_names_the_planted_cause(reports):
     # the LLM user never helps: whatever the tiny policy solves, the symbolic arm earns more
     a = finding(reports["arm_disparity"], "arm_disparity")["evidence"]["metrics"]["gaps"]["all"]
     assert a["reward_symbolic_minus_llm"] > 0 and a["flagged_by"], a
-    q = finding(reports["question_rate_drop"], "question_rate_drop")["evidence"]["metrics"]["question_rate"]
-    assert q["relative_drop"] >= 0.25
+    q = finding(reports["question_rate_drop"], "question_rate_drop")
+    m = q["evidence"]["metrics"]
+    assert "questions_per_episode" in m["flagged_by"] and m["questions_per_episode"]["relative_drop"] >= 0.25, m
+    # the penalty cut disclosures with the questions: the policy asks less, not a user that gives more
+    assert q["component"] == "policy" and not m["disclosures_held"], m
+    leak = finding(reports["user_leakage"], "question_rate_drop")
+    if leak["flagged"]:  # collateral of the leaking user: attributed to it
+        assert leak["component"] == "user" and leak["evidence"]["metrics"]["disclosures_held"], leak["summary"]
     e = finding(reports["entropy_collapse"], "entropy_collapse")["evidence"]["metrics"]
     assert e["temperature"] == 0.02 and e["entropy_now"] < 0.05

@@ -332,3 +332,9 @@ def test_one_gradient_step_of_the_combined_loss_lowers_it():
     with torch.no_grad():
         loss1 = total_loss()
     assert loss1.item() < loss0.item() - 1e-4, (loss0.item(), loss1.item())
+
+
+def test_warmup_factor_by_hand():
+    assert [core.warmup_factor(n, 4) for n in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert core.warmup_factor(0, 0) == 1.0 and core.warmup_factor(5, 1) == 1.0
+    assert core.warmup_factor(2, 3) == 1.0 and core.warmup_factor(1, 3) == 2 / 3

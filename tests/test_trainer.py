@@ -23,7 +23,7 @@ FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "en
         "--set", "policy.tiny.num_hidden_layers=2", "--set", "policy.tiny.hidden_size=64",
         "--set", "policy.tiny.intermediate_size=128", "--no-progress"]
 METRIC_KEYS = ["step", "reward_mean", "reward_std", "success_rate", "entropy", "logprob_mean", "kl", "value_loss",
-               "clip_frac", "grad_norm", "lr", "turns_mean", "questions_mean", "answer_rate", "format_error_rate",
+               "clip_frac", "grad_norm", "lr", "lr_warmup_factor", "turns_mean", "questions_mean", "answer_rate", "format_error_rate",
                "deadlock_rate", "response_tokens_mean", "time_rollout_s", "time_update_s", "time_harness_s",
                "gym/intention/reward_mean", "gym/intention/success_rate", "arm/symbolic/reward_mean",
                "arm/symbolic/success_rate"]
@@ -164,7 +164,9 @@ def test_masks_cover_exactly_the_generated_tokens():
 def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_dir):
     rdir = tmp_path / "runs"
     run = rdir / "kill"
-    args = ["train", "--preset", "tiny", "--steps", "5", "--run-id", "kill", "--set", "checkpoint_every=1", *FAST]
+    # a warm-up over 6 optimiser updates (2 a step here) spans the kill: the resumed run goes on counting
+    args = ["train", "--preset", "tiny", "--steps", "5", "--run-id", "kill", "--set", "checkpoint_every=1",
+            "--set", "agent_knobs.lr_warmup_steps=6", *FAST]
     with open(tmp_path / "first.log", "w") as log:
         proc = eau_bg(args, knobs_dir, rdir, log)
         # kill in the middle of step 2 (after its status shows it started, before its metrics line)
@@ -177,6 +179,9 @@ def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_
     out = eau(["train", "--resume", "kill", "--no-progress"], knobs_dir, rdir, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert metric_steps(run) == [0, 1, 2, 3, 4]
+    # per step, the mean factor of its two updates: (1/6 + 2/6) / 2, (3/6 + 4/6) / 2, (5/6 + 1) / 2, 1, 1
+    factors = [m["lr_warmup_factor"] for m in jsonl.read(run / "metrics.jsonl")]
+    assert factors == pytest.approx([0.25, 7 / 12, 11 / 12, 1.0, 1.0]), factors
     for name in ("metrics.jsonl", "events.jsonl", "knob_events.jsonl"):
         assert_clean_jsonl(run / name)
     assert sorted(p.name for p in (run / "trajectories").glob("step_*.jsonl")) == [

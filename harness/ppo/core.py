@@ -487,3 +487,24 @@ def ppo_actor_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantage
     loss = pg - entropy_coeff * ent_term + kl_coef * kl_term
     metrics["actor/loss"] = float(loss.detach())
     return loss, metrics
+
+
+# ----------------------------------------------------------------------------------------------------
+# learning-rate schedule
+# ----------------------------------------------------------------------------------------------------
+
+
+def warmup_factor(updates_done: int, warmup_updates: int) -> float:
+    """Linear learning-rate warm-up: the factor on the learning rate of the optimiser update that
+    follows ``updates_done`` earlier ones, ``(updates_done + 1) / warmup_updates`` capped at 1.
+
+    Adam's first updates move every weight by about the learning rate whatever its gradient's size
+    (its second-moment estimate has seen one gradient), so without a warm-up the very first update is
+    the largest one.
+
+    >>> [warmup_factor(n, 4) for n in range(5)], warmup_factor(0, 0)
+    ([0.25, 0.5, 0.75, 1.0, 1.0], 1.0)
+    """
+    if warmup_updates <= 0:
+        return 1.0
+    return min(1.0, (max(0, updates_done) + 1) / warmup_updates)

@@ -45,6 +45,15 @@ from harness.runs.writer import RunWriter
 
 
 # ------------------------------------------------------------------------------------------------ setup
+
+def _updates_done(opt: torch.optim.Optimizer) -> int:
+    """Updates an Adam-style optimiser has made: the ``step`` count in its per-parameter state (0
+    before the first update, which creates that state)."""
+    for st in opt.state.values():
+        if "step" in st:
+            return int(st["step"])
+    return 0
+
 class Dist:
     """Process-group facts (one process without accelerate)."""
 
@@ -439,6 +448,12 @@ class Trainer:
                 continue
             norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
             out["grad_norm" if name == "policy" else "critic_grad_norm"] = float(norm)
+            # the warm-up counts this optimiser's own updates (its state travels in checkpoints)
+            factor = core.warmup_factor(_updates_done(opt), int(self.knobs.get("lr_warmup_steps", 0) or 0))
+            base = float(self.knobs["lr"] if name == "policy" else self.knobs["critic_lr"])
+            for g in opt.param_groups:
+                g["lr"] = base * factor
+            out["lr_warmup_factor" if name == "policy" else "critic_lr_warmup_factor"] = factor
             opt.step()
         return out
 
@@ -539,8 +554,8 @@ class Trainer:
             "approx_kl": upd.get("actor/approx_kl", 0.0), "grad_norm": upd.get("grad_norm", 0.0),
             "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
             "value_mean": upd.get("critic/vpred_mean", 0.0), "explained_var": upd.get("critic/explained_var", 0.0),
-            "lr": k["lr"], "critic_lr": k["critic_lr"], "entropy_coeff": k["entropy_coeff"], "kl_coef": k["kl_coef"],
-            "temperature": k["temperature"], **adv_stats,
+            "lr": k["lr"], "critic_lr": k["critic_lr"], "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
+            "entropy_coeff": k["entropy_coeff"], "kl_coef": k["kl_coef"], "temperature": k["temperature"], **adv_stats,
             "time_rollout_s": rollout_t["time_rollout_s"], "time_generate_s": rollout_t["time_generate_s"],
             "time_env_s": rollout_t["time_env_s"], "time_update_s": time_update,
             "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),

@@ -156,10 +156,12 @@ def entropy_collapse(data: DetectorInput, th: Mapping[str, float]) -> Finding:
 
 # --------------------------------------------------------------------------- question-rate drop
 # The method saw question rate fall from 40% to 26% (a 35% relative drop) while flow rose; 25%
-# relative catches that with room for noise.
+# relative catches that with room for noise. The same relative drop applies to both measures below.
 QR_DROP = 0.25
-# ... and an absolute drop of at least 0.05 asks per turn, so a rate near zero cannot flag on jitter.
+# Absolute drops needed, so a measure near zero cannot flag on jitter: 0.05 asks per turn, and half a
+# question per episode.
 QR_MIN_ABS = 0.05
+QR_MIN_ABS_QUESTIONS = 0.5
 # The drop must exceed this many standard errors of the difference of the two windows' means
 # (steps as units overall, episodes as units per gym).
 QR_Z = 2.0
@@ -167,52 +169,82 @@ QR_Z = 2.0
 QR_MIN_STEPS = 3
 # Episodes of a gym each window needs (per-gym test).
 QR_MIN_EPISODES = 20
+# Two measures of asking. Asks per turn (the method's) misses a policy that asks fewer questions and
+# then answers: its episodes are k questions and an answer, so its rate is k/(k+1) (measured on a
+# tiny run: 4.0 -> 2.75 questions per episode moved the rate 0.80 -> 0.73). Asks per episode catches
+# it; per turn catches asking replaced by other actions (searches) in episodes of the same length.
+QR_MEASURES = {"question_rate": "min_abs", "questions_per_episode": "min_abs_questions"}
+# Disclosures per episode "held up" when they fell by at most this share while asking dropped: the
+# user then gives what the agent stopped asking for (measured on tiny runs: an LLM user that pastes
+# every fact, questions -32% and disclosures 9.7 -> 9.2; a question penalty, questions -52% and
+# disclosures 2.0 -> 0.7).
+QR_DISCLOSURE_HOLD = 0.1
 
 
-def _episode_rates(episodes: list[dict[str, Any]]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = defaultdict(list)
+def _episode_asks(episodes: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """Per gym, each episode's asks per turn (``question_rate``) and asks (``questions_per_episode``)."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {m: [] for m in QR_MEASURES})
     for e in episodes:
         n = int(e.get("num_turns", 0) or 0)
         if n:
-            out[str(e.get("gym"))].append(int(e.get("questions", 0) or 0) / n)
+            q = int(e.get("questions", 0) or 0)
+            out[str(e.get("gym"))]["question_rate"].append(q / n)
+            out[str(e.get("gym"))]["questions_per_episode"].append(float(q))
     return out
 
 
-def _drop(prev: list[float], now: list[float], th: Mapping[str, float]) -> tuple[dict[str, float], bool]:
+def _drop(prev: list[float], now: list[float], th: Mapping[str, float], min_abs: float) -> tuple[dict[str, float], bool]:
     a, b = mean(prev) or 0.0, mean(now) or 0.0
     se = ((std_error(prev) or 0.0) ** 2 + (std_error(now) or 0.0) ** 2) ** 0.5
     rel = (a - b) / a if a > 0 else 0.0
     stats = {"before": round(a, 4), "now": round(b, 4), "relative_drop": round(rel, 4),
              "absolute_drop": round(a - b, 4), "se": round(se, 4)}
-    return stats, rel >= th["drop"] and a - b >= th["min_abs"] and a - b > th["z"] * se
+    return stats, rel >= th["drop"] and a - b >= min_abs and a - b > th["z"] * se
 
 
 @detector("question_rate_drop", "policy", {
-    "drop": (QR_DROP, "relative drop of question_rate vs the preceding window of the same length"),
+    "drop": (QR_DROP, "relative drop of question_rate or questions_per_episode vs the preceding window"),
     "min_abs": (QR_MIN_ABS, "absolute drop of question_rate (asks per turn) needed"),
+    "min_abs_questions": (QR_MIN_ABS_QUESTIONS, "absolute drop of questions_per_episode needed"),
     "z": (QR_Z, "standard errors the drop must exceed"),
     "min_steps": (QR_MIN_STEPS, "steps with question_rate each window needs"),
     "min_episodes": (QR_MIN_EPISODES, "episodes of a gym each window needs for the per-gym test"),
+    "disclosure_hold": (QR_DISCLOSURE_HOLD, ("largest relative fall of disclosures_mean that still counts as held "
+                                             "(the user, not the policy, then explains the drop)")),
 })
 def question_rate_drop(data: DetectorInput, th: Mapping[str, float]) -> Finding:
-    """Question rate (asks per turn) of the window against the preceding window of equal length,
-    overall (metrics) and per gym (episodes): a drop while disclosures hold up often means the user
-    volunteers what the agent stopped asking."""
-    win = [v for m in data.metrics if (v := num(m.get("question_rate"))) is not None]
+    """Asking in the window against the preceding window of equal length, as asks per turn
+    (``question_rate``) and asks per episode (``questions_mean``), overall (metrics, steps as units)
+    and per gym (episodes as units): a drop while disclosures hold up often means the user volunteers
+    what the agent stopped asking. ``flagged_by`` names the measures that dropped."""
     prev_lines = data.history[-max(1, len(data.metrics)):]
-    prev = [v for m in prev_lines if (v := num(m.get("question_rate"))) is not None]
-    if len(win) < th["min_steps"] or len(prev) < th["min_steps"]:
+    source = {"question_rate": "question_rate", "questions_per_episode": "questions_mean"}
+    win = {m: [v for x in data.metrics if (v := num(x.get(k))) is not None] for m, k in source.items()}
+    prev = {m: [v for x in prev_lines if (v := num(x.get(k))) is not None] for m, k in source.items()}
+    if len(win["question_rate"]) < th["min_steps"] or len(prev["question_rate"]) < th["min_steps"]:
         return skipped("question_rate_drop", "policy",
                        f"needs {int(th['min_steps'])}+ steps with question_rate in the window and before it "
-                       f"(window {len(win)}, before {len(prev)})", th)
-    overall, flag_all = _drop(prev, win, th)
-    rates_now, rates_before = _episode_rates(data.episodes), _episode_rates(data.before_episodes)
-    per_gym, flagged_gyms = {}, []
-    for g in sorted(set(rates_now) & set(rates_before)):
-        if min(len(rates_now[g]), len(rates_before[g])) < th["min_episodes"]:
+                       f"(window {len(win['question_rate'])}, before {len(prev['question_rate'])})", th)
+    overall: dict[str, Any] = {}
+    flagged_by: list[str] = []
+    for m, abs_key in QR_MEASURES.items():
+        if len(win[m]) >= th["min_steps"] and len(prev[m]) >= th["min_steps"]:
+            overall[m], f = _drop(prev[m], win[m], th, th[abs_key])
+            if f:
+                flagged_by.append(m)
+    overall["flagged_by"] = flagged_by
+    asks_now, asks_before = _episode_asks(data.episodes), _episode_asks(data.before_episodes)
+    per_gym: dict[str, dict[str, Any]] = {}
+    flagged_gyms: list[str] = []
+    for g in sorted(set(asks_now) & set(asks_before)):
+        if min(len(asks_now[g]["question_rate"]), len(asks_before[g]["question_rate"])) < th["min_episodes"]:
             continue
-        per_gym[g], f = _drop(rates_before[g], rates_now[g], th)
-        if f:
+        per_gym[g] = {"flagged_by": []}
+        for m, abs_key in QR_MEASURES.items():
+            per_gym[g][m], f = _drop(asks_before[g][m], asks_now[g][m], th, th[abs_key])
+            if f:
+                per_gym[g]["flagged_by"].append(m)
+        if per_gym[g]["flagged_by"]:
             flagged_gyms.append(g)
     vol = [v for m in data.metrics if (v := num(m.get("disclosures_mean"))) is not None]
     vol_prev = [v for m in prev_lines if (v := num(m.get("disclosures_mean"))) is not None]
@@ -220,25 +252,43 @@ def question_rate_drop(data: DetectorInput, th: Mapping[str, float]) -> Finding:
                       if ((t.get("user_reply") or {}).get("flags") or {}).get("volunteered"))
     disclosing = sum(1 for e in data.episodes for t in e.get("turns") or [] if (t.get("user_reply") or {}).get("revealed"))
     vol_share = volunteered / disclosing if disclosing else 0.0
-    metrics = {"question_rate": overall, "per_gym": per_gym,
+    d_before, d_now = mean(vol_prev) if vol_prev else None, mean(vol) if vol else None
+    held = bool(d_before and d_now is not None and d_now >= (1 - th["disclosure_hold"]) * d_before)
+    metrics = {"question_rate": overall.get("question_rate"),
+               "questions_per_episode": overall.get("questions_per_episode"),
+               "flagged_by": flagged_by, "per_gym": per_gym,
                "disclosures_mean_before": round(mean(vol_prev) or 0.0, 4) if vol_prev else None,
                "disclosures_mean_now": round(mean(vol) or 0.0, 4) if vol else None,
-               "volunteered_share_of_disclosing_turns": round(vol_share, 4) if disclosing else None}
+               "volunteered_share_of_disclosing_turns": round(vol_share, 4) if disclosing else None,
+               "disclosures_held": held}
+    flag_all = bool(flagged_by)
     flagged = flag_all or bool(flagged_gyms)
-    component = "user" if flagged and vol_share >= 0.3 else "policy"
-    scope = ("all gyms" if flag_all else "") + (", ".join(flagged_gyms) if not flag_all else "")
-    shown = overall if flag_all else (per_gym[flagged_gyms[0]] if flagged_gyms else overall)
+    component = "user" if flagged and (vol_share >= 0.3 or held) else "policy"
+    scope = "all gyms" if flag_all else ", ".join(flagged_gyms)
+    stats = overall if flag_all else (per_gym[flagged_gyms[0]] if flagged_gyms else overall)
+    measure = (stats["flagged_by"] or ["question_rate"])[0]
+    shown = stats[measure]
     low = shown["now"]
+
+    def asks(e: Mapping[str, Any]) -> float:
+        q, n = int(e.get("questions", 0) or 0), int(e.get("num_turns", 0) or 0)
+        return q / n if measure == "question_rate" else float(q)
+
     low_q = [str(e.get("episode_id")) for e in data.episodes
              if (flag_all or str(e.get("gym")) in flagged_gyms) and int(e.get("num_turns", 0) or 0)
-             and int(e.get("questions", 0) or 0) / int(e.get("num_turns", 1)) <= low]  # <=: a rate that fell to 0
-    summary = (f"question rate fell {shown['relative_drop']:.0%} ({shown['before']:.2f} -> {shown['now']:.2f} asks "
-               f"per turn) in {scope}"
-               + (f"; {vol_share:.0%} of disclosing turns were volunteered by the user" if component == "user" else "")
-               if flagged else f"question rate {overall['before']:.2f} -> {overall['now']:.2f} "
-               f"({-overall['relative_drop']:+.0%}); no gym dropped significantly")
+             and asks(e) <= low]  # <=: a measure that fell to 0
+    unit = "asks per turn" if measure == "question_rate" else "questions per episode"
+    qr = overall["question_rate"]
+    summary = (f"{'question rate' if measure == 'question_rate' else 'questions per episode'} fell "
+               f"{shown['relative_drop']:.0%} ({shown['before']:.2f} -> {shown['now']:.2f} {unit}) in {scope}"
+               + (f"; {vol_share:.0%} of disclosing turns were volunteered by the user" if vol_share >= 0.3 else "")
+               + (f"; disclosures per episode held ({d_before:.2f} -> {d_now:.2f}): the user gives what the agent "
+                  "stopped asking for" if held else "")
+               if flagged else f"question rate {qr['before']:.2f} -> {qr['now']:.2f} ({-qr['relative_drop']:+.0%})"
+               + (f", questions per episode {q['before']:.2f} -> {q['now']:.2f} ({-q['relative_drop']:+.0%})"
+                  if (q := overall.get("questions_per_episode")) else "") + "; no gym dropped significantly")
     return Finding("question_rate_drop", flagged, component, summary, severity="medium", metrics=metrics,
                    matches=low_q if flagged else [],
                    suggestion=("user.volunteer_interval and env.elicitation_interval (volunteering masks fewer "
-                               "questions), env.min_questions; eau effect --event <id> --metric question_rate for "
-                               "the knob change before the drop"))
+                               "questions), env.min_questions; eau effect --event <id> --metric question_rate (or "
+                               "questions_mean) for the knob change before the drop"))
