@@ -29,21 +29,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The PPO run: intention (clarify a vague request). Episodes long enough to ask about every detail.
-TRAIN = ["--preset", "tiny", "--set", "gyms=[intention]", "--set", "tasks_per_step=8", "--set", "samples_per_task=4",
-         "--set", "env_knobs.max_steps=8", "--set", "agent_knobs.max_new_tokens_per_turn=24",
-         "--set", "agent_knobs.mini_batch_size=16", "--set", "agent_knobs.micro_batch_size=16",
-         "--set", "agent_knobs.lr=3.0e-4", "--set", "agent_knobs.critic_lr=1.0e-3",
-         "--set", "agent_knobs.ppo_epochs=2", "--set", "checkpoint_every=5", "--set", "keep_checkpoints=50",
-         # a light KL anchor to the warm start: at 0 entropy climbs (0.35 -> 1.1 in 48 steps from the oracle
-         # warm start; 0.5 -> 2.1 from a weak public one, with questions such as "What should I skill
-         # home?"); 0.1 held the policy so close that it kept answering too early (held-out +0.00)
-         "--set", "agent_knobs.kl_coef=0.02",
-         # a small separate critic: a value estimate needs far less than the policy, and a copy of the
-         # policy's backbone doubled the update's cost
-         "--set", "critic={mode: separate, init: tiny, tiny: {hidden_size: 64, intermediate_size: 192, "
-                  "num_hidden_layers: 2, num_attention_heads: 2, num_key_value_heads: 1}}",
-         "--no-progress"]
+# The PPO run: the tiny-warm preset (harness/ppo/presets/tiny-warm.yaml, commented: intention, 8 tasks x
+# 4 samples, 8 turns of 24 tokens, lr 3e-4 after a warm-up of 8 updates, kl_coef 0.02, a small separate
+# critic), checkpoints every 5 steps so the last one is close to where the time budget ends.
+TRAIN = ["--preset", "tiny-warm", "--set", "checkpoint_every=5", "--set", "keep_checkpoints=50", "--no-progress"]
 
 
 def held_out(policy_file: Path | None, seed: int, tasks: int, knobs_dir: Path) -> dict:

@@ -18,7 +18,8 @@ import bench_rollout
 import bench_train_step
 
 
-@pytest.mark.parametrize("script", ["bench_rollout.py", "bench_train_step.py", "bench_vs_trl.py"])
+@pytest.mark.parametrize("script", ["bench_rollout.py", "bench_train_step.py", "bench_vs_trl.py",
+                                    "bench_hf_continuous_batching.py"])
 def test_script_answers_help(script):
     out = subprocess.run([sys.executable, str(BENCH / script), "--help"], capture_output=True, text=True, timeout=120,
                          check=False)

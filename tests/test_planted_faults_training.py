@@ -24,7 +24,7 @@ at run start.
 Base knobs shared by every run (not faults): the learning benchmark's agent values after a warm
 start (lr 3e-4, kl_coef 0.02, a warm-up over the first 8 updates; at the preset's lr 1e-3 without a
 KL anchor the oracle warm start's language eroded within 6 steps and the healthy run deadlocked on
-malformed turns, and without the warm-up the first update alone moved the policy by a KL of 65),
+malformed turns; the warm-up keeps the first update from being the largest, a KL of 65 without it),
 24 tokens per turn, ``max_steps`` 8 (the demonstrations ask up to 6 questions, then answer) and
 intention's ``success_threshold`` 0.3, so a warm-started tiny policy solves tasks within a few steps.
 

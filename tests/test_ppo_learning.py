@@ -1,9 +1,9 @@
 """PPO learns on a real gym (slow: minutes of CPU).
 
 The learning benchmark (``benchmarks/bench_ppo_learning.py``): a warm start with ``eau sft``, then
-``eau train --preset tiny`` with PPO from it, then the held-out (eval split) episodes of the warm
+``eau train --preset tiny-warm`` with PPO from it, then the held-out (eval split) episodes of the warm
 start and of the final checkpoint on the same tasks with the same sampling seed. The issue's target
-(+0.3 held-out *success* within 10 minutes, 3 seeds) is the benchmark's (measured +0.12 to +0.21,
+(+0.3 held-out *success* within 10 minutes, 3 seeds) is the benchmark's (measured +0.10 to +0.21,
 BENCHMARKS.md). Two tests:
 
 * the benchmark's own setting for one seed (oracle warm start, 10 minutes of PPO, ~22 minutes in
@@ -31,7 +31,7 @@ def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
                           "--minutes", "12", "--ppo-steps", "10", "--sft-episodes", "256", "--sft-epochs", "4",
                           "--demonstrator", "public", "--threads", "1",
                           # a weak warm start and no KL anchor: the regime where 10 steps move the reward most
-                          "--set", "agent_knobs.kl_coef=0.0", "--tasks", "48", "--work", str(tmp_path)], capture_output=True, text=True, timeout=1700, cwd=REPO, check=False)
+                          "--set", "agent_knobs.kl_coef=0.0", "--set", "agent_knobs.lr_warmup_steps=0", "--tasks", "48", "--work", str(tmp_path)], capture_output=True, text=True, timeout=1700, cwd=REPO, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)["results"][0]
     before, after = res["held_out_before"], res["held_out_after"]

@@ -260,3 +260,34 @@ def test_prune_keeps_the_newest_and_pinned_checkpoints(tmp_path):
     checkpoint.prune(tmp_path, keep=2)
     assert [p.name for p in checkpoint.complete(tmp_path)] == ["step_000001", "step_000003", "step_000004"]
     assert checkpoint.pinned_by(checkpoint.ckpt_dir(tmp_path, 1)) == ["child-a"]
+
+
+def test_missing_warm_start_is_refused_before_anything_is_written(tmp_path, knobs_dir):
+    before = (knobs_dir / "agent.yaml").read_text()
+    out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "nowarm", "--set",
+               f"init_checkpoint={tmp_path / 'sft-missing'}", "--no-progress"], knobs_dir, tmp_path / "runs", timeout=300)
+    assert out.returncode != 0 and "sft-missing: no policy.pt" in out.stderr and "eau sft" in out.stderr, out.stderr
+    assert not (tmp_path / "runs" / "nowarm").exists()
+    assert (knobs_dir / "agent.yaml").read_text() == before  # the preset's knob values were not written
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny-warm", "cpu-small", "usergym", "colbench", "tau2"])
+def test_every_preset_builds_and_its_knob_values_are_allowed(preset):
+    from harness.knobs.schema import load_schemas, validate_value
+    from harness.ppo.config import build_config, preset_names
+
+    assert preset in preset_names()
+    cfg = build_config(preset)
+    cfg.validate()
+    schemas = load_schemas(Path(__file__).resolve().parents[1] / "knobs")
+    for area, values in (("agent", cfg.agent_knobs), ("env", cfg.env_knobs)):
+        for name, value in (values or {}).items():
+            spec = schemas[area].knobs.get(name)
+            assert spec is not None, f"preset {preset}: {area}.{name} is not a knob"
+            assert validate_value(spec, value) is None, (preset, name, value)
+
+
+def test_every_shipped_preset_is_checked():
+    from harness.ppo.config import preset_names
+
+    assert set(preset_names()) == {"tiny", "tiny-warm", "cpu-small", "usergym", "colbench", "tau2"}

@@ -155,5 +155,7 @@ def sft_cmd(
     if as_json:
         emit_json({"ok": True, **summary})
     else:
+        # the tiny preset's knobs suit a random start; tiny-warm has the ones that keep a warm start
+        then = "tiny-warm" if preset == "tiny" else preset
         typer.echo(f"warm start written to {out_dir} (loss {summary['loss_first']:.2f} -> {summary['loss_last']:.2f}); "
-                   f"train from it: eau train --preset {preset} --set init_checkpoint={out_dir}")
+                   f"train from it: eau train --preset {then} --set init_checkpoint={out_dir}")

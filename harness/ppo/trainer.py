@@ -171,6 +171,11 @@ class Trainer:
         self.task_rng = np.random.default_rng(cfg.seed)  # identical on every rank: ranks slice the same draw
         self.start_step = 0
         self.stop_requested = False
+        if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
+            # before the knob files are touched or a model is loaded (Gemma takes a minute)
+            raise ValueError(f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
+                             f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
+                             "or a run's checkpoints/step_N folder")
 
         # knobs: the store serves this run (scope checks use its gyms); preset values written at start
         self.store = KnobStore(self.knobs_dir, events_path=None, run_gyms=cfg.gyms)  # in memory until the folder exists
