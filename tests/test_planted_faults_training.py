@@ -179,7 +179,10 @@ COLLATERAL: dict[str, set[str]] = {
 # the tool run, unreachable_tasks on the healthy run); the arm run flags arm_disparity alone.
 # Later that day, every intention run from the oracle warm start with the knobs after a warm start:
 # 3 of 62, all on the travel tool run (the short warm start's weak travel policy); the healthy run
-# is flagged by nothing (397 s for the 12 tests with both warm starts reused).
+# is flagged by nothing (397 s for the 12 tests with both warm starts reused). The same three flag a
+# travel run with nothing planted (measured), so they are the policy's, not the plant's; an oracle
+# travel warm start (512 x 10, 15 min) did not help: its healthy travel run still solved nothing and
+# deadlocked (travel is beyond the tiny model at this budget).
 MAX_FALSE_POSITIVES = 5
 
 

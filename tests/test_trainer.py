@@ -291,3 +291,24 @@ def test_every_shipped_preset_is_checked():
     from harness.ppo.config import preset_names
 
     assert set(preset_names()) == {"tiny", "tiny-warm", "cpu-small", "usergym", "colbench", "tau2"}
+
+
+def test_sft_then_tiny_warm_preset_trains_from_the_warm_start(tmp_path, knobs_dir):
+    """The README's warm-start path, small: ``eau sft`` names the preset to train with (and the gyms
+    when they differ from it), and ``--preset tiny-warm`` starts from the warm start."""
+    sft = tmp_path / "sft-travel"
+    out = eau(["sft", "--out", str(sft), "--set", "episodes=4", "--set", "epochs=1", "--set", "gyms=[travel]"],
+              knobs_dir, tmp_path / "runs", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (sft / "policy.pt").exists()
+    assert f"eau train --preset tiny-warm --set init_checkpoint={sft} --set gyms=[travel]" in out.stdout, out.stdout
+    run = eau(["train", "--preset", "tiny-warm", "--steps", "1", "--run-id", "warm", "--set", f"init_checkpoint={sft}",
+               "--set", "gyms=[travel]", "--set", "tasks_per_step=2", "--set", "samples_per_task=2",
+               "--set", "torch_threads=1", "--no-progress"], knobs_dir, tmp_path / "runs", timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    m = jsonl.read(tmp_path / "runs" / "warm" / "metrics.jsonl")[0]
+    # the preset's knobs are in force: lr 3e-4 warmed up over 8 updates (4 episodes, one mini-batch,
+    # 2 epochs: updates at 1/8 and 2/8 of lr), kl 0.02
+    assert (m["lr"], m["kl_coef"], m["lr_warmup_factor"]) == (3.0e-4, 0.02, 0.1875)
+    cfg = yaml.safe_load((tmp_path / "runs" / "warm" / "config.yaml").read_text())
+    assert cfg["preset"] == "tiny-warm" and cfg["init_checkpoint"] == str(sft)

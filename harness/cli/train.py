@@ -157,5 +157,6 @@ def sft_cmd(
     else:
         # the tiny preset's knobs suit a random start; tiny-warm has the ones that keep a warm start
         then = "tiny-warm" if preset == "tiny" else preset
+        gyms = "" if list(cfg.gyms) == load_preset(then).get("gyms") else f" --set gyms=[{','.join(cfg.gyms)}]"
         typer.echo(f"warm start written to {out_dir} (loss {summary['loss_first']:.2f} -> {summary['loss_last']:.2f}); "
-                   f"train from it: eau train --preset {then} --set init_checkpoint={out_dir}")
+                   f"train from it: eau train --preset {then} --set init_checkpoint={out_dir}{gyms}")
