@@ -54,6 +54,7 @@ def _updates_done(opt: torch.optim.Optimizer) -> int:
             return int(st["step"])
     return 0
 
+
 class Dist:
     """Process-group facts (one process without accelerate)."""
 
@@ -315,11 +316,7 @@ class Trainer:
             snap = None
         snap = self.dist.broadcast(snap)
         self.snapshot = snap
-        self.knobs = snap.area("agent")
-        for name, opt in self.optimizers.items():
-            lr = self.knobs["lr"] if name == "policy" else self.knobs["critic_lr"]
-            for g in opt.param_groups:
-                g["lr"] = lr
+        self.knobs = snap.area("agent")  # lr and critic_lr are set before every optimiser update (warm-up)
         info["time_s"] = time.perf_counter() - t0
         return info
 
