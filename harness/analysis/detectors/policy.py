@@ -181,15 +181,19 @@ QR_MEASURES = {"question_rate": "min_abs", "questions_per_episode": "min_abs_que
 QR_DISCLOSURE_HOLD = 0.1
 
 
+def _ask_measure(e: Mapping[str, Any], measure: str) -> float:
+    """One episode's asks per turn (``question_rate``) or asks (``questions_per_episode``); needs turns."""
+    q = int(e.get("questions", 0) or 0)
+    return q / int(e["num_turns"]) if measure == "question_rate" else float(q)
+
+
 def _episode_asks(episodes: list[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
-    """Per gym, each episode's asks per turn (``question_rate``) and asks (``questions_per_episode``)."""
+    """Per gym, each episode's value of every measure in QR_MEASURES (episodes with turns)."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {m: [] for m in QR_MEASURES})
     for e in episodes:
-        n = int(e.get("num_turns", 0) or 0)
-        if n:
-            q = int(e.get("questions", 0) or 0)
-            out[str(e.get("gym"))]["question_rate"].append(q / n)
-            out[str(e.get("gym"))]["questions_per_episode"].append(float(q))
+        if int(e.get("num_turns", 0) or 0):
+            for m in QR_MEASURES:
+                out[str(e.get("gym"))][m].append(_ask_measure(e, m))
     return out
 
 
@@ -270,13 +274,9 @@ def question_rate_drop(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     shown = stats[measure]
     low = shown["now"]
 
-    def asks(e: Mapping[str, Any]) -> float:
-        q, n = int(e.get("questions", 0) or 0), int(e.get("num_turns", 0) or 0)
-        return q / n if measure == "question_rate" else float(q)
-
     low_q = [str(e.get("episode_id")) for e in data.episodes
              if (flag_all or str(e.get("gym")) in flagged_gyms) and int(e.get("num_turns", 0) or 0)
-             and asks(e) <= low]  # <=: a measure that fell to 0
+             and _ask_measure(e, measure) <= low]  # <=: a measure that fell to 0
     unit = "asks per turn" if measure == "question_rate" else "questions per episode"
     qr = overall["question_rate"]
     summary = (f"{'question rate' if measure == 'question_rate' else 'questions per episode'} fell "
