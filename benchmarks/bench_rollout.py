@@ -6,10 +6,14 @@ Two ratios, measured side by side in one process, the sides alternating over ``-
     symbolic user, the repository's knobs) against ONE batched ``model.generate`` of the same
     shape: the B episodes' initial prompts, generating as many new tokens per row as the engine
     generated per episode on average, with no early stop. Tokens/s of each; target >= 0.7x.
+    The engine decodes continuously (the default: ``HFBackend.run_turns``, a row's next turn starts
+    as soon as its last one ended).
 (b) batched vs one by one: the same B episodes (same tasks and seeds) rolled out by the engine one
     episode per call. Wall-time ratio; target >= 4x at 16 episodes.
-(c) KV-cache reuse: the engine against itself with the backend's reuse across turns switched off
-    (every turn encodes each conversation from its first token). Wall-time ratio (diagnostic).
+(c) continuous vs one ``generate`` per turn (``HFBackend(continuous=False)``, the KV cache kept
+    across turns): wall-time ratio (diagnostic), with the per-turn calls' profile.
+(d) KV-cache reuse: the per-turn engine against itself with the backend's reuse across turns switched
+    off (every turn encodes each conversation from its first token). Wall-time ratio (diagnostic).
 
 Policy: by default the tiny model after a short ``eau sft`` warm start (cached; see _common.py), so
 episodes are real multi-turn dialogues that end at different turns (the case where batching loses
@@ -101,13 +105,16 @@ class Rollouts:
         self.model, self.tok, self.specs, self.args = model, tok, specs, args
         self.knobs = bench_knobs(args.max_steps)
         self.chat = ChatFormat(tok, "tagged")
-        self.backend = TimedBackend(model, tok)
+        self.backend = HFBackend(model, tok)  # continuous decoding, the default
         self.engine = RolloutEngine(self.backend, self.chat)
+        self.turn_backend = TimedBackend(model, tok, continuous=False)
+        self.turn_engine = RolloutEngine(self.turn_backend, self.chat)
         agent = self.knobs.area("agent")
         self.params = SamplingParams(float(agent["temperature"]), float(agent["top_p"]), tuple(self.chat.stop_ids))
 
-    def run(self, specs: list[dict[str, Any]], seed: int) -> tuple[RolloutResult, float, int]:
-        """Roll out ``specs`` in one engine call: (result, wall seconds, generate calls)."""
+    def run(self, specs: list[dict[str, Any]], seed: int, per_turn: bool = False) -> tuple[RolloutResult, float, int]:
+        """Roll out ``specs`` in one engine call: (result, wall seconds, turns handed to the gyms per
+        batched step: generate calls per turn, or turns ended in continuous mode)."""
         envs = [make_gym(s["gym"], knobs=self.knobs, rendering="tagged", split="train") for s in specs]
         calls = [0]
 
@@ -115,9 +122,10 @@ class Rollouts:
             calls[0] += 1
 
         torch.manual_seed(seed)
-        self.backend.calls = []
+        self.turn_backend.calls = []
+        engine = self.turn_engine if per_turn else self.engine
         t0 = time.perf_counter()
-        res = self.engine.run(envs, [s["reset"] for s in specs], [s["group"] for s in specs],
+        res = engine.run(envs, [s["reset"] for s in specs], [s["group"] for s in specs],
                               [s["sample"] for s in specs], params=self.params,
                               max_new_tokens_per_turn=self.args.turn_tokens,
                               max_episode_tokens=self.args.episode_tokens, on_turn=count)
@@ -200,16 +208,26 @@ def main() -> None:
     state: dict[str, Any] = {}
 
     def engine_side(r: int) -> dict[str, Any]:
-        before = (ro.backend.reused_tokens, ro.backend.encoded_tokens)
-        res, wall, calls = ro.run(specs, args.seed)
-        state.setdefault("reuse", (ro.backend.reused_tokens - before[0], ro.backend.encoded_tokens - before[1]))
+        before = (ro.backend.encoded_tokens, ro.backend.model_calls)
+        res, wall, _ = ro.run(specs, args.seed)
         state["shape"] = ([e.ids[:e.prompt_tokens] for e in res.episodes],
                           max(1, round(res.generated_tokens / len(specs))))
         state.setdefault("stats", episode_stats(res))
-        state.setdefault("first_calls", list(ro.backend.calls))
         return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
-                "env_s": res.time_env_s, "generate_calls": calls,
-                "episode_turns": sum(len(e.response_tokens) for e in res.episodes)}
+                "env_s": res.time_env_s, "model_calls": ro.backend.model_calls - before[1],
+                "encoded_tokens": ro.backend.encoded_tokens - before[0],
+                "episode_turns": sum(len(e.response_tokens) for e in res.episodes),
+                "longest_episode_tokens": max(sum(e.response_tokens) for e in res.episodes)}
+
+    def per_turn_side(r: int) -> dict[str, Any]:
+        """One generate per turn over the live episodes (the KV cache kept across turns)."""
+        b = ro.turn_backend
+        before = (b.reused_tokens, b.encoded_tokens)
+        res, wall, calls = ro.run(specs, args.seed, per_turn=True)
+        state.setdefault("reuse", (b.reused_tokens - before[0], b.encoded_tokens - before[1]))
+        state.setdefault("first_calls", list(b.calls))
+        return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
+                "generate_calls": calls, "episode_turns": sum(len(e.response_tokens) for e in res.episodes)}
 
     def raw_side(r: int) -> dict[str, Any]:
         if "shape" not in state:
@@ -229,15 +247,16 @@ def main() -> None:
         return {"wall_s": wall, "tokens": tokens, "generate_s": gen}
 
     def fresh_side(r: int) -> dict[str, Any]:
-        """The engine with the backend's KV-cache reuse off: every turn encodes each conversation again."""
-        ro.backend.reuse_cache = False
+        """The per-turn engine with the backend's KV-cache reuse off: every turn encodes each
+        conversation again."""
+        ro.turn_backend.reuse_cache = False
         try:
-            res, wall, _ = ro.run(specs, args.seed)
+            res, wall, _ = ro.run(specs, args.seed, per_turn=True)
         finally:
-            ro.backend.reuse_cache = True
+            ro.turn_backend.reuse_cache = True
         return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s}
 
-    sides = {"engine": engine_side, "raw_generate": raw_side}
+    sides = {"engine": engine_side, "raw_generate": raw_side, "engine_per_turn": per_turn_side}
     if not args.skip_fresh:
         sides["engine_no_cache_reuse"] = fresh_side
     if not args.skip_sequential:
@@ -275,19 +294,32 @@ def main() -> None:
             "generate_s": summary([x["generate_s"] for x in eng]),
             "env_s": summary([x["env_s"] for x in eng]),
             "templating_and_bookkeeping_s": summary([x["wall_s"] - x["generate_s"] - x["env_s"] for x in eng]),
-            "generate_calls": eng[0]["generate_calls"],
-            "mean_rows_per_generate_call": round(eng[0]["episode_turns"] / max(1, eng[0]["generate_calls"]), 2),
+            "model_calls": eng[0]["model_calls"],
+            "longest_episode_tokens": eng[0]["longest_episode_tokens"],
+            "tokens_fed": eng[0]["encoded_tokens"],
+            "episode_turns": eng[0]["episode_turns"],
             "engine_tokens_per_generate_s": summary([x["tokens"] / x["generate_s"] for x in eng]),
-            "generate_calls_profile": call_profile(state["first_calls"]),
-            "prompt_tokens_reused": state["reuse"][0],
-            "prompt_tokens_encoded": state["reuse"][1],
         },
+    }
+    turn = runs["engine_per_turn"]
+    gain_c = [t["wall_s"] / e["wall_s"] for t, e in zip(turn, eng)]
+    out["continuous_vs_per_turn"] = {
+        "continuous_wall_s": summary([x["wall_s"] for x in eng]),
+        "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
+        "per_turn_tokens": [x["tokens"] for x in turn],
+        "speedup_wall_per_repeat": [round(x, 3) for x in gain_c],
+        "speedup_wall": round(median(gain_c), 3),
+        "per_turn_generate_calls": turn[0]["generate_calls"],
+        "per_turn_mean_rows_per_call": round(turn[0]["episode_turns"] / max(1, turn[0]["generate_calls"]), 2),
+        "per_turn_calls_profile": call_profile(state["first_calls"]),
+        "prompt_tokens_reused": state["reuse"][0],
+        "prompt_tokens_encoded": state["reuse"][1],
     }
     if "engine_no_cache_reuse" in runs:
         fresh = runs["engine_no_cache_reuse"]
-        gain = [f["wall_s"] / e["wall_s"] for f, e in zip(fresh, eng)]
+        gain = [f["wall_s"] / e["wall_s"] for f, e in zip(fresh, turn)]
         out["cache_reuse"] = {
-            "engine_wall_s": summary([x["wall_s"] for x in eng]),
+            "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
             "no_reuse_wall_s": summary([x["wall_s"] for x in fresh]),
             "no_reuse_tokens": [x["tokens"] for x in fresh],
             "speedup_wall_per_repeat": [round(x, 3) for x in gain],

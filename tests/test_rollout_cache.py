@@ -23,7 +23,7 @@ def tiny():
 
 def rollout(model, tok, reuse: bool, gyms=("intention", "travel", "telepathy", "function"), n=6, tokens=12):
     chat = ChatFormat(tok, "tagged")
-    backend = HFBackend(model, tok, reuse_cache=reuse)
+    backend = HFBackend(model, tok, reuse_cache=reuse, continuous=False)  # the per-turn generate path
     snap = KnobSnapshot.read_dir(repo_knobs_dir())
     envs = [make(gyms[i % len(gyms)], knobs=snap) for i in range(n)]
     res = RolloutEngine(backend, chat).run(

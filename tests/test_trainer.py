@@ -106,9 +106,10 @@ def test_smoke_run_writes_everything(smoke):
     assert kinds[0] == "started" and kinds[-1] == "finished" and "checkpoint" in kinds
 
 
-def test_masks_cover_exactly_the_generated_tokens():
+@pytest.mark.parametrize("continuous", [True, False], ids=["continuous", "per_turn"])
+def test_masks_cover_exactly_the_generated_tokens(continuous):
     """Rollout + collate: action-mask tokens are exactly what the policy generated; every prompt and
-    observation token (user replies, feedback, template markers) is masked out."""
+    observation token (user replies, feedback, template markers) is masked out. Both decoding modes."""
     from harness.envs.registry import make
     from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
     from harness.ppo.models import load_policy
@@ -131,7 +132,20 @@ def test_masks_cover_exactly_the_generated_tokens():
                 self.outputs.append((len(p), list(o)))
             return outs
 
-    backend = Recording(model, tok)
+        def run_turns(self, prompts, budgets, params, on_turn_end):
+            at = [len(p) for p in prompts]  # where each row's next turn starts
+
+            def record(row, ids):
+                self.outputs.append((at[row], list(ids)))
+                nxt = on_turn_end(row, ids)
+                if nxt is not None:
+                    at[row] += len(ids) + len(nxt[0])
+                return nxt
+
+            return super().run_turns(prompts, budgets, params, record)
+
+    backend = Recording(model, tok, continuous=continuous)
+    backend.outputs = []
     engine = RolloutEngine(backend, chat)
     snap = KnobSnapshot.read_dir(repo_knobs_dir())
     envs = [make("intention", knobs=snap), make("travel", knobs=snap)]

@@ -34,7 +34,9 @@ class TrainConfig:
     rendering: str = "tagged"  # action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native tool calls)
     policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
     critic: dict[str, Any] = field(default_factory=lambda: {"mode": "separate", "init": "policy"})  # CriticSpec
-    backend: dict[str, Any] = field(default_factory=lambda: {"name": "hf"})  # hf | vllm (+ VLLMBackend options)
+    # hf | vllm (+ VLLMBackend options). hf option continuous (default true): a row's next turn starts
+    # as soon as its last one ended (HFBackend.run_turns) instead of one generate per turn
+    backend: dict[str, Any] = field(default_factory=lambda: {"name": "hf"})
     user_llm: dict[str, Any] | None = None  # LLM user backend (harness.users.backends.make_backend); None: symbolic only
     init_checkpoint: str | None = None  # policy weights to start from (an `eau sft` output or a run checkpoint dir)
     agent_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (agent.*)
@@ -67,6 +69,12 @@ class TrainConfig:
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
         if self.backend.get("name", "hf") not in ("hf", "vllm"):
             raise ValueError(f"backend.name must be hf or vllm, got {self.backend.get('name')!r}")
+        if self.backend.get("name", "hf") == "hf":
+            extra = sorted(set(self.backend) - {"name", "continuous"})
+            if extra:
+                raise ValueError(f"backend (hf) takes name and continuous; unknown: {extra}")
+            if not isinstance(self.backend.get("continuous", True), bool):
+                raise ValueError(f"backend.continuous must be true or false, got {self.backend['continuous']!r}")
         if len(self.lineage) >= self.max_lineage:
             raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
                              f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")

@@ -254,7 +254,7 @@ class Trainer:
 
                 path = str(gemma_cache_dir(self.cfg.policy.get("cache_dir")))
             return VLLMBackend(path, seed=self.cfg.seed, **b)
-        return HFBackend(self.policy, self.tokenizer, self.dist.device)
+        return HFBackend(self.policy, self.tokenizer, self.dist.device, continuous=bool(b.get("continuous", True)))
 
     def _write_preset_knobs(self) -> None:
         """The preset's knob values, through the store's validation path (author system)."""

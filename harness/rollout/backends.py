@@ -13,7 +13,7 @@ same policy, so every backend yields exactly the numbers the PPO ratio needs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
@@ -75,8 +75,9 @@ class HFBackend:
     """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, device: str | torch.device | None = None,
-                 reuse_cache: bool = True):
+                 reuse_cache: bool = True, continuous: bool = True):
         self.model = model
+        self.continuous = continuous  # the engine decodes with run_turns (continuous batching)
         self.tokenizer = tokenizer
         self.device = device or next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -84,6 +85,7 @@ class HFBackend:
         self._cache: _RowCache | None = None
         self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
         self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
+        self.model_calls = 0  # forward calls of run_turns since construction (benchmarks read it)
 
     def clear_cache(self) -> None:
         self._cache = None
@@ -139,6 +141,125 @@ class HFBackend:
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation uses the live policy itself
         self.clear_cache()
+
+    @torch.no_grad()
+    def run_turns(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams,
+                  on_turn_end: TurnEnd) -> int:
+        """Continuous batching over whole episodes: decode every live row one token per model call,
+        and when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row, ids)``
+        at once; the returned ``(observation ids, next budget)`` are fed in the next call while the
+        other rows go on decoding (``None``: the episode is over, the row leaves the batch).
+
+        Why: with one ``generate`` per turn every turn lasts as long as its longest row, so a batch of
+        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode.
+        Layout: one DynamicCache; a call feeds each row's new tokens right-aligned in a block as wide
+        as the longest (1 while only decoding); after a call that left holes (a row fed fewer tokens
+        than the block) or lost rows, the cache is re-laid out so each row's tokens are contiguous and
+        left-padded again, as in a fresh call. Positions count each row's own tokens. Sampling is
+        ``generate``'s: temperature, then top-p, over float32 logits (greedy at temperature 0).
+        Returns the number of model calls.
+        """
+        from transformers.cache_utils import DynamicCache
+
+        model = self.model
+        stops = set(int(t) for t in params.stop_ids)
+        warpers = _sampling_warpers(params)
+        rows = list(range(len(prompts)))  # episode index of each cache row, in row order
+        pending = {r: [int(t) for t in p] for r, p in enumerate(prompts)}  # tokens to feed in the next call
+        budget = {r: max(1, int(b)) for r, b in enumerate(max_new_tokens)}
+        seen = {r: 0 for r in rows}  # tokens of the row already in the cache (its next position)
+        turn: dict[int, list[int]] = {r: [] for r in rows}
+        cache = DynamicCache()
+        mask = torch.zeros((len(rows), 0), dtype=torch.long)
+        calls = 0
+        was_training = model.training
+        model.eval()
+        try:
+            while rows:
+                width = max(len(pending[r]) for r in rows)
+                ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+                block = torch.zeros((len(rows), width), dtype=torch.long)
+                pos = torch.zeros((len(rows), width), dtype=torch.long)
+                for i, r in enumerate(rows):
+                    k = len(pending[r])
+                    ids[i, width - k:] = torch.tensor(pending[r], dtype=torch.long)
+                    block[i, width - k:] = 1
+                    pos[i, width - k:] = torch.arange(seen[r], seen[r] + k)
+                    seen[r] += k
+                self.encoded_tokens += int(block.sum())
+                holes = bool((block == 0).any())
+                mask = torch.cat([mask, block], dim=1)
+                out = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                            position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
+                calls += 1
+                self.model_calls += 1
+                cache = out.past_key_values
+                tokens = _sample_next(out.logits[:, -1, :].float(), warpers).tolist()
+                keep: list[int] = []
+                for i, (r, t) in enumerate(zip(rows, tokens)):
+                    turn[r].append(int(t))
+                    pending[r] = [int(t)]
+                    if int(t) in stops or len(turn[r]) >= budget[r]:
+                        nxt = on_turn_end(r, turn[r])
+                        turn[r] = []
+                        if nxt is None:
+                            continue  # the episode is over: its row leaves at the re-layout below
+                        obs, budget[r] = list(nxt[0]), max(1, int(nxt[1]))
+                        pending[r] = [int(t)] + [int(x) for x in obs]
+                    keep.append(i)
+                if len(keep) < len(rows) or holes:
+                    mask = _compact(cache, mask, keep)
+                    rows = [rows[i] for i in keep]
+        finally:
+            model.train(was_training)
+        return calls
+
+
+# on_turn_end(row, the turn's ids) -> (observation ids to feed next, next turn's budget) or None (over)
+TurnEnd = Callable[[int, list[int]], "tuple[Sequence[int], int] | None"]
+
+
+def _sampling_warpers(params: SamplingParams) -> Any:
+    """transformers' own logits warpers for the sampling ``generate`` does (top_k off)."""
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    if params.temperature <= 0:
+        return None  # greedy
+    warpers = LogitsProcessorList()
+    if float(params.temperature) != 1.0:
+        warpers.append(TemperatureLogitsWarper(float(params.temperature)))
+    if float(params.top_p) < 1.0:
+        warpers.append(TopPLogitsWarper(float(params.top_p)))
+    return warpers
+
+
+def _sample_next(logits: torch.Tensor, warpers: Any) -> torch.Tensor:
+    """One token per row from last-position logits (argmax when ``warpers`` is None: temperature 0)."""
+    if warpers is None:
+        return logits.argmax(dim=-1)
+    scores = warpers(None, logits)
+    return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+
+
+def _compact(cache: Any, mask: torch.Tensor, keep: list[int]) -> torch.Tensor:
+    """Keep rows ``keep`` and close the holes in their columns: each row's cached tokens contiguous at
+    the right, left padding before them. Returns the new attention mask."""
+    if not keep:
+        return mask[:0]
+    counts = [int(mask[i].sum()) for i in keep]
+    width = max(counts)
+    index = torch.zeros((len(keep), width), dtype=torch.long)
+    new_mask = torch.zeros((len(keep), width), dtype=torch.long)
+    for j, (i, n) in enumerate(zip(keep, counts)):
+        if n:
+            index[j, width - n:] = mask[i].nonzero().squeeze(1)
+            new_mask[j, width - n:] = 1
+    relayout_cache(cache, torch.tensor(keep, dtype=torch.long), index)
+    return new_mask
 
 
 @dataclass
@@ -205,13 +326,19 @@ class _RowCache:
             if r is not None and k:
                 source[i] = r
                 index[i, cached - k:] = torch.tensor(self.slots[r][:k], dtype=torch.long)
-        for layer in self.cache.layers:
-            idx = index.to(layer.keys.device)
-            src = source.to(layer.keys.device)[:, None]
-            # (rows, cached, heads, dim) -> (rows, heads, cached, dim)
-            layer.keys = layer.keys[src, :, idx].permute(0, 2, 1, 3).contiguous()
-            layer.values = layer.values[src, :, idx].permute(0, 2, 1, 3).contiguous()
+        relayout_cache(self.cache, source, index)
         return _ReusePlan(self.cache, cached, cached + encoded)
+
+
+def relayout_cache(cache: Any, source: torch.Tensor, index: torch.Tensor) -> None:
+    """Rebuild every layer of a DynamicCache in place: new row ``i`` column ``j`` is old row
+    ``source[i]`` column ``index[i, j]`` (how rows are dropped, re-ordered and their holes closed)."""
+    for layer in cache.layers:
+        idx = index.to(layer.keys.device)
+        src = source.to(layer.keys.device)[:, None]
+        # (rows, columns, heads, dim) -> (rows, heads, columns, dim)
+        layer.keys = layer.keys[src, :, idx].permute(0, 2, 1, 3).contiguous()
+        layer.values = layer.values[src, :, idx].permute(0, 2, 1, 3).contiguous()
 
 
 class VLLMBackend:

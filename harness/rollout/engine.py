@@ -1,10 +1,18 @@
 """The batched multi-turn rollout engine.
 
 A batch is ``tasks x n`` episodes (each task drawn once and shared by its ``n`` samples, so they form
-a group). Every turn there is ONE batched generation over all live episodes; each episode's text goes
-through its gym (``env.step``), which replies through the user, a tool or the scorer; episodes leave
-the batch as they finish. Budgets: ``max_new_tokens_per_turn`` and ``max_episode_tokens`` (knobs
-agent.*) and the gym's ``max_steps``.
+a group). Two ways to decode them, the same episodes either way (greedy: token for token):
+
+* continuous (``HFBackend``'s default, :meth:`HFBackend.run_turns`): every live episode decodes one
+  token per model call; when an episode's turn ends its text goes through its gym at once and the
+  observation is fed in the next call while the others go on, so the batch costs about its longest
+  episode in decode steps;
+* per turn (any backend, e.g. vLLM): every turn ONE batched ``generate`` over all live episodes,
+  which lasts as long as its longest row.
+
+Each turn's text goes through its gym (``env.step``), which replies through the user, a tool or the
+scorer; episodes leave the batch as they finish. Budgets: ``max_new_tokens_per_turn`` and
+``max_episode_tokens`` (knobs agent.*) and the gym's ``max_steps``.
 
 Recorded per episode: token ids (prompt, actions, observations), the action mask (1 on tokens the
 policy generated), each turn's last action token and reward, and the gym's episode record.
@@ -55,14 +63,26 @@ class RolloutResult:
 class RolloutEngine:
     """Runs batches of episodes against gyms with one generation call per turn."""
 
-    def __init__(self, backend: GenerationBackend, chat: ChatFormat):
+    def __init__(self, backend: GenerationBackend, chat: ChatFormat, continuous: bool | None = None):
+        """``continuous``: decode episodes with the backend's ``run_turns`` (a row's next turn starts
+        as soon as its last one ended) instead of one ``generate`` per turn; default: when the
+        backend has it and has it switched on (``HFBackend(continuous=True)``)."""
         self.backend = backend
         self.chat = chat
+        if continuous is None:
+            continuous = bool(getattr(backend, "continuous", False))
+        if continuous and not hasattr(backend, "run_turns"):
+            raise ValueError(f"{type(backend).__name__} has no run_turns: it cannot decode continuously")
+        self.continuous = continuous
 
     def run(self, envs: Sequence[UserCentricEnv], reset_kwargs: Sequence[dict[str, Any]], groups: Sequence[str],
             samples: Sequence[int], *, params: SamplingParams, max_new_tokens_per_turn: int, max_episode_tokens: int,
             on_turn: Callable[[int, int], None] | None = None) -> RolloutResult:
-        """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``)."""
+        """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``).
+
+        ``on_turn(turns, live)``: called after each batched turn (one ``generate`` call), or in
+        continuous mode after each episode's turn, with the count so far and the episodes still live.
+        """
         episodes: list[Episode] = []
         t_env = 0.0
         self.backend.clear_cache()  # a cache from an earlier batch belongs to older weights
@@ -79,43 +99,63 @@ class RolloutEngine:
             if len(ep.ids) >= max_episode_tokens:  # the prompt alone exceeds the budget
                 ep.done, ep.token_truncated = True, True
             episodes.append(ep)
-        generated = 0
-        t_gen = 0.0
-        turn = 0
-        while True:
+        counts = {"generated": 0, "turns": 0}
+        t_env_turns = [0.0]
+
+        def end_turn(ep: Episode, out: list[int]) -> list[int] | None:
+            """Record a turn's ids and step its gym; the observation ids that follow, or None when over."""
+            if not out:  # a model that emits nothing still spends the turn: record one stop token
+                out = [self.chat.stop_ids[0]] if self.chat.stop_ids else []
+            ep.extend(out, is_action=True)
+            counts["generated"] += len(out)
+            ep.response_tokens.append(len(out))
+            ep.turn_last_token.append(len(ep.ids) - 1)
+            text = self.chat.decode_action(out)
+            t0 = time.perf_counter()
+            obs, reward, terminated, truncated, info = ep.env.step(text)
+            t_env_turns[0] += time.perf_counter() - t0
+            ep.turn_rewards.append(float(reward))
+            assistant_msg = {"role": "assistant", "content": text}
+            if terminated or truncated:
+                ep.done = True
+                ep.messages.append(assistant_msg)
+                return None
+            obs_msg = self.chat.observation_message(info["turn"]["obs_role"], obs)
+            obs_ids = self.chat.observation_ids(ep.messages, out, text, obs_msg)
+            ep.messages += [assistant_msg, obs_msg]
+            ep.extend(obs_ids, is_action=False)
+            if len(ep.ids) >= max_episode_tokens - 1:
+                ep.done, ep.token_truncated = True, True
+                return None
+            return obs_ids
+
+        def budget(ep: Episode) -> int:
+            return max(1, min(max_new_tokens_per_turn, max_episode_tokens - len(ep.ids)))
+
+        t_start = time.perf_counter()
+        live = [ep for ep in episodes if not ep.done]
+        if self.continuous and live:
+            def on_turn_end(row: int, out: list[int]) -> tuple[list[int], int] | None:
+                obs_ids = end_turn(live[row], out)
+                counts["turns"] += 1
+                if on_turn is not None:
+                    on_turn(counts["turns"], sum(not e.done for e in episodes))
+                return None if obs_ids is None else (obs_ids, budget(live[row]))
+
+            self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end)
+        while not self.continuous:
             live = [ep for ep in episodes if not ep.done]
             if not live:
                 break
-            budgets = [max(1, min(max_new_tokens_per_turn, max_episode_tokens - len(ep.ids))) for ep in live]
-            t0 = time.perf_counter()
-            outs = self.backend.generate([ep.ids for ep in live], budgets, params)
-            t_gen += time.perf_counter() - t0
-            for ep, out, budget in zip(live, outs, budgets):
-                if not out:  # a model that emits nothing still spends the turn: record one stop token
-                    out = [self.chat.stop_ids[0]] if self.chat.stop_ids else []
-                ep.extend(out, is_action=True)
-                generated += len(out)
-                ep.response_tokens.append(len(out))
-                ep.turn_last_token.append(len(ep.ids) - 1)
-                text = self.chat.decode_action(out)
-                t0 = time.perf_counter()
-                obs, reward, terminated, truncated, info = ep.env.step(text)
-                t_env += time.perf_counter() - t0
-                ep.turn_rewards.append(float(reward))
-                assistant_msg = {"role": "assistant", "content": text}
-                if terminated or truncated:
-                    ep.done = True
-                    ep.messages.append(assistant_msg)
-                    continue
-                obs_msg = self.chat.observation_message(info["turn"]["obs_role"], obs)
-                obs_ids = self.chat.observation_ids(ep.messages, out, text, obs_msg)
-                ep.messages += [assistant_msg, obs_msg]
-                ep.extend(obs_ids, is_action=False)
-                if len(ep.ids) >= max_episode_tokens - 1:
-                    ep.done, ep.token_truncated = True, True
-            turn += 1
+            outs = self.backend.generate([ep.ids for ep in live], [budget(ep) for ep in live], params)
+            for ep, out in zip(live, outs):
+                end_turn(ep, out)
+            counts["turns"] += 1
             if on_turn is not None:
-                on_turn(turn, len([e for e in episodes if not e.done]))
+                on_turn(counts["turns"], len([e for e in episodes if not e.done]))
+        t_env += t_env_turns[0]
+        t_gen = time.perf_counter() - t_start - t_env_turns[0]
+        generated = counts["generated"]
         self.backend.clear_cache()  # free the batch's KV cache before the update
         for ep in episodes:
             rec = ep.env.episode_record()

@@ -1,0 +1,158 @@
+"""Continuous batching (HFBackend.run_turns): the episodes of one generate per turn, in fewer model calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.envs.registry import make
+from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.ppo.models import load_policy
+from harness.rollout.backends import (
+    HFBackend,
+    SamplingParams,
+    _sample_next,
+    _sampling_warpers,
+)
+from harness.rollout.chat import ChatFormat
+from harness.rollout.engine import RolloutEngine
+
+SMALL = {"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}}
+MIXED = ("intention", "travel", "telepathy", "function")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return load_policy(SMALL)
+
+
+class CountingBackend(HFBackend):
+    """HFBackend that counts the model's forward calls (prefill and every decode step)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.forwards = 0
+        self.model.register_forward_pre_hook(self._count)
+
+    def _count(self, _module, _args):
+        self.forwards += 1
+
+
+def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_tokens=900, temperature=0.0):
+    chat = ChatFormat(tok, "tagged")
+    backend = CountingBackend(model, tok, continuous=continuous)
+    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    envs = [make(gyms[i % len(gyms)], knobs=snap) for i in range(n)]
+    turns: list[tuple[int, int]] = []
+    res = RolloutEngine(backend, chat).run(
+        envs, [{"seed": i, "options": {"task_index": i}} for i in range(n)], [str(i) for i in range(n)], [0] * n,
+        params=SamplingParams(temperature, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=tokens,
+        max_episode_tokens=episode_tokens, on_turn=lambda t, live: turns.append((t, live)))
+    hooks = list(model._forward_pre_hooks)
+    for h in hooks:  # the module-scoped model must not keep counting for the next test
+        model._forward_pre_hooks.pop(h)
+    return res, backend, turns
+
+
+@pytest.mark.parametrize("gyms,n,tokens", [(MIXED, 6, 12), (("intention",), 5, 24)])
+def test_greedy_episodes_are_those_of_one_generate_per_turn(tiny, gyms, n, tokens):
+    model, tok = tiny
+    per_turn, b0, _ = rollout(model, tok, False, gyms, n, tokens)
+    cont, b1, turns = rollout(model, tok, True, gyms, n, tokens)
+    assert [e.ids for e in cont.episodes] == [e.ids for e in per_turn.episodes]
+    assert [e.action_mask for e in cont.episodes] == [e.action_mask for e in per_turn.episodes]
+    assert [e.turn_last_token for e in cont.episodes] == [e.turn_last_token for e in per_turn.episodes]
+    assert [e.turn_rewards for e in cont.episodes] == [e.turn_rewards for e in per_turn.episodes]
+    assert [e.record["num_turns"] for e in cont.episodes] == [e.record["num_turns"] for e in per_turn.episodes]
+    assert cont.generated_tokens == per_turn.generated_tokens
+    n_turns = sum(len(e.turn_rewards) for e in cont.episodes)
+    assert len(turns) == n_turns and turns[-1] == (n_turns, 0)  # on_turn after every episode's turn
+    # (an untrained model writes every turn to its budget, so both take the same number of model calls
+    # here; the saving when rows stop early is tested below with budgets)
+    assert len({len(e.ids) for e in per_turn.episodes}) > 1
+    assert b1.forwards <= b0.forwards
+
+
+def test_episode_token_budget_ends_episodes_as_one_generate_per_turn_does(tiny):
+    model, tok = tiny
+    per_turn, _, _ = rollout(model, tok, False, n=4, tokens=16, episode_tokens=260)
+    cont, _, _ = rollout(model, tok, True, n=4, tokens=16, episode_tokens=260)
+    assert any(e.token_truncated for e in per_turn.episodes)
+    assert [e.ids for e in cont.episodes] == [e.ids for e in per_turn.episodes]
+    assert [e.token_truncated for e in cont.episodes] == [e.token_truncated for e in per_turn.episodes]
+
+
+def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independently(tiny):
+    model, tok = tiny
+    b = CountingBackend(model, tok)
+    seen: list[tuple[int, list[int]]] = []
+    second = {0: 1, 1: 4}  # row 0: turns of 4 then 1 tokens; row 1: 1 then 4
+
+    def on_turn_end(row, ids):
+        seen.append((row, list(ids)))
+        if sum(r == row for r, _ in seen) == 2:
+            return None
+        return [7, 8, 9], second[row]
+
+    params = SamplingParams(0.0, 1.0, ())  # no stop ids: every turn runs to its budget
+    calls = b.run_turns([[5, 6, 7, 8], [11, 12]], [4, 1], params, on_turn_end)
+    assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (0, 1), (1, 4)]  # in order of the calls
+    # each row decodes its own 5 tokens side by side: 5 model calls (the prompts' prefill is the first)
+    assert calls == b.forwards == 5
+    # one generate per turn would take max(4, 1) + max(1, 4) = 8
+    b2 = CountingBackend(model, tok, continuous=False)
+    first = b2.generate([[5, 6, 7, 8], [11, 12]], [4, 1], params)
+    b2.generate([[5, 6, 7, 8] + first[0] + [7, 8, 9], [11, 12] + first[1] + [7, 8, 9]], [1, 4], params)
+    assert b2.forwards == 8
+    # and the tokens are the same (greedy)
+    assert [ids for r, ids in seen if r == 0][0] == first[0] and [ids for r, ids in seen if r == 1][0] == first[1]
+    for h in list(model._forward_pre_hooks):
+        model._forward_pre_hooks.pop(h)
+
+
+def test_sampling_is_generates_temperature_then_top_p():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -10.0]])
+    warpers = _sampling_warpers(SamplingParams(0.5, 1.0, ()))
+    assert torch.allclose(warpers(None, logits.clone()), logits / 0.5)
+    # top_p 0.5: token 0 alone holds softmax mass 0.66 > 0.5, so it is the only token ever drawn
+    nucleus = _sampling_warpers(SamplingParams(1.0, 0.5, ()))
+    torch.manual_seed(0)
+    draws = torch.stack([_sample_next(logits.repeat(64, 1), nucleus) for _ in range(4)])
+    assert (draws == 0).all()
+    full = _sampling_warpers(SamplingParams(1.0, 1.0, ()))
+    torch.manual_seed(0)
+    draws = _sample_next(logits.repeat(4000, 1), full)
+    share = torch.bincount(draws, minlength=4).float() / 4000
+    assert torch.allclose(share, torch.softmax(logits[0], -1), atol=0.03)  # 0.665 / 0.245 / 0.090 / 0
+    assert _sampling_warpers(SamplingParams(0.0, 1.0, ())) is None
+    assert _sample_next(logits, None).tolist() == [0]
+
+
+def test_engine_refuses_continuous_decoding_on_a_backend_without_it(tiny):
+    class TurnOnly:
+        def generate(self, prompts, max_new_tokens, params):
+            return [[] for _ in prompts]
+
+        def sync_weights(self, model):
+            pass
+
+        def clear_cache(self):
+            pass
+
+    model, tok = tiny
+    with pytest.raises(ValueError, match="TurnOnly has no run_turns"):
+        RolloutEngine(TurnOnly(), ChatFormat(tok, "tagged"), continuous=True)
+    assert RolloutEngine(TurnOnly(), ChatFormat(tok, "tagged")).continuous is False
+    assert RolloutEngine(HFBackend(model, tok), ChatFormat(tok, "tagged")).continuous is True
+    assert RolloutEngine(HFBackend(model, tok, continuous=False), ChatFormat(tok, "tagged")).continuous is False
+
+
+def test_backend_config_takes_continuous_and_names_what_it_does_not_know():
+    from harness.ppo.config import build_config
+
+    assert build_config("tiny", None, ["backend.continuous=false"]).backend["continuous"] is False
+    with pytest.raises(ValueError, match=r"backend \(hf\) takes name and continuous; unknown: \['contnuous'\]"):
+        build_config("tiny", None, ["backend.contnuous=false"])
+    with pytest.raises(ValueError, match="backend.continuous must be true or false, got 'maybe'"):
+        build_config("tiny", None, ["backend.continuous=maybe"])
