@@ -63,14 +63,14 @@ def eau(args: list[str], knobs_dir: Path, runs_dir: Path, timeout: float | None 
 
 def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, tasks: int, work: Path,
              init: Path | None = None, extra: list[str] | None = None, ppo_steps: int = 1000,
-             demonstrator: str = "oracle", threads: int = 1) -> dict:
+             demonstrator: str = "oracle", threads: int = 1, give_up: float = 0.0) -> dict:
     knobs_dir, runs_dir = work / f"knobs{seed}", work / "runs"
     shutil.copytree(REPO / "knobs", knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
     t0 = time.perf_counter()
     sft_dir = init or work / f"sft{seed}"
     if init is None:
         out = eau(["sft", "--out", str(sft_dir), "--json", "--set", f"seed={seed}", "--set", f"episodes={sft_episodes}",
-                   "--set", f"epochs={sft_epochs}", "--set", f"demonstrator={demonstrator}",
+                   "--set", f"epochs={sft_epochs}", "--set", f"demonstrator={demonstrator}", "--set", f"give_up={give_up}",
                    "--set", "gyms=[intention]"], knobs_dir, runs_dir)
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-2000:])
@@ -117,6 +117,8 @@ def main() -> None:
                     help="10 epochs of 512 oracle demonstrations: held-out success ~0.13, 4.9 turns of 8")
     ap.add_argument("--demonstrator", choices=("oracle", "public"), default="oracle",
                     help="scripted agent of the warm start's demonstrations (eau sft --set demonstrator=)")
+    ap.add_argument("--give-up", type=float, default=0.0,
+                    help="probability that the demonstrator answers at once at a turn (eau sft --set give_up=)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="torch threads of the PPO run (default: every core; the seeds run one at a time)")
     ap.add_argument("--ppo-steps", type=int, default=1000,
@@ -138,12 +140,13 @@ def main() -> None:
     init = args.init
     for s in args.seeds:
         results.append(one_seed(s, args.minutes, args.sft_episodes, args.sft_epochs, args.tasks, work, init, args.extra,
-                                args.ppo_steps, args.demonstrator, args.threads))
+                                args.ppo_steps, args.demonstrator, args.threads, args.give_up))
         if args.sft_once and init is None:
             init = work / f"sft{s}"
     out = {"benchmark": "ppo_learning", "command": " ".join(["python", *sys.argv]), "gym": "intention",
            "target_delta": 0.3, "minutes": args.minutes, "threads": args.threads,
            "warm_start": {"demonstrator": args.demonstrator, "episodes": args.sft_episodes, "epochs": args.sft_epochs,
+                          "give_up": args.give_up,
                           "init": str(args.init) if args.init else None},
            "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "load_start": load0,
                        "load_end": os.getloadavg()},

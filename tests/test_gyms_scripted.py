@@ -147,3 +147,29 @@ def test_public_planner_solves_intention_without_reading_hidden_facts():
         env_t = env_of("travel")
         env_t.reset(seed=0)
         public_action(env_t)
+
+
+def test_impatient_planner_gives_up_at_a_random_turn_with_its_own_answer():
+    from harness.envs.scripted import impatient, public_action
+
+    env = env_of("intention", env={"max_steps": 8})
+    full = [run_episode(env, "public", seed) for seed in range(40)]
+    # give_up 0 is the planner itself, turn for turn
+    same = [run_episode(env, impatient(public_action, 0.0, np.random.default_rng(0)), seed) for seed in range(40)]
+    assert [[t["action"]["raw"] for t in r["turns"]] for r in same] == [[t["action"]["raw"] for t in r["turns"]] for r in full]
+    # give_up 1 answers at the first turn, with the planner's answer for a user who said nothing
+    first = run_episode(env, impatient(public_action, 1.0, np.random.default_rng(0)), 3)
+    assert first["num_turns"] == 1 and first["answered"] and first["questions"] == 0
+    assert first["turns"][0]["action"]["raw"] == "ANSWER: Here is the plan, based on what you told me: a standard plan."
+    assert env.env_knobs["max_steps"] == 8  # the budget the planner was shown for one turn is put back
+    # in between: the questions asked are a prefix of the planner's, then an answer; fewer turns and successes
+    rng = np.random.default_rng(1)
+    some = [run_episode(env, impatient(public_action, 0.3, rng), seed) for seed in range(40)]
+    for r, f in zip(some, full):
+        asks = [t["action"]["raw"] for t in r["turns"] if t["action"]["raw"].startswith("ASK:")]
+        assert asks == [t["action"]["raw"] for t in f["turns"]][:len(asks)]
+        assert r["answered"] and r["turns"][-1]["action"]["raw"].startswith("ANSWER:")
+    assert np.mean([r["num_turns"] for r in some]) < np.mean([r["num_turns"] for r in full]) - 1
+    assert 0.05 < np.mean([r["success"] for r in some]) < 0.9
+    with pytest.raises(ValueError, match=r"give_up must be a probability in \[0, 1\]; got 1.5"):
+        impatient(public_action, 1.5, rng)

@@ -326,3 +326,17 @@ def test_sft_then_tiny_warm_preset_trains_from_the_warm_start(tmp_path, knobs_di
     assert (m["lr"], m["kl_coef"], m["lr_warmup_factor"]) == (3.0e-4, 0.02, 0.1875)
     cfg = yaml.safe_load((tmp_path / "runs" / "warm" / "config.yaml").read_text())
     assert cfg["preset"] == "tiny-warm" and cfg["init_checkpoint"] == str(sft)
+
+
+def test_sft_demonstrator_that_gives_up_early_draws_the_same_tasks(knobs_dir):
+    """``give_up``: the demonstrations are the same tasks, cut short at random turns with an answer."""
+    from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.sft import SFTConfig, demonstrations
+
+    knobs = KnobSnapshot.read_dir(knobs_dir)
+    full = demonstrations(SFTConfig(demonstrator="public", episodes=24), knobs)
+    cut = demonstrations(SFTConfig(demonstrator="public", episodes=24, give_up=0.4), knobs)
+    assert [d["task"]["task_id"] for d in cut] == [d["task"]["task_id"] for d in full]
+    assert all(d["answered"] for d in cut) and all(c["num_turns"] <= f["num_turns"] for c, f in zip(cut, full))
+    assert sum(d["num_turns"] for d in cut) < sum(d["num_turns"] for d in full) * 0.7
+    assert sum(d["success"] for d in cut) < sum(d["success"] for d in full)

@@ -248,6 +248,30 @@ def oracle_action(env: UserCentricEnv) -> str:
     return _next_turn(_ORACLES, env, "oracle")
 
 
+def impatient(planner: Callable[[UserCentricEnv], str], give_up: float, rng: np.random.Generator
+              ) -> Callable[[UserCentricEnv], str]:
+    """``planner`` that, at each turn, gives up with probability ``give_up`` and answers at once.
+
+    Giving up plays the planner's own last turn (what it does when no turn is left: its answer with
+    what it knows so far). A student of such demonstrations learns the planner's questions at every
+    position but stops at a random point; when to stop is then left for RL to learn.
+    """
+    if not 0.0 <= give_up <= 1.0:
+        raise ValueError(f"give_up must be a probability in [0, 1]; got {give_up!r}")
+
+    def act(env: UserCentricEnv) -> str:
+        if give_up == 0.0 or rng.random() >= give_up:
+            return planner(env)
+        limit = env.env_knobs["max_steps"]
+        env.env_knobs["max_steps"] = env.state.turn + 1  # this turn is the last one, for the planner
+        try:
+            return planner(env)
+        finally:
+            env.env_knobs["max_steps"] = limit
+
+    return act
+
+
 # ---------------------------------------------------------------------------- random agent
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z'-]+")
 

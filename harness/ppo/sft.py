@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from harness.envs.registry import make as make_gym
-from harness.envs.scripted import run_episode
+from harness.envs.scripted import impatient, oracle_action, public_action, run_episode
 from harness.knobs.snapshot import KnobSnapshot
 from harness.rollout.chat import ChatFormat
 
@@ -40,6 +40,10 @@ class SFTConfig:
     # every gym) or "public" (sees only what the agent sees; intention only). A student imitating the
     # oracle learns to stop asking as early as the oracle, which knew when every hidden fact was in.
     demonstrator: str = "oracle"
+    # probability that the demonstrator gives up at a turn and answers at once (with what it knows):
+    # the student learns the demonstrator's questions at every position but stops at a random point,
+    # so what PPO has to learn is when to stop asking (0: the demonstrator as it is)
+    give_up: float = 0.0
     episodes: int = 64  # demonstration episodes (train split), spread over the gyms
     epochs: int = 2  # passes over the demonstrations
     batch_size: int = 8  # episodes per optimiser step
@@ -54,12 +58,15 @@ def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot) -> list[dict[str, Any]]:
     if cfg.demonstrator not in ("oracle", "public"):
         raise ValueError(f"sft demonstrator must be oracle or public; got {cfg.demonstrator!r}")
     rng = np.random.default_rng(cfg.seed)
+    planner = {"oracle": oracle_action, "public": public_action}[cfg.demonstrator]
+    # a separate stream, so give_up=0 draws exactly the tasks it drew before the option existed
+    act = impatient(planner, cfg.give_up, np.random.default_rng([cfg.seed, 1]))
     demos = []
     for i in range(cfg.episodes):
         gym = cfg.gyms[i % len(cfg.gyms)]
         env = make_gym(gym, knobs=knobs, rendering=cfg.rendering, split="train")
         index = int(rng.integers(0, 2**31 - 1))
-        rec = run_episode(env, cfg.demonstrator, seed=index, options={"task_index": index, "split": "train", "arm": "symbolic"})
+        rec = run_episode(env, act, seed=index, options={"task_index": index, "split": "train", "arm": "symbolic"})
         rec["system_prompt"] = env.system_prompt()
         demos.append(rec)
     return demos
