@@ -97,9 +97,10 @@ def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independe
 
     params = SamplingParams(0.0, 1.0, ())  # no stop ids: every turn runs to its budget
     calls = b.run_turns([[5, 6, 7, 8], [11, 12]], [4, 1], params, on_turn_end)
-    assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (0, 1), (1, 4)]  # in order of the calls
-    # each row decodes its own 5 tokens side by side: 5 model calls (the prompts' prefill is the first)
-    assert calls == b.forwards == 5
+    assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (1, 4), (0, 1)]  # in order of the calls
+    # call 1: both prompts; 2: row 1's observation alone (row 0 waits); 3-5: both decode (row 0's turn
+    # and row 1's episode end at 5); 6: row 0's observation and its last token
+    assert calls == b.forwards == 6
     # one generate per turn would take max(4, 1) + max(1, 4) = 8
     b2 = CountingBackend(model, tok, continuous=False)
     first = b2.generate([[5, 6, 7, 8], [11, 12]], [4, 1], params)

@@ -147,23 +147,23 @@ class HFBackend:
                   on_turn_end: TurnEnd) -> int:
         """Continuous batching over whole episodes: decode every live row one token per model call,
         and when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row, ids)``
-        at once; the returned ``(observation ids, next budget)`` are fed in the next call while the
-        other rows go on decoding (``None``: the episode is over, the row leaves the batch).
+        at once; the returned ``(observation ids, next budget)`` are encoded in the next call while the
+        other rows wait one call, then everyone decodes on (``None``: the episode is over, the row
+        leaves the batch).
 
         Why: with one ``generate`` per turn every turn lasts as long as its longest row, so a batch of
-        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode.
-        Layout: one DynamicCache; a call feeds each row's new tokens right-aligned in a block as wide
-        as the longest (1 while only decoding); after a call that left holes (a row fed fewer tokens
-        than the block) or lost rows, the cache is re-laid out so each row's tokens are contiguous and
-        left-padded again, as in a fresh call. Positions count each row's own tokens. Sampling is
-        ``generate``'s: temperature, then top-p, over float32 logits (greedy at temperature 0).
-        Returns the number of model calls.
+        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode plus
+        one short call per observation. Layout: one DynamicCache, rows left-padded as in a fresh
+        call. A call that encodes observations runs on those rows alone (their slice of the cache), so
+        the batch does not pay for padding the other rows to the observation's width; the rows that
+        waited get left padding of that width instead. Positions count each row's own tokens.
+        Sampling is ``generate``'s: temperature, then top-p, over float32 logits (greedy at
+        temperature 0). Returns the number of model calls.
         """
         from transformers.cache_utils import DynamicCache
 
-        model = self.model
         stops = set(int(t) for t in params.stop_ids)
-        warpers = _sampling_warpers(params)
+        self._warpers = _sampling_warpers(params)
         rows = list(range(len(prompts)))  # episode index of each cache row, in row order
         pending = {r: [int(t) for t in p] for r, p in enumerate(prompts)}  # tokens to feed in the next call
         budget = {r: max(1, int(b)) for r, b in enumerate(max_new_tokens)}
@@ -172,47 +172,80 @@ class HFBackend:
         cache = DynamicCache()
         mask = torch.zeros((len(rows), 0), dtype=torch.long)
         calls = 0
-        was_training = model.training
-        model.eval()
+        was_training = self.model.training
+        self.model.eval()
         try:
             while rows:
-                width = max(len(pending[r]) for r in rows)
-                ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-                block = torch.zeros((len(rows), width), dtype=torch.long)
-                pos = torch.zeros((len(rows), width), dtype=torch.long)
-                for i, r in enumerate(rows):
-                    k = len(pending[r])
-                    ids[i, width - k:] = torch.tensor(pending[r], dtype=torch.long)
-                    block[i, width - k:] = 1
-                    pos[i, width - k:] = torch.arange(seen[r], seen[r] + k)
-                    seen[r] += k
-                self.encoded_tokens += int(block.sum())
-                holes = bool((block == 0).any())
-                mask = torch.cat([mask, block], dim=1)
-                out = model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                            position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
+                # rows with an observation (or the prompts) to encode go first, on their own
+                batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1] or list(range(len(rows)))
+                mask, cache, tokens = self._call(batch, rows, pending, seen, mask, cache)
                 calls += 1
-                self.model_calls += 1
-                cache = out.past_key_values
-                tokens = _sample_next(out.logits[:, -1, :].float(), warpers).tolist()
-                keep: list[int] = []
-                for i, (r, t) in enumerate(zip(rows, tokens)):
-                    turn[r].append(int(t))
-                    pending[r] = [int(t)]
-                    if int(t) in stops or len(turn[r]) >= budget[r]:
+                done: list[int] = []
+                for i, t in zip(batch, tokens):
+                    r = rows[i]
+                    turn[r].append(t)
+                    pending[r] = [t]
+                    if t in stops or len(turn[r]) >= budget[r]:
                         nxt = on_turn_end(r, turn[r])
                         turn[r] = []
                         if nxt is None:
-                            continue  # the episode is over: its row leaves at the re-layout below
-                        obs, budget[r] = list(nxt[0]), max(1, int(nxt[1]))
-                        pending[r] = [int(t)] + [int(x) for x in obs]
-                    keep.append(i)
-                if len(keep) < len(rows) or holes:
-                    mask = _compact(cache, mask, keep)
+                            done.append(i)  # the episode is over: its row leaves the batch
+                            continue
+                        budget[r] = max(1, int(nxt[1]))
+                        pending[r] = [t] + [int(x) for x in nxt[0]]
+                if done:
+                    keep = [i for i in range(len(rows)) if i not in done]
+                    mask = _drop_rows(cache, mask, keep)
                     rows = [rows[i] for i in keep]
         finally:
-            model.train(was_training)
+            self.model.train(was_training)
         return calls
+
+    def _call(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], seen: dict[int, int],
+              mask: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any, list[int]]:
+        """One model call on cache rows ``batch`` feeding their pending tokens (right-aligned in a block
+        as wide as the longest); samples one token per row. When ``batch`` is a subset, it runs on
+        those rows' slice of the cache and the other rows get left padding of the block's width."""
+        width = max(len(pending[rows[i]]) for i in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        block = torch.zeros((len(batch), width), dtype=torch.long)
+        pos = torch.zeros((len(batch), width), dtype=torch.long)
+        for j, i in enumerate(batch):
+            r = rows[i]
+            k = len(pending[r])
+            ids[j, width - k:] = torch.tensor(pending[r], dtype=torch.long)
+            block[j, width - k:] = 1
+            pos[j, width - k:] = torch.arange(seen[r], seen[r] + k)
+            seen[r] += k
+        self.encoded_tokens += int(block.sum())
+        subset = len(batch) < len(rows) and mask.shape[1] > 0
+        full = [(layer.keys, layer.values) for layer in cache.layers] if subset else []
+        if subset:  # the call sees only its rows' slice of the cache
+            index = torch.tensor(batch, dtype=torch.long)
+            for layer, (k, v) in zip(cache.layers, full):
+                layer.keys, layer.values = k[index.to(k.device)], v[index.to(v.device)]
+        call_mask = torch.cat([mask[batch] if subset else mask, block], dim=1)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=call_mask.to(self.device),
+                         position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
+        self.model_calls += 1
+        cache = out.past_key_values
+        tokens = [int(t) for t in _sample_next(out.logits[:, -1, :].float(), self._warpers).tolist()]
+        if not subset:
+            return call_mask, cache, tokens
+        # merge: the called rows take their new cache; the others keep theirs behind `width` columns of padding
+        others = torch.tensor([i for i in range(len(rows)) if i not in set(batch)], dtype=torch.long)
+        index = torch.tensor(batch, dtype=torch.long)
+        for layer, (k, v) in zip(cache.layers, full):
+            for name, old in (("keys", k), ("values", v)):
+                new = getattr(layer, name)  # (len(batch), heads, W + width, dim)
+                merged = old.new_zeros((old.shape[0], old.shape[1], old.shape[2] + width, old.shape[3]))
+                merged[others.to(old.device), :, width:] = old[others.to(old.device)]
+                merged[index.to(old.device)] = new
+                setattr(layer, name, merged)
+        merged_mask = torch.zeros((len(rows), mask.shape[1] + width), dtype=torch.long)
+        merged_mask[others, width:] = mask[others]
+        merged_mask[index] = call_mask
+        return merged_mask, cache, tokens
 
 
 # on_turn_end(row, the turn's ids) -> (observation ids to feed next, next turn's budget) or None (over)
@@ -245,21 +278,19 @@ def _sample_next(logits: torch.Tensor, warpers: Any) -> torch.Tensor:
     return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
 
 
-def _compact(cache: Any, mask: torch.Tensor, keep: list[int]) -> torch.Tensor:
-    """Keep rows ``keep`` and close the holes in their columns: each row's cached tokens contiguous at
-    the right, left padding before them. Returns the new attention mask."""
+def _drop_rows(cache: Any, mask: torch.Tensor, keep: list[int]) -> torch.Tensor:
+    """Keep only rows ``keep`` of the cache, and drop the leading columns that are padding in every
+    row left. Returns the new attention mask."""
     if not keep:
         return mask[:0]
-    counts = [int(mask[i].sum()) for i in keep]
-    width = max(counts)
-    index = torch.zeros((len(keep), width), dtype=torch.long)
-    new_mask = torch.zeros((len(keep), width), dtype=torch.long)
-    for j, (i, n) in enumerate(zip(keep, counts)):
-        if n:
-            index[j, width - n:] = mask[i].nonzero().squeeze(1)
-            new_mask[j, width - n:] = 1
-    relayout_cache(cache, torch.tensor(keep, dtype=torch.long), index)
-    return new_mask
+    mask = mask[keep]
+    real = mask.any(dim=0).nonzero()
+    start = int(real[0]) if real.numel() else mask.shape[1]
+    index = torch.tensor(keep, dtype=torch.long)
+    for layer in cache.layers:
+        layer.keys = layer.keys[index.to(layer.keys.device), :, start:]
+        layer.values = layer.values[index.to(layer.values.device), :, start:]
+    return mask[:, start:]
 
 
 @dataclass
