@@ -6,10 +6,12 @@ success of the starting policy and of the final checkpoint on the same tasks wit
 seed. Target (issue "The trainer"): +0.3 absolute held-out success on one gym within 10 minutes of
 PPO on 2 CPU cores, for 3 seeds. ``--sft-once``: one warm start (the first seed's) for every seed.
 
-The default warm start imitates the privileged oracle (512 demonstrations x 10 epochs): it asks
-precise questions but stops as early as the oracle, who knew when every hidden detail was in; what
-PPO has to learn is to keep asking. (``--demonstrator public`` imitates the non-privileged planner,
-which asks about everything: a short warm start of it asks garbled questions that PPO barely fixes.)
+The default warm start imitates the public (non-privileged) intention planner, which asks about
+every detail a request may leave out, with ``give_up`` 0.3: at each turn the demonstrator answers at
+once with probability 0.3 (1024 demonstrations x 14 epochs). Its student asks well-formed questions
+at every position but stops at random (held-out success ~0.1, 2.5 turns); what PPO has to learn is
+to keep asking. (``--demonstrator oracle --give-up 0 --sft-episodes 512 --sft-epochs 10``: the
+oracle's student, which stops as early as the oracle, who knew when every hidden detail was in.)
 
     python benchmarks/bench_ppo_learning.py --seeds 0 1 2 --minutes 10 [--sft-once]
 """
@@ -112,12 +114,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--minutes", type=float, default=10.0, help="PPO wall-clock budget per seed")
-    ap.add_argument("--sft-episodes", type=int, default=512)
-    ap.add_argument("--sft-epochs", type=int, default=10,
-                    help="10 epochs of 512 oracle demonstrations: held-out success ~0.13, 4.9 turns of 8")
-    ap.add_argument("--demonstrator", choices=("oracle", "public"), default="oracle",
+    ap.add_argument("--sft-episodes", type=int, default=1024)
+    ap.add_argument("--sft-epochs", type=int, default=14,
+                    help="14 epochs of 1024 give-up-0.3 public demonstrations: held-out success ~0.1, 2.5 turns of 8")
+    ap.add_argument("--demonstrator", choices=("oracle", "public"), default="public",
                     help="scripted agent of the warm start's demonstrations (eau sft --set demonstrator=)")
-    ap.add_argument("--give-up", type=float, default=0.0,
+    ap.add_argument("--give-up", type=float, default=0.3,
                     help="probability that the demonstrator answers at once at a turn (eau sft --set give_up=)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="torch threads of the PPO run (default: every core; the seeds run one at a time)")
