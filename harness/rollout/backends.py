@@ -228,7 +228,7 @@ class HFBackend:
         out = self.model(input_ids=ids.to(self.device), attention_mask=call_mask.to(self.device),
                          position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
         self.model_calls += 1
-        cache = out.past_key_values
+        # the DynamicCache passed in was updated in place (the output carries the same object)
         tokens = [int(t) for t in _sample_next(out.logits[:, -1, :].float(), self._warpers).tolist()]
         if not subset:
             return call_mask, cache, tokens
