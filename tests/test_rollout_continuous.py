@@ -112,6 +112,18 @@ def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independe
         model._forward_pre_hooks.pop(h)
 
 
+def test_prompts_of_one_token_are_encoded_with_the_others(tiny):
+    """The first call encodes every prompt, whatever its length (a 1-token prompt looks like a row
+    that only decodes)."""
+    model, tok = tiny
+    params = SamplingParams(0.0, 1.0, ())
+    seen = {}
+    HFBackend(model, tok).run_turns([[5], [6, 7, 8], [9, 10]], [3, 3, 3], params,
+                                    lambda row, ids: seen.setdefault(row, list(ids)) and None)
+    ref = HFBackend(model, tok, continuous=False).generate([[5], [6, 7, 8], [9, 10]], [3, 3, 3], params)
+    assert [seen[r] for r in range(3)] == ref
+
+
 def test_sampling_is_generates_temperature_then_top_p():
     logits = torch.tensor([[2.0, 1.0, 0.0, -10.0]])
     warpers = _sampling_warpers(SamplingParams(0.5, 1.0, ()))

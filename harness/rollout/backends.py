@@ -163,7 +163,7 @@ class HFBackend:
         from transformers.cache_utils import DynamicCache
 
         stops = set(int(t) for t in params.stop_ids)
-        self._warpers = _sampling_warpers(params)
+        warpers = _sampling_warpers(params)
         rows = list(range(len(prompts)))  # episode index of each cache row, in row order
         pending = {r: [int(t) for t in p] for r, p in enumerate(prompts)}  # tokens to feed in the next call
         budget = {r: max(1, int(b)) for r, b in enumerate(max_new_tokens)}
@@ -176,9 +176,10 @@ class HFBackend:
         self.model.eval()
         try:
             while rows:
-                # rows with an observation (or the prompts) to encode go first, on their own
-                batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1] or list(range(len(rows)))
-                mask, cache, tokens = self._call(batch, rows, pending, seen, mask, cache)
+                # the prompts, all rows at once; later, rows with an observation to encode go first, on their own
+                batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1 and mask.shape[1] > 0] \
+                    or list(range(len(rows)))
+                mask, tokens = self._call(batch, rows, pending, seen, mask, cache, warpers)
                 calls += 1
                 done: list[int] = []
                 for i, t in zip(batch, tokens):
@@ -202,10 +203,11 @@ class HFBackend:
         return calls
 
     def _call(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], seen: dict[int, int],
-              mask: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any, list[int]]:
+              mask: torch.Tensor, cache: Any, warpers: Any) -> tuple[torch.Tensor, list[int]]:
         """One model call on cache rows ``batch`` feeding their pending tokens (right-aligned in a block
         as wide as the longest); samples one token per row. When ``batch`` is a subset, it runs on
-        those rows' slice of the cache and the other rows get left padding of the block's width."""
+        those rows' slice of the cache and the other rows get left padding of the block's width.
+        Updates ``cache`` in place; returns the new attention mask and the sampled tokens."""
         width = max(len(pending[rows[i]]) for i in batch)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         block = torch.zeros((len(batch), width), dtype=torch.long)
@@ -218,7 +220,7 @@ class HFBackend:
             pos[j, width - k:] = torch.arange(seen[r], seen[r] + k)
             seen[r] += k
         self.encoded_tokens += int(block.sum())
-        subset = len(batch) < len(rows) and mask.shape[1] > 0
+        subset = len(batch) < len(rows)
         full = [(layer.keys, layer.values) for layer in cache.layers] if subset else []
         if subset:  # the call sees only its rows' slice of the cache
             index = torch.tensor(batch, dtype=torch.long)
@@ -229,9 +231,9 @@ class HFBackend:
                          position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
         self.model_calls += 1
         # the DynamicCache passed in was updated in place (the output carries the same object)
-        tokens = [int(t) for t in _sample_next(out.logits[:, -1, :].float(), self._warpers).tolist()]
+        tokens = [int(t) for t in _sample_next(out.logits[:, -1, :].float(), warpers).tolist()]
         if not subset:
-            return call_mask, cache, tokens
+            return call_mask, tokens
         # merge: the called rows take their new cache; the others keep theirs behind `width` columns of padding
         others = torch.tensor([i for i in range(len(rows)) if i not in set(batch)], dtype=torch.long)
         index = torch.tensor(batch, dtype=torch.long)
@@ -245,7 +247,7 @@ class HFBackend:
         merged_mask = torch.zeros((len(rows), mask.shape[1] + width), dtype=torch.long)
         merged_mask[others, width:] = mask[others]
         merged_mask[index] = call_mask
-        return merged_mask, cache, tokens
+        return merged_mask, tokens
 
 
 # on_turn_end(row, the turn's ids) -> (observation ids to feed next, next turn's budget) or None (over)

@@ -5,8 +5,8 @@ a group). Two ways to decode them, the same episodes either way (greedy: token f
 
 * continuous (``HFBackend``'s default, :meth:`HFBackend.run_turns`): every live episode decodes one
   token per model call; when an episode's turn ends its text goes through its gym at once and the
-  observation is fed in the next call while the others go on, so the batch costs about its longest
-  episode in decode steps;
+  observation is encoded in the next call (the other rows wait that one call), then it decodes on
+  with the others, so the batch costs about its longest episode in decode steps;
 * per turn (any backend, e.g. vLLM): every turn ONE batched ``generate`` over all live episodes,
   which lasts as long as its longest row.
 
@@ -61,7 +61,8 @@ class RolloutResult:
 
 
 class RolloutEngine:
-    """Runs batches of episodes against gyms with one generation call per turn."""
+    """Runs batches of episodes against gyms: continuously (the backend's ``run_turns``) or with one
+    batched generation call per turn."""
 
     def __init__(self, backend: GenerationBackend, chat: ChatFormat, continuous: bool | None = None):
         """``continuous``: decode episodes with the backend's ``run_turns`` (a row's next turn starts
@@ -81,7 +82,8 @@ class RolloutEngine:
         """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``).
 
         ``on_turn(turns, live)``: called after each batched turn (one ``generate`` call), or in
-        continuous mode after each episode's turn, with the count so far and the episodes still live.
+        continuous mode after each episode's turn, with the episode turns played so far and the
+        episodes still live.
         """
         episodes: list[Episode] = []
         t_env = 0.0
@@ -99,21 +101,22 @@ class RolloutEngine:
             if len(ep.ids) >= max_episode_tokens:  # the prompt alone exceeds the budget
                 ep.done, ep.token_truncated = True, True
             episodes.append(ep)
-        counts = {"generated": 0, "turns": 0}
-        t_env_turns = [0.0]
+        generated, turns = 0, 0
+        t_turn_ends = 0.0  # gym steps, templating and bookkeeping between model calls
 
         def end_turn(ep: Episode, out: list[int]) -> list[int] | None:
             """Record a turn's ids and step its gym; the observation ids that follow, or None when over."""
+            nonlocal generated, t_env
             if not out:  # a model that emits nothing still spends the turn: record one stop token
                 out = [self.chat.stop_ids[0]] if self.chat.stop_ids else []
             ep.extend(out, is_action=True)
-            counts["generated"] += len(out)
+            generated += len(out)
             ep.response_tokens.append(len(out))
             ep.turn_last_token.append(len(ep.ids) - 1)
             text = self.chat.decode_action(out)
             t0 = time.perf_counter()
             obs, reward, terminated, truncated, info = ep.env.step(text)
-            t_env_turns[0] += time.perf_counter() - t0
+            t_env += time.perf_counter() - t0
             ep.turn_rewards.append(float(reward))
             assistant_msg = {"role": "assistant", "content": text}
             if terminated or truncated:
@@ -132,14 +135,21 @@ class RolloutEngine:
         def budget(ep: Episode) -> int:
             return max(1, min(max_new_tokens_per_turn, max_episode_tokens - len(ep.ids)))
 
+        def timed_end_turn(ep: Episode, out: list[int]) -> list[int] | None:
+            nonlocal turns, t_turn_ends
+            t0 = time.perf_counter()
+            obs_ids = end_turn(ep, out)
+            t_turn_ends += time.perf_counter() - t0
+            turns += 1
+            return obs_ids
+
         t_start = time.perf_counter()
         live = [ep for ep in episodes if not ep.done]
         if self.continuous and live:
             def on_turn_end(row: int, out: list[int]) -> tuple[list[int], int] | None:
-                obs_ids = end_turn(live[row], out)
-                counts["turns"] += 1
+                obs_ids = timed_end_turn(live[row], out)
                 if on_turn is not None:
-                    on_turn(counts["turns"], sum(not e.done for e in episodes))
+                    on_turn(turns, sum(not e.done for e in episodes))
                 return None if obs_ids is None else (obs_ids, budget(live[row]))
 
             self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end)
@@ -149,13 +159,10 @@ class RolloutEngine:
                 break
             outs = self.backend.generate([ep.ids for ep in live], [budget(ep) for ep in live], params)
             for ep, out in zip(live, outs):
-                end_turn(ep, out)
-            counts["turns"] += 1
+                timed_end_turn(ep, out)
             if on_turn is not None:
-                on_turn(counts["turns"], len([e for e in episodes if not e.done]))
-        t_env += t_env_turns[0]
-        t_gen = time.perf_counter() - t_start - t_env_turns[0]
-        generated = counts["generated"]
+                on_turn(turns, len([e for e in episodes if not e.done]))
+        t_gen = time.perf_counter() - t_start - t_turn_ends  # the backend's share: model calls and sampling
         self.backend.clear_cache()  # free the batch's KV cache before the update
         for ep in episodes:
             rec = ep.env.episode_record()
