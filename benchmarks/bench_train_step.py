@@ -123,6 +123,8 @@ def analyse(run: dict[str, Any]) -> dict[str, Any]:
         "response_tokens_mean": round(median([m.get("response_tokens_mean", 0.0) for m in ms]), 1),
         "format_error_rate": round(median([m.get("format_error_rate", 0.0) for m in ms]), 3),
         "trajectory_bytes_per_step": run["trajectory_bytes_per_step"],
+        "per_step": {k: [round(m[k], 3) for m in ms] for k in ("time_step_s", "time_rollout_s", "time_update_s")},
+        "reward_mean_per_step": [round(m.get("reward_mean", 0.0), 4) for m in ms],
         "wall_first_metrics_s": run["wall_first_metrics_s"],
         "wall_total_s": run["wall_total_s"],
         "command": run["command"],
@@ -145,11 +147,17 @@ def main() -> None:
                     help="OMP threads of the training process (default 1: stable on a shared 2-core box; "
                          "0 = torch's default)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before giving up (default 3600)")
+    ap.add_argument("--versus", action="append", default=[],
+                    help="also run with these extra overrides (repeatable; e.g. rollout_stats=recompute), "
+                         "alternating with the plain run over --repeats, and report the update/step time ratios")
+    ap.add_argument("--repeats", type=int, default=1, help="with --versus: alternating runs of each side (default 1)")
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be >= 1")
     if args.cold_cache and args.preset != "cpu-small":
         ap.error("--cold-cache applies to --preset cpu-small (the tiny model has no cache)")
+    if args.versus and args.cold_cache:
+        ap.error("--versus and --cold-cache measure different things: use one")
 
     load_start = load_average()
     threads = set_threads(args.threads)  # exported as OMP_NUM_THREADS to the child
@@ -164,18 +172,23 @@ def main() -> None:
     root = temp_root("bench_train_step_")
     runs: list[dict[str, Any]] = []
     try:
-        plans: list[tuple[str, dict[str, str]]] = []
+        plans: list[tuple[str, dict[str, str], list[str]]] = []
         if args.cold_cache:
             cache = root / "cache"
             cache.mkdir()
-            plans = [("cold", {"EAU_CACHE_DIR": str(cache)}), ("warm", {"EAU_CACHE_DIR": str(cache)})]
+            plans = [("cold", {"EAU_CACHE_DIR": str(cache)}, extra), ("warm", {"EAU_CACHE_DIR": str(cache)}, extra)]
+        elif args.versus:
+            versus = extra + [x for o in args.versus for x in ("--set", o)]
+            for r in range(args.repeats):  # A B B A ...: neither side always runs first
+                pair = [("default", {}, extra), ("versus", {}, versus)]
+                plans += pair if r % 2 == 0 else pair[::-1]
         else:
-            plans = [("default", {})]
-        for label, env_extra in plans:
+            plans = [("default", {}, extra)]
+        for n, (label, env_extra, plan_extra) in enumerate(plans):
             cache_before = gemma_cache_state(env_extra.get("EAU_CACHE_DIR") or os.environ.get("EAU_CACHE_DIR"))
             stderr_log(f"eau train --preset {args.preset} --steps {args.steps} ({label}; gemma cache complete before: "
                        f"{cache_before['complete']})")
-            run = run_train(root / label, args.preset, args.steps, extra, env_extra, args.timeout)
+            run = run_train(root / f"{label}-{n}", args.preset, args.steps, plan_extra, env_extra, args.timeout)
             res = analyse(run)
             res["label"] = label
             if args.preset == "cpu-small":
@@ -187,7 +200,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    main_run = runs[-1]
+    main_run = [r for r in runs if r["label"] != "versus"][-1]
     out: dict[str, Any] = {
         "benchmark": "train_step",
         "command": " ".join(["python", *sys.argv]),
@@ -201,8 +214,25 @@ def main() -> None:
         "meets_target": all(r["harness_share"]["median"] <= TARGET_HARNESS_SHARE for r in runs),
         "step_time_s_median": main_run["time_step_s"]["median"],
     }
+    if args.versus:
+        out["versus"] = compare([r for r in runs if r["label"] == "default"], [r for r in runs if r["label"] == "versus"])
+        out["versus"]["overrides"] = args.versus
     out["machine"]["load_average_end"] = load_average()
     emit(out)
+
+
+def compare(plain: list[dict[str, Any]], versus: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median update and step times of the plain runs and the --versus runs (all steps pooled; step
+    0 excluded when there are more), and their ratios (versus / plain)."""
+    def pooled(runs: list[dict[str, Any]], key: str) -> float:
+        return median([x for r in runs for x in (r["per_step"][key][1:] if len(r["per_step"][key]) > 1
+                                                  else r["per_step"][key])])
+
+    out: dict[str, Any] = {}
+    for key in ("time_update_s", "time_step_s", "time_rollout_s"):
+        a, b = pooled(plain, key), pooled(versus, key)
+        out[key] = {"plain": round(a, 3), "versus": round(b, 3), "ratio_versus_over_plain": round(b / a, 3)}
+    return out
 
 
 if __name__ == "__main__":

@@ -67,6 +67,18 @@ def test_analyse_reports_the_median_harness_share_and_the_unattributed_rest():
     assert res["breakdown_median_s"]["unattributed"] == pytest.approx(0.1)
     assert res["time_step_s"]["median"] == 10.0 and res["time_step_s_excluding_step0"] == 15.0
     assert res["harness_plus_unattributed_share"] == pytest.approx(0.025)
+    assert res["per_step"]["time_update_s"] == [3.8, 4.5, 4.6]
+
+
+def test_versus_pools_steps_after_the_first_and_reports_ratios():
+    def run(updates):
+        return {"per_step": {"time_update_s": updates, "time_step_s": [u + 1 for u in updates],
+                             "time_rollout_s": [1.0] * len(updates)}}
+
+    res = bench_train_step.compare([run([9.0, 4.0, 6.0]), run([9.0, 5.0])], [run([9.0, 2.0, 3.0]), run([1.0, 2.5])])
+    assert res["time_update_s"] == {"plain": 5.0, "versus": 2.5, "ratio_versus_over_plain": 0.5}
+    assert res["time_step_s"]["ratio_versus_over_plain"] == pytest.approx(3.5 / 6.0, abs=1e-3)
+    assert res["time_rollout_s"]["ratio_versus_over_plain"] == 1.0
 
 
 def test_warm_start_refuses_a_cache_of_another_config(tmp_path):

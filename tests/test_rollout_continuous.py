@@ -169,3 +169,61 @@ def test_backend_config_takes_continuous_and_names_what_it_does_not_know():
         build_config("tiny", None, ["backend.contnuous=false"])
     with pytest.raises(ValueError, match="backend.continuous must be true or false, got 'maybe'"):
         build_config("tiny", None, ["backend.continuous=maybe"])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperature):
+    """run(with_stats=True): each action token's log-prob at the sampling temperature and the shared
+    critic's value of the state it was sampled in, as one forward over the finished episodes gives
+    them (what the trainer's scoring pass would compute); 0 on every other token."""
+    from harness.ppo.models import PolicyWithValueHead, forward_token_stats
+    from harness.ppo.trainer import collate
+
+    model, tok = tiny
+    torch.manual_seed(1)
+    critic = PolicyWithValueHead(model, head_init_std=0.5)  # a non-zero head: values vary per state
+    chat = ChatFormat(tok, "tagged")
+    backend = HFBackend(model, tok)
+    backend.value_head = critic.value_head
+    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    envs = [make(MIXED[i % len(MIXED)], knobs=snap) for i in range(5)]
+    res = RolloutEngine(backend, chat).run(
+        envs, [{"seed": i, "options": {"task_index": i}} for i in range(5)], [str(i) for i in range(5)], [0] * 5,
+        params=SamplingParams(temperature, 0.9, tuple(chat.stop_ids)), max_new_tokens_per_turn=12,
+        max_episode_tokens=900, with_stats=True)
+    batch = collate(res.episodes, tok.pad_token_id)
+    assert batch.rollout_logprobs is not None and batch.rollout_values is not None
+    with torch.no_grad():
+        st = forward_token_stats(critic, batch.input_ids, batch.attention_mask, temperature=temperature)
+    act = batch.action_mask
+    assert act.sum() > 20
+    torch.testing.assert_close(batch.rollout_logprobs, st.logprobs * act, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(batch.rollout_values, st.values * act, atol=1e-4, rtol=1e-4)
+    assert (batch.rollout_logprobs[act == 1] < 0).all() and batch.rollout_values[act == 1].std() > 0
+
+
+def test_recorded_stats_need_continuous_decoding_and_a_positive_temperature(tiny):
+    model, tok = tiny
+    chat = ChatFormat(tok, "tagged")
+    env = make("intention", knobs=KnobSnapshot.read_dir(repo_knobs_dir()))
+    kw = dict(params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=4,
+              max_episode_tokens=600, with_stats=True)
+    with pytest.raises(ValueError, match="with_stats needs continuous decoding"):
+        RolloutEngine(HFBackend(model, tok, continuous=False), chat).run([env], [{"seed": 0}], ["g"], [0], **kw)
+    kw["params"] = SamplingParams(0.0, 1.0, tuple(chat.stop_ids))
+    with pytest.raises(ValueError, match="log-probs need a temperature > 0, got 0.0"):
+        RolloutEngine(HFBackend(model, tok), chat).run([env], [{"seed": 0}], ["g"], [0], **kw)
+
+
+def test_an_unscored_action_drops_the_episodes_recorded_stats():
+    from harness.rollout.backends import TurnStats
+    from harness.rollout.engine import Episode
+
+    ep = Episode(env=None, group="g", sample=0, logprobs=[], values=[])
+    ep.extend([1, 2], is_action=False)
+    ep.extend([3, 4], is_action=True, stats=TurnStats([-0.5, -0.25], [0.1, 0.2]))
+    assert ep.logprobs == [0.0, 0.0, -0.5, -0.25] and ep.values == [0.0, 0.0, 0.1, 0.2]
+    ep.extend([5], is_action=True)  # e.g. the stop token recorded for an empty output
+    assert ep.logprobs is None and ep.values is None and ep.ids == [1, 2, 3, 4, 5]
+    ep.extend([6], is_action=False)
+    assert ep.logprobs is None

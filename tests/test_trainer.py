@@ -132,17 +132,17 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
                 self.outputs.append((len(p), list(o)))
             return outs
 
-        def run_turns(self, prompts, budgets, params, on_turn_end):
+        def run_turns(self, prompts, budgets, params, on_turn_end, **kw):
             at = [len(p) for p in prompts]  # where each row's next turn starts
 
-            def record(row, ids):
+            def record(row, ids, *stats):
                 self.outputs.append((at[row], list(ids)))
-                nxt = on_turn_end(row, ids)
+                nxt = on_turn_end(row, ids, *stats)
                 if nxt is not None:
                     at[row] += len(ids) + len(nxt[0])
                 return nxt
 
-            return super().run_turns(prompts, budgets, params, record)
+            return super().run_turns(prompts, budgets, params, record, **kw)
 
     backend = Recording(model, tok, continuous=continuous)
     backend.outputs = []
@@ -340,3 +340,24 @@ def test_sft_demonstrator_that_gives_up_early_draws_the_same_tasks(knobs_dir):
     assert all(d["answered"] for d in cut) and all(c["num_turns"] <= f["num_turns"] for c, f in zip(cut, full))
     assert sum(d["num_turns"] for d in cut) < sum(d["num_turns"] for d in full) * 0.7
     assert sum(d["success"] for d in cut) < sum(d["success"] for d in full)
+
+
+@pytest.mark.parametrize("critic", ["shared", "separate"])
+def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
+    """rollout_stats=rollout (old log-probs, and the shared critic's values, recorded while sampling)
+    against recompute (a scoring pass): the same first step, to float noise."""
+    steps = {}
+    for mode in ("rollout", "recompute"):
+        kdir = tmp_path / mode / "knobs"
+        shutil.copytree(Path(__file__).resolve().parents[1] / "knobs", kdir,
+                        ignore=shutil.ignore_patterns(".pending", ".history"))
+        out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", mode, "--json",
+                   "--set", f"rollout_stats={mode}", "--set", f"critic.mode={critic}", *FAST],
+                  kdir, tmp_path / mode / "runs", timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+        steps[mode] = jsonl.read(tmp_path / mode / "runs" / mode / "metrics.jsonl")[0]
+    a, b = steps["rollout"], steps["recompute"]
+    assert a["old_logprobs_from_rollout"] == 1.0 and b["old_logprobs_from_rollout"] == 0.0
+    assert a["response_tokens_mean"] == b["response_tokens_mean"] and a["reward_mean"] == b["reward_mean"]
+    for key in ("logprob_mean", "policy_loss", "value_loss", "grad_norm", "kl", "entropy", "advantage_std"):
+        assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-5), key

@@ -44,6 +44,14 @@ class TrainConfig:
     checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
     keep_checkpoints: int = 3  # most recent checkpoints kept
     adv_estimator: str = "gae"  # harness.ppo.core registry: gae | reinforce
+    # where PPO's old log-probs (and, with the shared critic, old values) come from. rollout: recorded
+    # by the hf backend's continuous decoding from the very logits each token was sampled from (and the
+    # value head on that call's hidden state), so the scoring pass before the update skips that forward;
+    # recompute: one more forward over the batch before the update (how vLLM and per-turn decoding
+    # always work); auto: rollout when the hf backend decodes continuously with a float32 policy, else
+    # recompute (in bf16/fp16 the rollout's and the update's kernels round differently, and a ratio
+    # that is not 1 at the first mini-batch is clipped for nothing)
+    rollout_stats: str = "auto"
     loss_agg: str = "token-mean"  # harness.ppo.core.agg_loss mode
     metrics_window: int = 20  # recent metric lines given to knob checks (x-requires)
     progress: bool = True  # rich progress bar on the terminal (log.txt is written either way)
@@ -75,6 +83,12 @@ class TrainConfig:
                 raise ValueError(f"backend (hf) takes name and continuous; unknown: {extra}")
             if not isinstance(self.backend.get("continuous", True), bool):
                 raise ValueError(f"backend.continuous must be true or false, got {self.backend['continuous']!r}")
+        if self.rollout_stats not in ("auto", "rollout", "recompute"):
+            raise ValueError(f"rollout_stats must be auto, rollout or recompute, got {self.rollout_stats!r}")
+        if self.rollout_stats == "rollout" and (self.backend.get("name", "hf") != "hf"
+                                                 or not self.backend.get("continuous", True)):
+            raise ValueError("rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
+                             "recorded by run_turns); use rollout_stats=auto or recompute")
         if len(self.lineage) >= self.max_lineage:
             raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
                              f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")

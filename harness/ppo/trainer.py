@@ -126,6 +126,8 @@ class Batch:
     rewards: torch.Tensor  # each turn's reward on its last action token
     turn_ends: torch.Tensor
     old_logprobs: torch.Tensor | None = None
+    rollout_logprobs: torch.Tensor | None = None  # recorded while sampling (rollout_stats), 0 off actions
+    rollout_values: torch.Tensor | None = None  # the shared critic's values recorded while sampling
     ref_logprobs: torch.Tensor | None = None
     old_values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
@@ -154,7 +156,15 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
             rew[i, t] += r
             ends[i, t] = 1.0
     act[:, 0] = 0.0  # the first token has no predecessor: never scored
-    return Batch(ids, am, act, rew, ends)
+    batch = Batch(ids, am, act, rew, ends)
+    # the rollout's own log-probs / values, when every episode has them (one unscored turn: none used)
+    for name in ("logprobs", "values"):
+        if all(getattr(e, name) is not None for e in episodes):
+            t = torch.zeros((B, T), dtype=torch.float32)
+            for i, e in enumerate(episodes):
+                t[i, :len(e.ids)] = torch.tensor(getattr(e, name), dtype=torch.float32)
+            setattr(batch, f"rollout_{name}", t * act)
+    return batch
 
 
 # ------------------------------------------------------------------------------------------------ trainer
@@ -226,6 +236,9 @@ class Trainer:
         self.chat = ChatFormat(self.tokenizer, cfg.rendering)
         self.backend = self._make_backend()
         self.engine = RolloutEngine(self.backend, self.chat)
+        self.rollout_stats = self._use_rollout_stats()
+        if self.rollout_stats and self.shared_critic:
+            self.backend.value_head = self.critic.value_head
         from harness.users import UserFactory
 
         self.user_factory = UserFactory(llm=cfg.user_llm) if cfg.user_llm else UserFactory()
@@ -255,6 +268,13 @@ class Trainer:
                 path = str(gemma_cache_dir(self.cfg.policy.get("cache_dir")))
             return VLLMBackend(path, seed=self.cfg.seed, **b)
         return HFBackend(self.policy, self.tokenizer, self.dist.device, continuous=bool(b.get("continuous", True)))
+
+    def _use_rollout_stats(self) -> bool:
+        """Whether old log-probs (and shared-critic values) are taken from the rollout (cfg.rollout_stats)."""
+        mode = self.cfg.rollout_stats
+        if mode == "recompute" or not isinstance(self.backend, HFBackend) or not self.engine.continuous:
+            return False
+        return mode == "rollout" or next(self.policy.parameters()).dtype == torch.float32
 
     def _write_preset_knobs(self) -> None:
         """The preset's knob values, through the store's validation path (author system)."""
@@ -349,7 +369,8 @@ class Trainer:
         t0 = time.perf_counter()
         res = self.engine.run(envs, kws, groups, samples, params=params,
                               max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
-                              max_episode_tokens=int(self.knobs["max_episode_tokens"]))
+                              max_episode_tokens=int(self.knobs["max_episode_tokens"]),
+                              with_stats=self.rollout_stats and params.temperature > 0)
         dt = time.perf_counter() - t0
         return res.episodes, {"time_rollout_s": dt, "time_generate_s": res.time_generate_s,
                               "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
@@ -365,7 +386,13 @@ class Trainer:
         sm = batch.action_mask.to(dev)  # only action tokens are scored (the vocabulary projection is the cost)
         self.policy.eval()
         self.critic.eval()
-        if self.shared_critic:
+        from_rollout = batch.rollout_logprobs is not None and (batch.rollout_values is not None or not self.shared_critic)
+        if from_rollout:
+            # recorded while sampling (rollout_stats): only a separate critic still needs its pass
+            batch.old_logprobs = batch.rollout_logprobs
+            batch.old_values = batch.rollout_values if self.shared_critic else torch.cat(
+                [critic_values(self.critic, i, a) for i, a in zip(ids.split(mb), am.split(mb))]).cpu()
+        elif self.shared_critic:
             st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm)
             batch.old_logprobs, batch.old_values = st.logprobs.cpu(), st.values.cpu()
         else:
@@ -380,7 +407,7 @@ class Trainer:
         self.critic.train()
         m = batch.action_mask
         s = self.dist.all_sum(torch.stack([(batch.old_logprobs * m).sum(), m.sum()]))
-        return {"logprob_mean": float(s[0] / s[1].clamp(min=1))}
+        return {"logprob_mean": float(s[0] / s[1].clamp(min=1)), "old_logprobs_from_rollout": float(from_rollout)}
 
     def advantages(self, batch: Batch) -> dict[str, float]:
         """GAE over action tokens; whitening with statistics over every process's action tokens."""

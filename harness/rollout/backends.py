@@ -6,8 +6,11 @@
   weights pushed after each update) or a server started with ``trl vllm-serve`` (TRL's
   ``VLLMClient`` generates and receives the updated weights). Needs the ``vllm`` extra and a GPU.
 
-A backend returns only the sampled ids; the trainer recomputes log-probs with one forward pass of the
-same policy, so every backend yields exactly the numbers the PPO ratio needs.
+``generate`` returns only the sampled ids; the trainer then recomputes log-probs with one forward
+pass of the same policy, so every backend yields exactly the numbers the PPO ratio needs.
+``HFBackend.run_turns(with_stats=True)`` also returns each token's log-prob from the logits it was
+sampled from (and the shared critic's value), which saves that pass when the rollout's arithmetic
+is the update's (float32; trainer option ``rollout_stats``).
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ class HFBackend:
         self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
         self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
         self.model_calls = 0  # forward calls of run_turns since construction (benchmarks read it)
+        # the shared critic's value head (PolicyWithValueHead.value_head), set by the trainer: run_turns
+        # with stats then also records the values of the states tokens were sampled in
+        self.value_head: torch.nn.Module | None = None
 
     def clear_cache(self) -> None:
         self._cache = None
@@ -144,7 +150,7 @@ class HFBackend:
 
     @torch.no_grad()
     def run_turns(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams,
-                  on_turn_end: TurnEnd) -> int:
+                  on_turn_end: TurnEnd, with_stats: bool = False) -> int:
         """Continuous batching over whole episodes: decode every live row one token per model call,
         and when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row, ids)``
         at once; the returned ``(observation ids, next budget)`` are encoded in the next call while the
@@ -159,6 +165,11 @@ class HFBackend:
         waited get left padding of that width instead. Positions count each row's own tokens.
         Sampling is ``generate``'s: temperature, then top-p, over float32 logits (greedy at
         temperature 0). Returns the number of model calls.
+
+        ``with_stats``: also hand ``on_turn_end`` a third argument, :class:`TurnStats`: each sampled
+        token's log-prob under ``softmax(logits / temperature)`` (the PPO ratio's old log-prob, from
+        the very logits it was sampled from) and, when the backend has a ``value_head`` (the shared
+        critic's), the value of the state it was sampled in, ``value_head(last hidden state)``.
         """
         from transformers.cache_utils import DynamicCache
 
@@ -169,6 +180,10 @@ class HFBackend:
         budget = {r: max(1, int(b)) for r, b in enumerate(max_new_tokens)}
         seen = {r: 0 for r in rows}  # tokens of the row already in the cache (its next position)
         turn: dict[int, list[int]] = {r: [] for r in rows}
+        if with_stats and params.temperature <= 0:
+            raise ValueError(f"log-probs need a temperature > 0, got {params.temperature}")
+        turn_lp: dict[int, list[float]] = {r: [] for r in rows}
+        turn_v: dict[int, list[float]] = {r: [] for r in rows}
         cache = DynamicCache()
         mask = torch.zeros((len(rows), 0), dtype=torch.long)
         calls = 0
@@ -179,15 +194,24 @@ class HFBackend:
                 # the prompts, all rows at once; later, rows with an observation to encode go first, on their own
                 batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1 and mask.shape[1] > 0] \
                     or list(range(len(rows)))
-                mask, tokens = self._call(batch, rows, pending, seen, mask, cache, warpers)
+                mask, tokens, lps, vals = self._call(batch, rows, pending, seen, mask, cache, warpers,
+                                                     params.temperature if with_stats else None)
                 calls += 1
                 done: list[int] = []
-                for i, t in zip(batch, tokens):
+                for j, (i, t) in enumerate(zip(batch, tokens)):
                     r = rows[i]
                     turn[r].append(t)
                     pending[r] = [t]
+                    if with_stats:
+                        turn_lp[r].append(lps[j])
+                        if vals is not None:
+                            turn_v[r].append(vals[j])
                     if t in stops or len(turn[r]) >= budget[r]:
-                        nxt = on_turn_end(r, turn[r])
+                        if with_stats:
+                            nxt = on_turn_end(r, turn[r], TurnStats(turn_lp[r], turn_v[r] if vals is not None else None))
+                            turn_lp[r], turn_v[r] = [], []
+                        else:
+                            nxt = on_turn_end(r, turn[r])
                         turn[r] = []
                         if nxt is None:
                             done.append(i)  # the episode is over: its row leaves the batch
@@ -203,11 +227,14 @@ class HFBackend:
         return calls
 
     def _call(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], seen: dict[int, int],
-              mask: torch.Tensor, cache: Any, warpers: Any) -> tuple[torch.Tensor, list[int]]:
+              mask: torch.Tensor, cache: Any, warpers: Any, score_temperature: float | None = None
+              ) -> tuple[torch.Tensor, list[int], list[float] | None, list[float] | None]:
         """One model call on cache rows ``batch`` feeding their pending tokens (right-aligned in a block
         as wide as the longest); samples one token per row. When ``batch`` is a subset, it runs on
         those rows' slice of the cache and the other rows get left padding of the block's width.
-        Updates ``cache`` in place; returns the new attention mask and the sampled tokens."""
+        Updates ``cache`` in place; returns the new attention mask, the sampled tokens and, with
+        ``score_temperature``, their log-probs at that temperature and the states' values (None
+        without a ``value_head``)."""
         width = max(len(pending[rows[i]]) for i in batch)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         block = torch.zeros((len(batch), width), dtype=torch.long)
@@ -227,13 +254,25 @@ class HFBackend:
             for layer, (k, v) in zip(cache.layers, full):
                 layer.keys, layer.values = k[index.to(k.device)], v[index.to(v.device)]
         call_mask = torch.cat([mask[batch] if subset else mask, block], dim=1)
+        want_values = score_temperature is not None and self.value_head is not None
         out = self.model(input_ids=ids.to(self.device), attention_mask=call_mask.to(self.device),
-                         position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1)
+                         position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1,
+                         output_hidden_states=want_values)
         self.model_calls += 1
         # the DynamicCache passed in was updated in place (the output carries the same object)
-        tokens = [int(t) for t in _sample_next(out.logits[:, -1, :].float(), warpers).tolist()]
+        logits = out.logits[:, -1, :].float()
+        sampled = _sample_next(logits, warpers)
+        tokens = [int(t) for t in sampled.tolist()]
+        lps = vals = None
+        if score_temperature is not None:
+            from harness.ppo.core import logprobs_from_logits
+
+            lps = logprobs_from_logits(logits, sampled, score_temperature).tolist()
+            if want_values:  # the same head and input as PolicyWithValueHead.forward
+                h = out.hidden_states[-1][:, -1]
+                vals = self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1).float().tolist()
         if not subset:
-            return call_mask, tokens
+            return call_mask, tokens, lps, vals
         # merge: the called rows take their new cache; the others keep theirs behind `width` columns of padding
         others = torch.tensor([i for i in range(len(rows)) if i not in set(batch)], dtype=torch.long)
         index = torch.tensor(batch, dtype=torch.long)
@@ -247,11 +286,21 @@ class HFBackend:
         merged_mask = torch.zeros((len(rows), mask.shape[1] + width), dtype=torch.long)
         merged_mask[others, width:] = mask[others]
         merged_mask[index] = call_mask
-        return merged_mask, tokens
+        return merged_mask, tokens, lps, vals
 
 
-# on_turn_end(row, the turn's ids) -> (observation ids to feed next, next turn's budget) or None (over)
-TurnEnd = Callable[[int, list[int]], "tuple[Sequence[int], int] | None"]
+@dataclass
+class TurnStats:
+    """Per sampled token of a turn (``run_turns(with_stats=True)``): its log-prob at the sampling
+    temperature, and the value of the state it was sampled in (None without a value head)."""
+
+    logprobs: list[float]
+    values: list[float] | None
+
+
+# on_turn_end(row, the turn's ids[, TurnStats]) -> (observation ids to feed next, next turn's budget) or
+# None (over)
+TurnEnd = Callable[..., "tuple[Sequence[int], int] | None"]
 
 
 def _sampling_warpers(params: SamplingParams) -> Any:

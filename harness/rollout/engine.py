@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from harness.envs.base import UserCentricEnv
-from harness.rollout.backends import GenerationBackend, SamplingParams
+from harness.rollout.backends import GenerationBackend, SamplingParams, TurnStats
 from harness.rollout.chat import ChatFormat
 
 
@@ -46,10 +46,23 @@ class Episode:
     done: bool = False
     token_truncated: bool = False
     record: dict[str, Any] | None = None
+    # run(with_stats=True): per token of ids, the log-prob each action token was sampled with and the
+    # value of the state it was sampled in (0 on other tokens; values None without a value head);
+    # both None when the episode has a turn the backend did not score (an empty output)
+    logprobs: list[float] | None = None
+    values: list[float] | None = None
 
-    def extend(self, ids: Sequence[int], is_action: bool) -> None:
+    def extend(self, ids: Sequence[int], is_action: bool, stats: TurnStats | None = None) -> None:
         self.ids.extend(int(i) for i in ids)
         self.action_mask.extend([1 if is_action else 0] * len(ids))
+        if self.logprobs is not None:
+            if stats is None and is_action:  # an action the backend did not score: none of the episode's count
+                self.logprobs = self.values = None
+                return
+            self.logprobs.extend(stats.logprobs if stats is not None else [0.0] * len(ids))
+            if self.values is not None:
+                self.values.extend(stats.values if stats is not None and stats.values is not None
+                                   else [0.0] * len(ids))
 
 
 @dataclass
@@ -78,13 +91,21 @@ class RolloutEngine:
 
     def run(self, envs: Sequence[UserCentricEnv], reset_kwargs: Sequence[dict[str, Any]], groups: Sequence[str],
             samples: Sequence[int], *, params: SamplingParams, max_new_tokens_per_turn: int, max_episode_tokens: int,
-            on_turn: Callable[[int, int], None] | None = None) -> RolloutResult:
+            on_turn: Callable[[int, int], None] | None = None, with_stats: bool = False) -> RolloutResult:
         """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``).
 
         ``on_turn(turns, live)``: called after each batched turn (one ``generate`` call), or in
         continuous mode after each episode's turn, with the episode turns played so far and the
         episodes still live.
+
+        ``with_stats`` (continuous decoding only): record in every episode the log-prob each action
+        token was sampled with and, when the backend has a value head, the values
+        (``Episode.logprobs`` / ``Episode.values``), so PPO needs no scoring pass for them.
         """
+        if with_stats and not self.continuous:
+            raise ValueError("with_stats needs continuous decoding (run_turns): one generate per turn keeps no "
+                             "log-probs; score the batch after the rollout instead")
+        want_values = with_stats and getattr(self.backend, "value_head", None) is not None
         episodes: list[Episode] = []
         t_env = 0.0
         self.backend.clear_cache()  # a cache from an earlier batch belongs to older weights
@@ -93,6 +114,8 @@ class RolloutEngine:
             obs, info = env.reset(**kw)
             t_env += time.perf_counter() - t0
             ep = Episode(env=env, group=g, sample=s)
+            if with_stats:
+                ep.logprobs, ep.values = [], ([] if want_values else None)
             ep.messages = [{"role": "system", "content": info["system_prompt"]}, {"role": "user", "content": obs}]
             if self.chat.rendering == "tool_call":
                 self.chat.tools = info.get("tools")
@@ -104,12 +127,13 @@ class RolloutEngine:
         generated, turns = 0, 0
         t_turn_ends = 0.0  # gym steps, templating and bookkeeping between model calls
 
-        def end_turn(ep: Episode, out: list[int]) -> list[int] | None:
+        def end_turn(ep: Episode, out: list[int], stats: TurnStats | None = None) -> list[int] | None:
             """Record a turn's ids and step its gym; the observation ids that follow, or None when over."""
             nonlocal generated, t_env
             if not out:  # a model that emits nothing still spends the turn: record one stop token
                 out = [self.chat.stop_ids[0]] if self.chat.stop_ids else []
-            ep.extend(out, is_action=True)
+                stats = None
+            ep.extend(out, is_action=True, stats=stats)
             generated += len(out)
             ep.response_tokens.append(len(out))
             ep.turn_last_token.append(len(ep.ids) - 1)
@@ -135,10 +159,10 @@ class RolloutEngine:
         def budget(ep: Episode) -> int:
             return max(1, min(max_new_tokens_per_turn, max_episode_tokens - len(ep.ids)))
 
-        def timed_end_turn(ep: Episode, out: list[int]) -> list[int] | None:
+        def timed_end_turn(ep: Episode, out: list[int], stats: TurnStats | None = None) -> list[int] | None:
             nonlocal turns, t_turn_ends
             t0 = time.perf_counter()
-            obs_ids = end_turn(ep, out)
+            obs_ids = end_turn(ep, out, stats)
             t_turn_ends += time.perf_counter() - t0
             turns += 1
             return obs_ids
@@ -146,13 +170,14 @@ class RolloutEngine:
         t_start = time.perf_counter()
         live = [ep for ep in episodes if not ep.done]
         if self.continuous and live:
-            def on_turn_end(row: int, out: list[int]) -> tuple[list[int], int] | None:
-                obs_ids = timed_end_turn(live[row], out)
+            def on_turn_end(row: int, out: list[int], stats: TurnStats | None = None) -> tuple[list[int], int] | None:
+                obs_ids = timed_end_turn(live[row], out, stats)
                 if on_turn is not None:
                     on_turn(turns, sum(not e.done for e in episodes))
                 return None if obs_ids is None else (obs_ids, budget(live[row]))
 
-            self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end)
+            self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end,
+                                   with_stats=with_stats)
         while not self.continuous:
             live = [ep for ep in episodes if not ep.done]
             if not live:
