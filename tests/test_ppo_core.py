@@ -44,6 +44,20 @@ def test_agg_loss_skips_empty_sequences_and_rejects_bad_mode():
         core.agg_loss(loss, mask, "mean")
 
 
+@pytest.mark.parametrize("mode", core.AGG_MODES)
+def test_micro_batches_add_up_to_the_mini_batch_under_agg_denominator(mode):
+    """Accumulating micro-batch losses with denom = agg_denominator(whole mini-batch) gives the
+    mini-batch's loss in every mode (the trainer's gradient accumulation)."""
+    loss = T_([[2.0, 4.0, 6.0], [1.0, 0.0, 9.0], [3.0, 3.0, 3.0], [5.0, 1.0, 2.0]])
+    mask = T_([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]])
+    assert close(core.agg_denominator(mask, mode), 6.0 if mode == "token-mean" else 3.0)
+    denom = core.agg_denominator(mask, mode)
+    parts = sum(core.agg_loss(loss[i:i + 2], mask[i:i + 2], mode, denom=denom) for i in (0, 2))
+    assert close(parts, core.agg_loss(loss, mask, mode))
+    with pytest.raises(ValueError, match="unknown loss aggregation mode 'mean'"):
+        core.agg_denominator(mask, "mean")
+
+
 def test_masked_whiten_by_hand():
     x = T_([[2.0, 4.0, 6.0, 100.0]])
     m = T_([[1, 1, 1, 0]])

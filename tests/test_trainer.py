@@ -352,7 +352,8 @@ def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
         shutil.copytree(Path(__file__).resolve().parents[1] / "knobs", kdir,
                         ignore=shutil.ignore_patterns(".pending", ".history"))
         out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", mode, "--json",
-                   "--set", f"rollout_stats={mode}", "--set", f"critic.mode={critic}", *FAST],
+                   "--set", f"rollout_stats={mode}", "--set", f"critic.mode={critic}",
+                   "--set", "agent_knobs.kl_coef=0.05", *FAST],
                   kdir, tmp_path / mode / "runs", timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
         steps[mode] = jsonl.read(tmp_path / mode / "runs" / mode / "metrics.jsonl")[0]
@@ -361,3 +362,6 @@ def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
     assert a["response_tokens_mean"] == b["response_tokens_mean"] and a["reward_mean"] == b["reward_mean"]
     for key in ("logprob_mean", "policy_loss", "value_loss", "grad_norm", "kl", "entropy", "advantage_std"):
         assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-5), key
+    # the reference starts as the policy: the KL of the step's updates stays small unless the
+    # reference's log-probs were put back on the wrong rows (they are scored in length order)
+    assert 0 <= a["kl"] < 0.05, a["kl"]

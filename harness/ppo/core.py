@@ -122,6 +122,24 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean
     return (seq * present).sum() / (present.sum().clamp(min=1.0) if denom is None else denom)
 
 
+def agg_denominator(mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
+    """The divisor :func:`agg_loss` uses for ``mask`` in ``mode``: the masked tokens for
+    ``token-mean``, the sequences holding any masked token otherwise. Computed over a whole
+    mini-batch (and summed over processes), it is the ``denom`` under which the micro-batches'
+    accumulated losses add up to the mini-batch's loss.
+
+    >>> m = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
+    >>> agg_denominator(m, "token-mean"), agg_denominator(m, "seq-mean-token-mean")
+    (tensor(3.), tensor(2.))
+    """
+    mask = mask.float()
+    if mode == "token-mean":
+        return mask.sum()
+    if mode not in AGG_MODES:
+        raise ValueError(f"unknown loss aggregation mode {mode!r}; valid: {', '.join(AGG_MODES)}")
+    return (mask.sum(-1) > 0).float().sum()
+
+
 # ----------------------------------------------------------------------------------------------------
 # advantage estimators
 # ----------------------------------------------------------------------------------------------------

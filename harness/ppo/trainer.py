@@ -382,8 +382,12 @@ class Trainer:
         T = float(k["temperature"])
         mb = int(k["micro_batch_size"])
         dev = self.dist.device
-        ids, am = batch.input_ids.to(dev), batch.attention_mask.to(dev)
-        sm = batch.action_mask.to(dev)  # only action tokens are scored (the vocabulary projection is the cost)
+        # rows by length, so each micro-batch is cut to the span of rows of similar length (less padding
+        # computed); `back` restores the batch's order
+        order = torch.argsort(batch.attention_mask.sum(1), stable=True)
+        back = torch.argsort(order)
+        ids, am = batch.input_ids[order].to(dev), batch.attention_mask[order].to(dev)
+        sm = batch.action_mask[order].to(dev)  # only action tokens are scored (the vocabulary projection is the cost)
         self.policy.eval()
         self.critic.eval()
         from_rollout = batch.rollout_logprobs is not None and (batch.rollout_values is not None or not self.shared_critic)
@@ -391,18 +395,18 @@ class Trainer:
             # recorded while sampling (rollout_stats): only a separate critic still needs its pass
             batch.old_logprobs = batch.rollout_logprobs
             batch.old_values = batch.rollout_values if self.shared_critic else torch.cat(
-                [critic_values(self.critic, i, a) for i, a in zip(ids.split(mb), am.split(mb))]).cpu()
+                [critic_values(self.critic, i, a) for i, a in zip(ids.split(mb), am.split(mb))]).cpu()[back]
         elif self.shared_critic:
             st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm)
-            batch.old_logprobs, batch.old_values = st.logprobs.cpu(), st.values.cpu()
+            batch.old_logprobs, batch.old_values = st.logprobs.cpu()[back], st.values.cpu()[back]
         else:
             batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb,
-                                                   score_mask=sm).logprobs.cpu()
+                                                   score_mask=sm).logprobs.cpu()[back]
             batch.old_values = torch.cat([critic_values(self.critic, i, a) for i, a in
-                                          zip(ids.split(mb), am.split(mb))]).cpu()
+                                          zip(ids.split(mb), am.split(mb))]).cpu()[back]
         if float(k["kl_coef"]) > 0:
             batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=T,
-                                                    micro_batch_size=mb, score_mask=sm).cpu()
+                                                    micro_batch_size=mb, score_mask=sm).cpu()[back]
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -438,10 +442,15 @@ class Trainer:
         gen = torch.Generator().manual_seed(self.cfg.seed * 1000 + int(self._step))
         for _epoch in range(int(k["ppo_epochs"])):
             order = torch.randperm(B, generator=gen)
+            lengths = batch.attention_mask.sum(1)
             for start in range(0, B, mini):
                 idx = order[start:start + mini]
+                # micro-batches of similar lengths pad less; their gradients sum to the same mini-batch's
+                idx = idx[torch.argsort(lengths[idx], stable=True)]
                 mb = batch.rows(idx)
-                denom = self.dist.all_sum(mb.action_mask.sum().reshape(1))[0].clamp(min=1.0) / self.dist.world
+                # the loss mode's divisor over the whole mini-batch (all processes): micro-batch losses add up
+                denom = self.dist.all_sum(core.agg_denominator(mb.action_mask, self.cfg.loss_agg).reshape(1))[0] \
+                    .clamp(min=1.0) / self.dist.world
                 for opt in self.optimizers.values():
                     opt.zero_grad(set_to_none=True)
                 for ms in range(0, len(idx), micro):

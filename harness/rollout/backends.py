@@ -20,6 +20,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
+from harness.ppo.core import logprobs_from_logits
+
 
 @dataclass
 class SamplingParams:
@@ -265,8 +267,6 @@ class HFBackend:
         tokens = [int(t) for t in sampled.tolist()]
         lps = vals = None
         if score_temperature is not None:
-            from harness.ppo.core import logprobs_from_logits
-
             lps = logprobs_from_logits(logits, sampled, score_temperature).tolist()
             if want_values:  # the same head and input as PolicyWithValueHead.forward
                 h = out.hidden_states[-1][:, -1]
