@@ -7,10 +7,11 @@ the same per-turn and per-episode token budgets, the same turn limit, the same s
 rate, clipping and micro-batch size, on CPU, in one process, alternating over ``--repeats``:
 
 * harness: ``harness.ppo.trainer.train`` (the ``eau train`` loop) from the tiny preset with
-  ``ppo_epochs=1``: rollout with the batched engine, old log-probs and values, GAE, one PPO epoch,
-  logging. Step time = the run's ``time_step_s``. By default two critic set-ups are measured: the
-  tiny preset's ``separate`` critic (a second model: one more forward in scoring, a forward and a
-  backward in the update) and ``shared`` (a value head on the policy).
+  ``ppo_epochs=1``: rollout with the batched engine (old log-probs, and the shared critic's values,
+  recorded while sampling: ``rollout_stats=auto``), GAE, one PPO epoch, logging. Step time = the
+  run's ``time_step_s``. By default two critic set-ups are measured: the tiny preset's ``separate``
+  critic (a second model: a forward for the old values, a forward and a backward in the update) and
+  ``shared`` (a value head on the policy).
 * TRL: ``GRPOTrainer(environment_factory=...)``. The environment adapter wraps the same gym:
   ``reset(**row)`` resets it on the row's task and returns the task prompt (the gym's system prompt
   is the dataset's system message); ``interact(choice, content)`` -- the harness's one tool, with
@@ -18,9 +19,8 @@ rate, clipping and micro-batch size, on CPU, in one process, alternating over ``
   ``env.step``, returning the observation; ``get_reward()`` is the episode's summed turn rewards.
   Step time = wall time between consecutive ``on_step_end`` callbacks.
 
-Differences that cannot be removed (reported, not hidden): GRPO has no critic and, with one
-iteration per generation, no separate old-log-prob pass (PPO scores the batch once more before the
-update); TRL's tool loop only ends when the model stops calling tools, so after the gym ends an
+Differences that cannot be removed (reported, not hidden): GRPO has no critic (with the separate
+critic PPO pays a value pass before the update and the critic's forward and backward in it); TRL's tool loop only ends when the model stops calling tools, so after the gym ends an
 episode (an answer, or the turn limit) the adapter answers further calls with an error and TRL
 keeps generating until the model stops or ``max_tool_calling_iterations`` (= the turn limit) is hit;
 TRL renders user replies as tool results while the harness renders them as user messages; TRL uses
