@@ -18,8 +18,14 @@ run (warm) or was built by it (cold: de-quantising the GGUF). ``--cold-cache`` m
 call: a first run with ``EAU_CACHE_DIR`` set to an empty temporary folder, then a second run on the
 cache the first one built (the temporary cache, ~1 GB, is deleted at the end).
 
+``--versus KEY=VALUE`` (repeatable) measures a setting against the run without it: the two sides
+alternate over ``--repeats`` (A B, B A, ...), and ``versus`` reports their median update, step and
+rollout times (steps after the first, pooled over repeats) and the ratios versus / plain. Each run
+reports its per-step times and rewards, so equal work on both sides can be checked.
+
     python benchmarks/bench_train_step.py [--preset tiny] [--steps 5] [--threads 1]
     python benchmarks/bench_train_step.py --preset cpu-small --steps 2 [--cold-cache]
+    python benchmarks/bench_train_step.py --policy sft --steps 6 --versus rollout_stats=recompute --repeats 2
 """
 
 from __future__ import annotations

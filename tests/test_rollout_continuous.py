@@ -227,3 +227,8 @@ def test_an_unscored_action_drops_the_episodes_recorded_stats():
     assert ep.logprobs is None and ep.values is None and ep.ids == [1, 2, 3, 4, 5]
     ep.extend([6], is_action=False)
     assert ep.logprobs is None
+    # scored without values where values were expected: the values go, the log-probs stay
+    ep = Episode(env=None, group="g", sample=0, logprobs=[], values=[])
+    ep.extend([1], is_action=False)
+    ep.extend([3], is_action=True, stats=TurnStats([-0.5], None))
+    assert ep.logprobs == [0.0, -0.5] and ep.values is None

@@ -15,7 +15,9 @@ scorer; episodes leave the batch as they finish. Budgets: ``max_new_tokens_per_t
 ``max_episode_tokens`` (knobs agent.*) and the gym's ``max_steps``.
 
 Recorded per episode: token ids (prompt, actions, observations), the action mask (1 on tokens the
-policy generated), each turn's last action token and reward, and the gym's episode record.
+policy generated), each turn's last action token and reward, and the gym's episode record; with
+``with_stats`` (continuous decoding) also each action token's sampling log-prob and, given a value
+head, its state's value, so the trainer needs no scoring pass for them.
 """
 
 from __future__ import annotations
@@ -60,9 +62,10 @@ class Episode:
                 self.logprobs = self.values = None
                 return
             self.logprobs.extend(stats.logprobs if stats is not None else [0.0] * len(ids))
-            if self.values is not None:
-                self.values.extend(stats.values if stats is not None and stats.values is not None
-                                   else [0.0] * len(ids))
+            if self.values is not None and is_action and stats.values is None:  # never zeros for a value
+                self.values = None
+            elif self.values is not None:
+                self.values.extend(stats.values if is_action else [0.0] * len(ids))
 
 
 @dataclass
