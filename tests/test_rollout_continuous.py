@@ -184,7 +184,7 @@ def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperat
     critic = PolicyWithValueHead(model, head_init_std=0.5)  # a non-zero head: values vary per state
     chat = ChatFormat(tok, "tagged")
     backend = HFBackend(model, tok)
-    backend.value_head = critic.value_head
+    backend.value_fn = critic.values_from_hidden
     snap = KnobSnapshot.read_dir(repo_knobs_dir())
     envs = [make(MIXED[i % len(MIXED)], knobs=snap) for i in range(5)]
     res = RolloutEngine(backend, chat).run(

@@ -461,8 +461,12 @@ class PolicyWithValueHead(nn.Module):
         out = self.policy(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask),
                           position_ids=position_ids, output_hidden_states=True, use_cache=False,
                           logits_to_keep=logits_to_keep)
-        h = out.hidden_states[-1]  # (B, T, H)
-        return out.logits, self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1)
+        return out.logits, self.values_from_hidden(out.hidden_states[-1])
+
+    def values_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Values ``(...)`` from the policy's last hidden states ``(..., H)`` (the head runs in float32);
+        the rollout backend calls it on each decode step's hidden state (trainer ``rollout_stats``)."""
+        return self.value_head(hidden.to(self.value_head.weight.dtype)).squeeze(-1)
 
 def _unwrap(model: nn.Module) -> nn.Module:
     """The causal LM inside a :class:`PolicyWithValueHead` (or the model itself)."""

@@ -238,7 +238,7 @@ class Trainer:
         self.engine = RolloutEngine(self.backend, self.chat)
         self.rollout_stats = self._use_rollout_stats()
         if self.rollout_stats and self.shared_critic:
-            self.backend.value_head = self.critic.value_head
+            self.backend.value_fn = self.critic.values_from_hidden
         from harness.users import UserFactory
 
         self.user_factory = UserFactory(llm=cfg.user_llm) if cfg.user_llm else UserFactory()

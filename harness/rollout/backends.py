@@ -91,9 +91,9 @@ class HFBackend:
         self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
         self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
         self.model_calls = 0  # forward calls of run_turns since construction (benchmarks read it)
-        # the shared critic's value head (PolicyWithValueHead.value_head), set by the trainer: run_turns
-        # with stats then also records the values of the states tokens were sampled in
-        self.value_head: torch.nn.Module | None = None
+        # the shared critic's values from last hidden states (PolicyWithValueHead.values_from_hidden), set
+        # by the trainer: run_turns with stats then also records the values of the states tokens were sampled in
+        self.value_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def clear_cache(self) -> None:
         self._cache = None
@@ -170,8 +170,8 @@ class HFBackend:
 
         ``with_stats``: also hand ``on_turn_end`` a third argument, :class:`TurnStats`: each sampled
         token's log-prob under ``softmax(logits / temperature)`` (the PPO ratio's old log-prob, from
-        the very logits it was sampled from) and, when the backend has a ``value_head`` (the shared
-        critic's), the value of the state it was sampled in, ``value_head(last hidden state)``.
+        the very logits it was sampled from) and, when the backend has a ``value_fn`` (the shared
+        critic's), the value of the state it was sampled in, ``value_fn(last hidden state)``.
         """
         from transformers.cache_utils import DynamicCache
 
@@ -236,7 +236,7 @@ class HFBackend:
         those rows' slice of the cache and the other rows get left padding of the block's width.
         Updates ``cache`` in place; returns the new attention mask, the sampled tokens and, with
         ``score_temperature``, their log-probs at that temperature and the states' values (None
-        without a ``value_head``)."""
+        without a ``value_fn``)."""
         width = max(len(pending[rows[i]]) for i in batch)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         block = torch.zeros((len(batch), width), dtype=torch.long)
@@ -256,7 +256,7 @@ class HFBackend:
             for layer, (k, v) in zip(cache.layers, full):
                 layer.keys, layer.values = k[index.to(k.device)], v[index.to(v.device)]
         call_mask = torch.cat([mask[batch] if subset else mask, block], dim=1)
-        want_values = score_temperature is not None and self.value_head is not None
+        want_values = score_temperature is not None and self.value_fn is not None
         out = self.model(input_ids=ids.to(self.device), attention_mask=call_mask.to(self.device),
                          position_ids=pos.to(self.device), cache=cache, use_cache=True, logits_to_keep=1,
                          output_hidden_states=want_values)
@@ -268,9 +268,8 @@ class HFBackend:
         lps = vals = None
         if score_temperature is not None:
             lps = logprobs_from_logits(logits, sampled, score_temperature).tolist()
-            if want_values:  # the same head and input as PolicyWithValueHead.forward
-                h = out.hidden_states[-1][:, -1]
-                vals = self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1).float().tolist()
+            if want_values:  # the last hidden state, as PolicyWithValueHead.forward reads it
+                vals = self.value_fn(out.hidden_states[-1][:, -1]).float().tolist()
         if not subset:
             return call_mask, tokens, lps, vals
         # merge: the called rows take their new cache; the others keep theirs behind `width` columns of padding

@@ -102,13 +102,13 @@ class RolloutEngine:
         episodes still live.
 
         ``with_stats`` (continuous decoding only): record in every episode the log-prob each action
-        token was sampled with and, when the backend has a value head, the values
+        token was sampled with and, when the backend has a ``value_fn``, the values
         (``Episode.logprobs`` / ``Episode.values``), so PPO needs no scoring pass for them.
         """
         if with_stats and not self.continuous:
             raise ValueError("with_stats needs continuous decoding (run_turns): one generate per turn keeps no "
                              "log-probs; score the batch after the rollout instead")
-        want_values = with_stats and getattr(self.backend, "value_head", None) is not None
+        want_values = with_stats and getattr(self.backend, "value_fn", None) is not None
         episodes: list[Episode] = []
         t_env = 0.0
         self.backend.clear_cache()  # a cache from an earlier batch belongs to older weights
