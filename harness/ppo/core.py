@@ -109,9 +109,10 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean
     (tensor(3.), tensor(4.5000), tensor(3.5000))
     """
     mask = mask.to(loss_mat.dtype)
+    if denom is None:  # also checks the mode
+        denom = agg_denominator(mask, mode).to(loss_mat.dtype).clamp(min=1.0)
     if mode == "token-mean":
-        total = masked_sum(loss_mat, mask)
-        return total / (mask.sum().clamp(min=1.0) if denom is None else denom)
+        return masked_sum(loss_mat, mask) / denom
     if mode not in AGG_MODES:
         raise ValueError(f"unknown loss aggregation mode {mode!r}; valid: {', '.join(AGG_MODES)}")
     tokens = mask.sum(-1)  # (B,)
@@ -119,7 +120,7 @@ def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean
     if mode == "seq-mean-token-mean":
         seq = seq / tokens.clamp(min=1.0)
     present = (tokens > 0).to(loss_mat.dtype)
-    return (seq * present).sum() / (present.sum().clamp(min=1.0) if denom is None else denom)
+    return (seq * present).sum() / denom
 
 
 def agg_denominator(mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:

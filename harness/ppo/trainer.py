@@ -391,17 +391,15 @@ class Trainer:
         self.policy.eval()
         self.critic.eval()
         from_rollout = batch.rollout_logprobs is not None and (batch.rollout_values is not None or not self.shared_critic)
-        if from_rollout:
-            # recorded while sampling (rollout_stats): only a separate critic still needs its pass
-            batch.old_logprobs = batch.rollout_logprobs
-            batch.old_values = batch.rollout_values if self.shared_critic else torch.cat(
-                [critic_values(self.critic, i, a) for i, a in zip(ids.split(mb), am.split(mb))]).cpu()[back]
+        if from_rollout:  # recorded while sampling (rollout_stats): only a separate critic still needs its pass
+            batch.old_logprobs, batch.old_values = batch.rollout_logprobs, batch.rollout_values
         elif self.shared_critic:
             st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm)
             batch.old_logprobs, batch.old_values = st.logprobs.cpu()[back], st.values.cpu()[back]
         else:
             batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb,
                                                    score_mask=sm).logprobs.cpu()[back]
+        if not self.shared_critic:
             batch.old_values = torch.cat([critic_values(self.critic, i, a) for i, a in
                                           zip(ids.split(mb), am.split(mb))]).cpu()[back]
         if float(k["kl_coef"]) > 0:

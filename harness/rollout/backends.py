@@ -209,12 +209,9 @@ class HFBackend:
                         if vals is not None:
                             turn_v[r].append(vals[j])
                     if t in stops or len(turn[r]) >= budget[r]:
-                        if with_stats:
-                            nxt = on_turn_end(r, turn[r], TurnStats(turn_lp[r], turn_v[r] if vals is not None else None))
-                            turn_lp[r], turn_v[r] = [], []
-                        else:
-                            nxt = on_turn_end(r, turn[r])
-                        turn[r] = []
+                        stats = (TurnStats(turn_lp[r], turn_v[r] if vals is not None else None),) if with_stats else ()
+                        nxt = on_turn_end(r, turn[r], *stats)
+                        turn[r], turn_lp[r], turn_v[r] = [], [], []
                         if nxt is None:
                             done.append(i)  # the episode is over: its row leaves the batch
                             continue
@@ -273,7 +270,8 @@ class HFBackend:
         if not subset:
             return call_mask, tokens, lps, vals
         # merge: the called rows take their new cache; the others keep theirs behind `width` columns of padding
-        others = torch.tensor([i for i in range(len(rows)) if i not in set(batch)], dtype=torch.long)
+        called = set(batch)
+        others = torch.tensor([i for i in range(len(rows)) if i not in called], dtype=torch.long)
         index = torch.tensor(batch, dtype=torch.long)
         for layer, (k, v) in zip(cache.layers, full):
             for name, old in (("keys", k), ("values", v)):
@@ -291,7 +289,7 @@ class HFBackend:
 @dataclass
 class TurnStats:
     """Per sampled token of a turn (``run_turns(with_stats=True)``): its log-prob at the sampling
-    temperature, and the value of the state it was sampled in (None without a value head)."""
+    temperature, and the value of the state it was sampled in (None without a ``value_fn``)."""
 
     logprobs: list[float]
     values: list[float] | None
