@@ -12,6 +12,7 @@ from harness.rollout.backends import (
     HFBackend,
     SamplingParams,
     _sample_next,
+    inverse_cdf_sample,
     _sampling_warpers,
 )
 from harness.rollout.chat import ChatFormat
@@ -39,16 +40,18 @@ class CountingBackend(HFBackend):
         self.forwards += 1
 
 
-def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_tokens=900, temperature=0.0):
+def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_tokens=900, temperature=0.0,
+            seeds=None, first=0):
     chat = ChatFormat(tok, "tagged")
     backend = CountingBackend(model, tok, continuous=continuous)
     snap = KnobSnapshot.read_dir(repo_knobs_dir())
-    envs = [make(gyms[i % len(gyms)], knobs=snap) for i in range(n)]
+    ids = range(first, first + n)
+    envs = [make(gyms[i % len(gyms)], knobs=snap) for i in ids]
     turns: list[tuple[int, int]] = []
     res = RolloutEngine(backend, chat).run(
-        envs, [{"seed": i, "options": {"task_index": i}} for i in range(n)], [str(i) for i in range(n)], [0] * n,
+        envs, [{"seed": i, "options": {"task_index": i}} for i in ids], [str(i) for i in ids], [0] * n,
         params=SamplingParams(temperature, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=tokens,
-        max_episode_tokens=episode_tokens, on_turn=lambda t, live: turns.append((t, live)))
+        max_episode_tokens=episode_tokens, on_turn=lambda t, live: turns.append((t, live)), seeds=seeds)
     hooks = list(model._forward_pre_hooks)
     for h in hooks:  # the module-scoped model must not keep counting for the next test
         model._forward_pre_hooks.pop(h)
@@ -140,6 +143,30 @@ def test_sampling_is_generates_temperature_then_top_p():
     assert torch.allclose(share, torch.softmax(logits[0], -1), atol=0.03)  # 0.665 / 0.245 / 0.090 / 0
     assert _sampling_warpers(SamplingParams(0.0, 1.0, ())) is None
     assert _sample_next(logits, None).tolist() == [0]
+
+
+def test_an_episode_seeded_on_its_own_samples_the_same_tokens_alone_or_in_a_batch(tiny):
+    model, tok = tiny
+    seeds = [101, 202, 303, 404, 505, 606]
+    batch, _, _ = rollout(model, tok, True, n=6, tokens=12, temperature=1.0, seeds=seeds)
+    torch.manual_seed(12345)  # the global RNG plays no part
+    alone = [rollout(model, tok, True, n=1, first=i, tokens=12, temperature=1.0, seeds=[seeds[i]])[0].episodes[0]
+             for i in range(6)]
+    assert [e.ids for e in batch.episodes] == [e.ids for e in alone]
+    assert len({len(e.ids) for e in alone}) > 1  # sampled episodes of different lengths, not one fixed path
+    other, _, _ = rollout(model, tok, True, n=6, tokens=12, temperature=1.0, seeds=[s + 1 for s in seeds])
+    assert [e.ids for e in other.episodes] != [e.ids for e in batch.episodes]
+    with pytest.raises(ValueError, match="seeds need continuous decoding"):
+        rollout(model, tok, False, n=2, temperature=1.0, seeds=[1, 2])
+
+
+def test_inverse_cdf_sampling_picks_the_token_whose_cdf_interval_holds_the_draw():
+    probs = torch.tensor([[0.0, 0.25, 0.0, 0.75, 0.0]]).repeat(5, 1)
+    u = torch.tensor([[0.0], [0.2499], [0.25], [0.9], [1 - 1e-9]])
+    # cdf 0, .25, .25, 1, 1: token 0 and 2 (probability 0) are never drawn, not even at u = 0 or at an
+    # interval's edge; a draw that rounds up to the total stays on the last token with a chance (3, not 4)
+    assert inverse_cdf_sample(probs, u).tolist() == [1, 1, 3, 3, 3]
+    assert inverse_cdf_sample(torch.tensor([[0.3, 0.7]]), torch.tensor([[0.3]])).tolist() == [1]
 
 
 def test_engine_refuses_continuous_decoding_on_a_backend_without_it(tiny):

@@ -94,7 +94,8 @@ class RolloutEngine:
 
     def run(self, envs: Sequence[UserCentricEnv], reset_kwargs: Sequence[dict[str, Any]], groups: Sequence[str],
             samples: Sequence[int], *, params: SamplingParams, max_new_tokens_per_turn: int, max_episode_tokens: int,
-            on_turn: Callable[[int, int], None] | None = None, with_stats: bool = False) -> RolloutResult:
+            on_turn: Callable[[int, int], None] | None = None, with_stats: bool = False,
+            seeds: Sequence[int] | None = None) -> RolloutResult:
         """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``).
 
         ``on_turn(turns, live)``: called after each batched turn (one ``generate`` call), or in
@@ -104,7 +105,14 @@ class RolloutEngine:
         ``with_stats`` (continuous decoding only): record in every episode the log-prob each action
         token was sampled with and, when the backend has a ``value_fn``, the values
         (``Episode.logprobs`` / ``Episode.values``), so PPO needs no scoring pass for them.
+
+        ``seeds`` (continuous decoding only): one sampling seed per episode; an episode's tokens then
+        do not depend on the other episodes in the batch (the same seed rolls out the same episode
+        alone or among others, up to float rounding). Default: the global torch RNG.
         """
+        if seeds is not None and (not self.continuous or len(seeds) != len(envs)):
+            raise ValueError(f"seeds need continuous decoding and one seed per episode ({len(envs)}), got "
+                             f"{len(seeds)} with continuous={self.continuous}")
         if with_stats and not self.continuous:
             raise ValueError("with_stats needs continuous decoding (run_turns): one generate per turn keeps no "
                              "log-probs; score the batch after the rollout instead")
@@ -179,8 +187,9 @@ class RolloutEngine:
                     on_turn(turns, sum(not e.done for e in episodes))
                 return None if obs_ids is None else (obs_ids, budget(live[row]))
 
+            live_seeds = None if seeds is None else [sd for sd, ep in zip(seeds, episodes) if not ep.done]
             self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end,
-                                   with_stats=with_stats)
+                                   with_stats=with_stats, seeds=live_seeds)
         while not self.continuous:
             live = [ep for ep in episodes if not ep.done]
             if not live:

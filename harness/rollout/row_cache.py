@@ -1,0 +1,209 @@
+"""The KV cache of continuous multi-turn decoding (``HFBackend.run_turns``): no padding, no copies.
+
+Each row (one episode) keeps its tokens at columns ``0 .. length-1`` of one preallocated buffer per
+layer, in order, so a token's column is its position. A model call feeds some rows a block of new
+tokens (one sampled token each, or a sampled token plus an observation); each row's tokens are
+written at its own next columns, in place. Why not transformers' ``DynamicCache``: it grows by
+``torch.cat`` on every call, copying the whole cache per decoded token (over half of a decode
+step's time at 16 rows x 600 columns on the tiny model), and its columns are shared by all rows, so
+a call that encodes one row's observation had to pad every other row by the observation's width.
+
+The attention masks are built here, not by the model (a custom 4-D mask, or one per layer type for
+models that mix full and sliding-window layers, which transformers' models accept as they are):
+a query at column ``q`` of row ``r`` sees that row's columns ``0..q`` (``q-window+1..q`` in a
+sliding-window layer). The block is right-aligned, as the model reads the last position's logits;
+the padding in front of a row's shorter block is written to the columns right after its tokens
+(overwritten by its next tokens, never seen by them) and attends to itself only, so every value
+in the buffer is finite and a masked column can never turn a softmax into NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+SUPPORTED_ATTENTION = ("sdpa", "eager")
+SUPPORTED_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """How a model takes the masks this cache builds (from its config; :func:`mask_spec`)."""
+
+    layer_types: tuple[str, ...]  # the distinct layer types (full_attention, sliding_attention)
+    sliding_window: int | None  # tokens a sliding-window layer sees (itself included)
+    additive_dtype: torch.dtype | None  # eager attention adds a float mask of this dtype; sdpa takes a bool mask
+    as_dict: bool  # pass {layer type: mask} (a model with layer_types, not all full) instead of one 4-D tensor
+
+
+def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
+    """The model's :class:`MaskSpec`, or why this cache cannot serve it (another attention kernel, or
+    layers that are neither full nor sliding-window attention)."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    impl = getattr(config, "_attn_implementation", None) or "eager"
+    if impl not in SUPPORTED_ATTENTION:
+        return f"attention implementation {impl!r} (supported: {', '.join(SUPPORTED_ATTENTION)})"
+    window = getattr(text, "sliding_window", None)
+    types = getattr(text, "layer_types", None)
+    if types is None:  # one kind of layer: sliding-window in every layer when the config names a window (Mistral)
+        distinct: tuple[str, ...] = ("sliding_attention",) if window else ("full_attention",)
+        as_dict = False
+    else:
+        distinct = tuple(sorted(set(types)))
+        unknown = [t for t in distinct if t not in SUPPORTED_LAYER_TYPES]
+        if unknown:
+            return f"layer types {unknown} (supported: {', '.join(SUPPORTED_LAYER_TYPES)})"
+        as_dict = distinct != ("full_attention",)
+    if "sliding_attention" in distinct and not window:
+        return "sliding_attention layers without a sliding_window"
+    dtype = None if impl == "sdpa" else next(model.parameters()).dtype
+    return MaskSpec(distinct, int(window) if window else None, dtype, as_dict)
+
+
+@dataclass
+class CallLayout:
+    """Where one model call's block goes: ``rows`` (cache rows called, None: all), ``columns`` (n, w)
+    the cache column of every block position, ``real`` (n, w) which positions are tokens (not
+    padding), ``kv_len`` the columns the attention reads."""
+
+    rows: torch.Tensor | None
+    columns: torch.Tensor
+    real: torch.Tensor
+    fed: torch.Tensor
+    kv_len: int
+
+
+class _RowLayer(CacheLayerMixin):
+    """One layer's keys and values, (rows, kv heads, capacity, head dim); written by :class:`RowKVCache`."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any):
+        raise RuntimeError("a _RowLayer is written by RowKVCache.update")
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        raise RuntimeError("RowKVCache builds its own attention masks")
+
+    def get_seq_length(self) -> int:
+        return 0 if self.keys is None else int(self.keys.shape[2])
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class RowKVCache(Cache):
+    """Per-row contiguous KV cache (see the module docstring). Use: ``layout = cache.begin(rows, fed,
+    width)``; call the model with ``attention_mask=cache.attention_mask(layout, spec)``,
+    ``position_ids=cache.positions(layout)`` and ``cache=cache``; then ``cache.commit(layout)``.
+    ``keep(rows)`` drops the other rows (finished episodes)."""
+
+    def __init__(self, rows: int):
+        super().__init__(layers=[])
+        self.lengths = torch.zeros(rows, dtype=torch.long)  # tokens of each row in the cache
+        self._layout: CallLayout | None = None
+
+    # --- one call ---------------------------------------------------------------------------------
+    def begin(self, rows: list[int] | None, fed: list[int], width: int) -> CallLayout:
+        """Lay out a call feeding ``fed[j]`` tokens (right-aligned in a block of ``width``) to cache row
+        ``rows[j]`` (all rows in order when None)."""
+        index = None if rows is None else torch.tensor(rows, dtype=torch.long)
+        start = self.lengths if index is None else self.lengths[index]
+        k = torch.tensor(fed, dtype=torch.long)
+        if k.shape[0] != start.shape[0] or bool((k < 1).any()) or bool((k > width).any()):
+            raise ValueError(f"fed {fed} does not fit rows {rows} with a block of width {width}")
+        p = torch.arange(width)
+        # real tokens at their row's next columns; padding right after them (overwritten later)
+        offset = (p[None, :] - (width - k)[:, None]) % width
+        columns = start[:, None] + offset
+        real = p[None, :] >= (width - k)[:, None]
+        self._layout = CallLayout(index, columns, real, k, int((start + width).max()))
+        return self._layout
+
+    def positions(self, layout: CallLayout) -> torch.Tensor:
+        """Position ids of the block: a token's column (padding gets its own, harmlessly)."""
+        return layout.columns
+
+    def attention_mask(self, layout: CallLayout, spec: MaskSpec) -> Any:
+        """The call's masks, shaped as the model takes them (see :class:`MaskSpec`)."""
+        cols = torch.arange(layout.kv_len)[None, None, :]
+        q = layout.columns[:, :, None]
+        own = cols == q
+        causal = torch.where(layout.real[:, :, None], cols <= q, own)
+        masks: dict[str, torch.Tensor] = {}
+        for kind in spec.layer_types:
+            m = causal if kind == "full_attention" else causal & (cols > q - int(spec.sliding_window or 0))
+            m = m[:, None]  # (n, 1, w, kv_len)
+            if spec.additive_dtype is not None:
+                m = torch.zeros(m.shape, dtype=spec.additive_dtype).masked_fill(
+                    ~m, torch.finfo(spec.additive_dtype).min)
+            masks[kind] = m
+        return masks if spec.as_dict else masks[spec.layer_types[0]]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the call's keys and values at their columns; return the called rows' first kv_len columns."""
+        lay = self._layout
+        if lay is None:
+            raise RuntimeError("RowKVCache.update outside a call: begin() first")
+        while len(self.layers) <= layer_idx:
+            self.layers.append(_RowLayer())
+        layer = self.layers[layer_idx]
+        if not layer.is_initialized:
+            layer.lazy_initialization(key_states, value_states)
+        for name, new in (("keys", key_states), ("values", value_states)):
+            buf = self._reserve(layer, name, new, lay.kv_len)
+            rows = torch.arange(buf.shape[0]) if lay.rows is None else lay.rows
+            # (n, heads, w, dim) -> (n, w, heads, dim), the layout of buf[rows, :, columns]
+            buf[rows.to(buf.device)[:, None], :, lay.columns.to(buf.device)] = new.transpose(1, 2).to(buf.dtype)
+        if lay.rows is None:  # every row: a view, nothing copied
+            return layer.keys[:, :, :lay.kv_len], layer.values[:, :, :lay.kv_len]
+        rows = lay.rows.to(layer.keys.device)
+        return layer.keys[rows, :, :lay.kv_len], layer.values[rows, :, :lay.kv_len]
+
+    def commit(self, layout: CallLayout) -> None:
+        """The call ran: its rows hold their fed tokens."""
+        if layout.rows is None:
+            self.lengths += layout.fed
+        else:
+            self.lengths[layout.rows] += layout.fed
+        self._layout = None
+
+    def _reserve(self, layer: _RowLayer, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
+        """The layer's buffer, grown (doubling) to at least ``needed`` columns; zeros where unwritten."""
+        buf = getattr(layer, name)
+        if buf is None or buf.shape[2] < needed:
+            capacity = max(needed, 2 * (0 if buf is None else buf.shape[2]), 64)
+            grown = new.new_zeros((self.lengths.shape[0], new.shape[1], capacity, new.shape[3]))
+            if buf is not None:
+                grown[:, :, :buf.shape[2]] = buf
+            setattr(layer, name, grown)
+            buf = grown
+        return buf
+
+    # --- rows -------------------------------------------------------------------------------------
+    def keep(self, rows: list[int]) -> None:
+        """Keep only cache rows ``rows`` (ascending); the others' episodes are over. The kept rows move
+        to the front of the buffers, which stay allocated (a view of their first rows)."""
+        if list(rows) != sorted(rows):
+            raise ValueError(f"rows to keep must ascend, got {rows}")
+        index = torch.tensor(rows, dtype=torch.long)
+        used = int(self.lengths[index].max()) if rows else 0
+        for layer in self.layers:
+            for name in ("keys", "values"):
+                buf = getattr(layer, name)
+                if buf is None:
+                    continue
+                if rows != list(range(len(rows))):  # rows ascend, so row j moves to j <= its index
+                    buf[:len(rows), :, :used] = buf[index.to(buf.device), :, :used]
+                setattr(layer, name, buf[:len(rows)])
+        self.lengths = self.lengths[index]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """The longest row (models ask only when given no position ids; this cache always gives them)."""
+        return int(self.lengths.max()) if self.lengths.numel() else 0
