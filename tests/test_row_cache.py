@@ -118,6 +118,8 @@ def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them
     assert cache.lengths.tolist() == [4, 8]
     with pytest.raises(ValueError, match="does not fit"):
         cache.begin(None, [1, 4], 3)
+    with pytest.raises(ValueError, match="ascending"):
+        cache.begin([1, 0], [1, 1], 1)
 
 
 def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):

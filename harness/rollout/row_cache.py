@@ -112,6 +112,8 @@ class RowKVCache(Cache):
     def begin(self, rows: list[int] | None, fed: list[int], width: int) -> CallLayout:
         """Lay out a call feeding ``fed[j]`` tokens (right-aligned in a block of ``width``) to cache row
         ``rows[j]`` (all rows in order when None)."""
+        if rows is not None and (not rows or any(b <= a for a, b in zip(rows, rows[1:]))):
+            raise ValueError(f"rows of a call must be distinct and ascending, got {rows}")
         index = None if rows is None else torch.tensor(rows, dtype=torch.long)
         start = self.lengths if index is None else self.lengths[index]
         k = torch.tensor(fed, dtype=torch.long)
@@ -163,6 +165,9 @@ class RowKVCache(Cache):
             buf[rows.to(buf.device)[:, None], :, lay.columns.to(buf.device)] = new.transpose(1, 2).to(buf.dtype)
         if lay.rows is None:  # every row: a view, nothing copied
             return layer.keys[:, :, :lay.kv_len], layer.values[:, :, :lay.kv_len]
+        first, n = int(lay.rows[0]), lay.rows.shape[0]
+        if int(lay.rows[-1]) - first == n - 1:  # ascending neighbours (often one row): a view too
+            return layer.keys[first:first + n, :, :lay.kv_len], layer.values[first:first + n, :, :lay.kv_len]
         rows = lay.rows.to(layer.keys.device)
         return layer.keys[rows, :, :lay.kv_len], layer.values[rows, :, :lay.kv_len]
 
