@@ -19,7 +19,7 @@ in the buffer is finite and a masked column can never turn a softmax into NaN.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -68,13 +68,23 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
 class CallLayout:
     """Where one model call's block goes: ``rows`` (cache rows called, None: all), ``columns`` (n, w)
     the cache column of every block position, ``real`` (n, w) which positions are tokens (not
-    padding), ``kv_len`` the columns the attention reads."""
+    padding), ``fed`` tokens per row, ``kv_len`` the columns the attention reads, ``span`` the rows
+    as a slice when they are neighbours (the attention then reads a view, not a gathered copy)."""
 
     rows: torch.Tensor | None
     columns: torch.Tensor
     real: torch.Tensor
     fed: torch.Tensor
     kv_len: int
+    span: slice | None
+    on_device: dict[Any, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    def index(self, n_rows: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows as a column vector, columns) on ``device``, made once per call."""
+        if device not in self.on_device:
+            rows = torch.arange(n_rows) if self.rows is None else self.rows
+            self.on_device[device] = (rows.to(device)[:, None], self.columns.to(device))
+        return self.on_device[device]
 
 
 class _RowLayer(CacheLayerMixin):
@@ -124,7 +134,11 @@ class RowKVCache(Cache):
         offset = (p[None, :] - (width - k)[:, None]) % width
         columns = start[:, None] + offset
         real = p[None, :] >= (width - k)[:, None]
-        self._layout = CallLayout(index, columns, real, k, int((start + width).max()))
+        if rows is None:
+            span: slice | None = slice(0, int(self.lengths.shape[0]))
+        else:
+            span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
+        self._layout = CallLayout(index, columns, real, k, int((start + width).max()), span)
         return self._layout
 
     def positions(self, layout: CallLayout) -> torch.Tensor:
@@ -160,15 +174,12 @@ class RowKVCache(Cache):
             layer.lazy_initialization(key_states, value_states)
         for name, new in (("keys", key_states), ("values", value_states)):
             buf = self._reserve(layer, name, new, lay.kv_len)
-            rows = torch.arange(buf.shape[0]) if lay.rows is None else lay.rows
+            rows, columns = lay.index(buf.shape[0], buf.device)
             # (n, heads, w, dim) -> (n, w, heads, dim), the layout of buf[rows, :, columns]
-            buf[rows.to(buf.device)[:, None], :, lay.columns.to(buf.device)] = new.transpose(1, 2).to(buf.dtype)
-        if lay.rows is None:  # every row: a view, nothing copied
-            return layer.keys[:, :, :lay.kv_len], layer.values[:, :, :lay.kv_len]
-        first, n = int(lay.rows[0]), lay.rows.shape[0]
-        if int(lay.rows[-1]) - first == n - 1:  # ascending neighbours (often one row): a view too
-            return layer.keys[first:first + n, :, :lay.kv_len], layer.values[first:first + n, :, :lay.kv_len]
-        rows = lay.rows.to(layer.keys.device)
+            buf[rows, :, columns] = new.transpose(1, 2).to(buf.dtype)
+        if lay.span is not None:  # all rows, or neighbours (often one row): a view, nothing copied
+            return layer.keys[lay.span, :, :lay.kv_len], layer.values[lay.span, :, :lay.kv_len]
+        rows = lay.index(layer.keys.shape[0], layer.keys.device)[0][:, 0]
         return layer.keys[rows, :, :lay.kv_len], layer.values[rows, :, :lay.kv_len]
 
     def commit(self, layout: CallLayout) -> None:
