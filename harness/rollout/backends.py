@@ -202,9 +202,9 @@ class HFBackend:
             raise ValueError(f"log-probs need a temperature > 0, got {params.temperature}")
         turn_lp: dict[int, list[float]] = {r: [] for r in rows}
         turn_v: dict[int, list[float]] = {r: [] for r in rows}
-        cache = RowKVCache(len(rows))
         if seeds is not None and len(seeds) != len(rows):
             raise ValueError(f"one seed per prompt: {len(seeds)} seeds for {len(rows)} prompts")
+        cache = RowKVCache(len(rows))
         generators = None if seeds is None else \
             {r: torch.Generator(device=self.device).manual_seed(int(sd)) for r, sd in zip(rows, seeds)}
         calls = 0
@@ -253,12 +253,11 @@ class HFBackend:
         as wide as the longest; each row's tokens go to its own next columns of the cache); samples one
         token per row. Returns the sampled tokens and, with ``score_temperature``, their log-probs at
         that temperature and the states' values (None without a ``value_fn``)."""
-        width = max(len(pending[rows[i]]) for i in batch)
-        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        for j, i in enumerate(batch):
-            k = len(pending[rows[i]])
-            ids[j, width - k:] = torch.tensor(pending[rows[i]], dtype=torch.long)
         fed = [len(pending[rows[i]]) for i in batch]
+        width = max(fed)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        for j, (i, k) in enumerate(zip(batch, fed)):
+            ids[j, width - k:] = torch.tensor(pending[rows[i]], dtype=torch.long)
         self.encoded_tokens += sum(fed)
         layout = cache.begin(batch if len(batch) < len(rows) else None, fed, width)
         want_values = score_temperature is not None and self.value_fn is not None
