@@ -101,6 +101,7 @@ class _RowLayer(CacheLayerMixin):
         raise RuntimeError("RowKVCache builds its own attention masks")
 
     def get_seq_length(self) -> int:
+        """The buffer's capacity in columns (the rows' own lengths are :attr:`RowKVCache.lengths`)."""
         return 0 if self.keys is None else int(self.keys.shape[2])
 
     def get_max_length(self) -> int:
