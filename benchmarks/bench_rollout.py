@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from _common import (
@@ -255,21 +255,17 @@ def main() -> None:
         return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
                 "generate_calls": calls, "episode_turns": sum(len(e.response_tokens) for e in res.episodes)}
 
-    def raw_side(r: int) -> dict[str, Any]:
-        if "shape" not in state:
-            engine_side(r)  # only when raw runs first: establish the shape (not timed as a sample)
-        prompts, lengths = state["shape"]
-        wall, tokens = ro.raw_generate(prompts, lengths, args.seed)
-        return {"wall_s": wall, "tokens": tokens, "new_tokens_per_row": lengths,
-                "prompt_len_max": max(len(p) for p in prompts)}
-
-    def raw_mean_side(r: int) -> dict[str, Any]:
-        if "shape" not in state:
-            engine_side(r)
-        prompts, lengths = state["shape"]
-        n = max(1, round(sum(lengths) / len(lengths)))
-        wall, tokens = ro.raw_generate(prompts, n, args.seed)
-        return {"wall_s": wall, "tokens": tokens, "new_tokens_per_row": n}
+    def raw_side_of(mean: bool) -> Callable[[int], dict[str, Any]]:
+        """The raw generate with each episode's own length per row, or (``mean``) the mean length in every row."""
+        def side(r: int) -> dict[str, Any]:
+            if "shape" not in state:
+                engine_side(r)  # only when raw runs first: establish the shape (not timed as a sample)
+            prompts, lengths = state["shape"]
+            new: int | list[int] = max(1, round(sum(lengths) / len(lengths))) if mean else lengths
+            wall, tokens = ro.raw_generate(prompts, new, args.seed)
+            return {"wall_s": wall, "tokens": tokens, "new_tokens_per_row": new,
+                    "prompt_len_max": max(len(p) for p in prompts)}
+        return side
 
     def sequential_side(r: int) -> dict[str, Any]:
         wall, tokens, gen = 0.0, 0, 0.0
@@ -290,7 +286,7 @@ def main() -> None:
             ro.turn_backend.reuse_cache = True
         return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s}
 
-    sides = {"engine": engine_side, "raw_generate": raw_side, "raw_generate_mean_shape": raw_mean_side,
+    sides = {"engine": engine_side, "raw_generate": raw_side_of(False), "raw_generate_mean_shape": raw_side_of(True),
              "engine_per_turn": per_turn_side}
     if not args.skip_fresh:
         sides["engine_no_cache_reuse"] = fresh_side
