@@ -14,6 +14,7 @@ from harness.rollout.backends import (
     _sample_next,
     inverse_cdf_sample,
     _sampling_warpers,
+    distinct_rows,
 )
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import RolloutEngine
@@ -158,6 +159,34 @@ def test_an_episode_seeded_on_its_own_samples_the_same_tokens_alone_or_in_a_batc
     assert [e.ids for e in other.episodes] != [e.ids for e in batch.episodes]
     with pytest.raises(ValueError, match="seeds need continuous decoding"):
         rollout(model, tok, False, n=2, temperature=1.0, seeds=[1, 2])
+
+
+def test_a_prompt_shared_by_several_episodes_is_encoded_once_and_each_samples_on_its_own(tiny):
+    model, tok = tiny
+    params = SamplingParams(1.0, 1.0, ())
+    prompts = [[5, 6, 7, 8], [9, 10], [5, 6, 7, 8], [5, 6, 7, 8]]  # a task's three samples, another task
+    seeds = [11, 22, 33, 44]
+    shapes: list[tuple[int, ...]] = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        seen: dict[int, list[int]] = {}
+        HFBackend(model, tok).run_turns(prompts, [6] * 4, params,
+                                        lambda row, ids: seen.setdefault(row, list(ids)) and None, seeds=seeds)
+        first = shapes[0]
+        alone = []
+        for p, sd in zip(prompts, seeds):
+            one: dict[int, list[int]] = {}
+            HFBackend(model, tok).run_turns([p], [6], params, lambda row, ids: one.setdefault(row, list(ids)) and None,
+                                            seeds=[sd])
+            alone.append(one[0])
+    finally:
+        hook.remove()
+    assert first == (2, 4)  # the two distinct prompts, not four rows
+    assert [seen[r] for r in range(4)] == alone  # each sample draws its own tokens, as if alone
+    assert len({tuple(seen[r]) for r in (0, 2, 3)}) > 1  # and the shared prompt's samples differ
+    assert distinct_rows(prompts) == ([0, 1], [0, 1, 0, 0])
+    assert distinct_rows([[1], [2], [1, 2]]) == ([0, 1, 2], [0, 1, 2])
 
 
 def test_inverse_cdf_sampling_picks_the_token_whose_cdf_interval_holds_the_draw():

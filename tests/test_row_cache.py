@@ -61,9 +61,9 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
     def tokens(n: int) -> list[int]:
         return torch.randint(1, VOCAB, (n,), generator=gen).tolist()
 
-    seqs: list[list[int]] = [[], [], []]  # the episodes' tokens so far, by episode
-    rows = [0, 1, 2]  # episode of each cache row
-    cache = RowKVCache(3)
+    seqs: list[list[int]] = [[], [], [], []]  # the episodes' tokens so far, by episode
+    rows = [0, 1, 2, 3]  # episode of each cache row
+    cache = RowKVCache(4)
     checked = 0
 
     def call(called: list[int], fed: list[list[int]]) -> None:
@@ -83,17 +83,19 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
         checked += 1
 
     call([0, 1, 2], [tokens(7), tokens(12), tokens(2)])  # the prompts, right-aligned in a block of 12
+    cache.copy_rows([1], [3])  # episode 3 shares episode 1's prompt: copied, not encoded
+    seqs[3] = list(seqs[1])
     for _ in range(3):  # decode: one token each
-        call([0, 1, 2], [tokens(1) for _ in range(3)])
-    call([0, 2], [tokens(4), tokens(9)])  # observations for two rows; row 1 waits
-    call([0, 1, 2], [tokens(1) for _ in range(3)])
-    cache.keep([0, 2])  # episode 1 is over
-    rows = [0, 2]
+        call([0, 1, 2, 3], [tokens(1) for _ in range(4)])
+    call([0, 2], [tokens(4), tokens(9)])  # observations for two rows; rows 1 and 3 wait
+    call([0, 1, 2, 3], [tokens(1) for _ in range(4)])
+    cache.keep([0, 2, 3])  # episode 1 is over
+    rows = [0, 2, 3]
     call([1], [tokens(60)])  # a long observation: the buffers grow past their first capacity
     for _ in range(2):
-        call([0, 1], [tokens(1), tokens(1)])
-    assert cache.lengths.tolist() == [len(seqs[0]), len(seqs[2])]
-    assert len(seqs[2]) > 64 and checked == 9
+        call([0, 1, 2], [tokens(1), tokens(1), tokens(1)])
+    assert cache.lengths.tolist() == [len(seqs[0]), len(seqs[2]), len(seqs[3])]
+    assert len(seqs[2]) > 64 and checked == 9 and seqs[3][:12] == seqs[1][:12] and seqs[3] != seqs[1]
     for layer in cache.layers:  # padding wrote finite values only: no masked column can bring a NaN
         assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
 

@@ -175,7 +175,9 @@ class HFBackend:
         row's tokens at columns 0.. of preallocated buffers, written in place (no padding, no copy of
         the cache per token; a token's column is its position). A call that encodes observations runs
         on those rows alone, so the batch does not pay for padding the other rows to the
-        observation's width. Sampling follows ``generate``: temperature, then top-p, over float32
+        observation's width. Identical prompts (the samples of one task) are encoded once, their
+        keys and values copied to the other rows (:meth:`RowKVCache.copy_rows`); each row then samples
+        on its own. Sampling follows ``generate``: temperature, then top-p, over float32
         logits (greedy at temperature 0), drawn by inverse CDF. Models the row cache cannot serve
         (attention other than sdpa/eager, layers other than full/sliding-window) decode one
         ``generate`` per turn instead (``continuous`` is switched off with a warning). Returns the
@@ -212,12 +214,19 @@ class HFBackend:
         self.model.eval()
         try:
             while rows:
-                # the prompts, all rows at once; later, rows with an observation to encode go first, on their own
-                batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1 and calls > 0] \
-                    or list(range(len(rows)))
-                tokens, lps, vals = self._call(batch, rows, pending, cache, spec, warpers,
-                                               params.temperature if with_stats else None,
-                                               None if generators is None else [generators[rows[i]] for i in batch])
+                if calls == 0:  # the prompts: each distinct one once (a task's samples share theirs)
+                    batch = list(range(len(rows)))
+                    computed, source = distinct_rows([pending[r] for r in rows])
+                else:  # rows with an observation to encode go first, on their own; then every row decodes
+                    batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1] or list(range(len(rows)))
+                    computed, source = batch, None
+                logits, hidden = self._forward(computed, rows, pending, cache, spec, with_stats)
+                if source is not None:
+                    cache.copy_rows([computed[j] for j in source], batch)
+                    logits = logits[source]
+                    hidden = None if hidden is None else hidden[source]
+                tokens, lps, vals = self._sample(logits, hidden, warpers, params.temperature if with_stats else None,
+                                                 None if generators is None else [generators[rows[i]] for i in batch])
                 calls += 1
                 done: list[int] = []
                 for j, (i, t) in enumerate(zip(batch, tokens)):
@@ -245,14 +254,12 @@ class HFBackend:
             self.model.train(was_training)
         return calls
 
-    def _call(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache,
-              spec: MaskSpec, warpers: Any, score_temperature: float | None = None,
-              generators: list[torch.Generator] | None = None
-              ) -> tuple[list[int], list[float] | None, list[float] | None]:
+    def _forward(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache,
+                 spec: MaskSpec, want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One model call on cache rows ``batch`` feeding their pending tokens (right-aligned in a block
-        as wide as the longest; each row's tokens go to its own next columns of the cache); samples one
-        token per row. Returns the sampled tokens and, with ``score_temperature``, their log-probs at
-        that temperature and the states' values (None without a ``value_fn``)."""
+        as wide as the longest; each row's tokens go to its own next columns of the cache). Returns the
+        next-token logits (float32, one row per batch row) and, with ``want_hidden`` and a
+        ``value_fn``, the last position's last hidden state (None otherwise)."""
         fed = [len(pending[rows[i]]) for i in batch]
         width = max(fed)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
@@ -260,7 +267,7 @@ class HFBackend:
             ids[j, width - k:] = torch.tensor(pending[rows[i]], dtype=torch.long)
         self.encoded_tokens += sum(fed)
         layout = cache.begin(batch if len(batch) < len(rows) else None, fed, width)
-        want_values = score_temperature is not None and self.value_fn is not None
+        want_hidden = want_hidden and self.value_fn is not None
         mask = cache.attention_mask(layout, spec)
         if isinstance(mask, dict):
             mask = {k: m.to(self.device) for k, m in mask.items()}
@@ -268,18 +275,39 @@ class HFBackend:
             mask = mask.to(self.device)
         out = self.model(input_ids=ids.to(self.device), attention_mask=mask,
                          position_ids=cache.positions(layout).to(self.device), cache=cache, use_cache=True,
-                         logits_to_keep=1, output_hidden_states=want_values)
+                         logits_to_keep=1, output_hidden_states=want_hidden)
         cache.commit(layout)
         self.model_calls += 1
-        logits = out.logits[:, -1, :].float()
+        return out.logits[:, -1, :].float(), (out.hidden_states[-1][:, -1] if want_hidden else None)
+
+    def _sample(self, logits: torch.Tensor, hidden: torch.Tensor | None, warpers: Any,
+                score_temperature: float | None, generators: list[torch.Generator] | None
+                ) -> tuple[list[int], list[float] | None, list[float] | None]:
+        """One token per row of ``logits``; with ``score_temperature``, also their log-probs at that
+        temperature and the states' values (``value_fn(hidden)``; None without ``hidden``)."""
         sampled = _sample_next(logits, warpers, generators)
         tokens = [int(t) for t in sampled.tolist()]
         lps = vals = None
         if score_temperature is not None:
             lps = logprobs_from_logits(logits, sampled, score_temperature).tolist()
-            if want_values:  # the last hidden state, as PolicyWithValueHead.forward reads it
-                vals = self.value_fn(out.hidden_states[-1][:, -1]).float().tolist()
+            if hidden is not None:  # the last hidden state, as PolicyWithValueHead.forward reads it
+                vals = self.value_fn(hidden).float().tolist()
         return tokens, lps, vals
+
+
+def distinct_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """The first row of each distinct prompt (ascending), and for every row the index of its prompt's
+    first row in that list: the n samples of a task share their prompt, which is encoded once."""
+    first: dict[tuple[int, ...], int] = {}
+    computed: list[int] = []
+    source: list[int] = []
+    for i, p in enumerate(prompts):
+        key = tuple(p)
+        if key not in first:
+            first[key] = len(computed)
+            computed.append(i)
+        source.append(first[key])
+    return computed, source
 
 
 @dataclass

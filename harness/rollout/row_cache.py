@@ -204,6 +204,24 @@ class RowKVCache(Cache):
         return buf
 
     # --- rows -------------------------------------------------------------------------------------
+    def copy_rows(self, sources: list[int], rows: list[int]) -> None:
+        """Row ``rows[j]`` becomes a copy of row ``sources[j]`` (its tokens, keys and values): a prompt
+        shared by several episodes is encoded once. A row that is its own source is left as it is."""
+        if len(sources) != len(rows):
+            raise ValueError(f"one source per row: {len(sources)} sources for {len(rows)} rows")
+        pairs = [(s, r) for s, r in zip(sources, rows) if s != r]
+        if not pairs:
+            return
+        src = torch.tensor([s for s, _ in pairs], dtype=torch.long)
+        dst = torch.tensor([r for _, r in pairs], dtype=torch.long)
+        used = int(self.lengths[src].max())
+        for layer in self.layers:
+            for name in ("keys", "values"):
+                buf = getattr(layer, name)
+                if buf is not None:
+                    buf[dst.to(buf.device), :, :used] = buf[src.to(buf.device), :, :used]
+        self.lengths[dst] = self.lengths[src]
+
     def keep(self, rows: list[int]) -> None:
         """Keep only cache rows ``rows`` (ascending); the others' episodes are over. The kept rows move
         to the front of the buffers, which stay allocated (a view of their first rows)."""
