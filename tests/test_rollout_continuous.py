@@ -87,9 +87,11 @@ def test_episode_token_budget_ends_episodes_as_one_generate_per_turn_does(tiny):
     assert [e.token_truncated for e in cont.episodes] == [e.token_truncated for e in per_turn.episodes]
 
 
-def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independently(tiny):
+@pytest.mark.parametrize("packed", [True, False])
+def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independently(tiny, packed):
     model, tok = tiny
     b = CountingBackend(model, tok)
+    b.pack_observations = packed
     seen: list[tuple[int, list[int]]] = []
     second = {0: 1, 1: 4}  # row 0: turns of 4 then 1 tokens; row 1: 1 then 4
 
@@ -101,17 +103,24 @@ def test_run_turns_hands_over_each_turn_at_its_budget_and_decodes_rows_independe
 
     params = SamplingParams(0.0, 1.0, ())  # no stop ids: every turn runs to its budget
     calls = b.run_turns([[5, 6, 7, 8], [11, 12]], [4, 1], params, on_turn_end)
-    assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (1, 4), (0, 1)]  # in order of the calls
-    # call 1: both prompts; 2: row 1's observation alone (row 0 waits); 3-5: both decode (row 0's turn
-    # and row 1's episode end at 5); 6: row 0's observation and its last token
-    assert calls == b.forwards == 6
+    if packed:
+        # call 1: both prompts; 2: row 1's observation packed with row 0's next token; 3-4: both decode
+        # (row 0's turn ends at 4); 5: row 0's observation packed with row 1's token (both episodes end)
+        assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (0, 1), (1, 4)]  # in order of the calls
+        assert calls == b.forwards == 5
+    else:
+        # call 1: both prompts; 2: row 1's observation alone (row 0 waits); 3-5: both decode (row 0's turn
+        # and row 1's episode end at 5); 6: row 0's observation and its last token
+        assert [(r, len(ids)) for r, ids in seen] == [(1, 1), (0, 4), (1, 4), (0, 1)]
+        assert calls == b.forwards == 6
     # one generate per turn would take max(4, 1) + max(1, 4) = 8
     b2 = CountingBackend(model, tok, continuous=False)
     first = b2.generate([[5, 6, 7, 8], [11, 12]], [4, 1], params)
-    b2.generate([[5, 6, 7, 8] + first[0] + [7, 8, 9], [11, 12] + first[1] + [7, 8, 9]], [1, 4], params)
+    then = b2.generate([[5, 6, 7, 8] + first[0] + [7, 8, 9], [11, 12] + first[1] + [7, 8, 9]], [1, 4], params)
     assert b2.forwards == 8
     # and the tokens are the same (greedy)
-    assert [ids for r, ids in seen if r == 0][0] == first[0] and [ids for r, ids in seen if r == 1][0] == first[1]
+    assert [ids for r, ids in seen if r == 0] == [first[0], then[0]]
+    assert [ids for r, ids in seen if r == 1] == [first[1], then[1]]
     for h in list(model._forward_pre_hooks):
         model._forward_pre_hooks.pop(h)
 

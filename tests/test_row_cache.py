@@ -18,7 +18,7 @@ from transformers import (
 
 from harness.ppo.models import load_policy
 from harness.rollout.backends import HFBackend, SamplingParams
-from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec
+from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec, packed_attention
 
 VOCAB = 97
 WINDOW = 5  # shorter than the rows, so a sliding-window layer that saw a full mask would give other logits
@@ -100,6 +100,92 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
         assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
 
 
+@pytest.mark.parametrize("name", list(BUILDS))
+@torch.no_grad()
+def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name):
+    """Rows fed different numbers of tokens share one packed call (observations beside one-token
+    decode steps, no padding in the sequence); every row's last-token logits are those of a fresh
+    forward of its own tokens, and the model's attention kernel is restored after each call."""
+    build, attn = BUILDS[name]
+    torch.manual_seed(0)
+    model = build(attn).eval()
+    spec = mask_spec(model)
+    assert isinstance(spec, MaskSpec) and spec.packable and spec.attention == attn
+    gen = torch.Generator().manual_seed(2)
+
+    def tokens(n: int) -> list[int]:
+        return torch.randint(1, VOCAB, (n,), generator=gen).tolist()
+
+    seqs: list[list[int]] = [[], [], [], []]
+    rows = [0, 1, 2, 3]
+    cache = RowKVCache(4)
+    checked = 0
+
+    def call(called: list[int] | None, fed: list[list[int]]) -> None:
+        nonlocal checked
+        lay = cache.begin_packed(called, [len(f) for f in fed], spec)
+        ids = torch.tensor([[t for f in fed for t in f]])
+        for j, f in enumerate(fed):
+            seqs[rows[j if called is None else called[j]]].extend(f)
+        with packed_attention(model):
+            out = model(input_ids=ids, attention_mask=torch.ones((1, 1, 1, 1), dtype=torch.bool),
+                        position_ids=lay.positions(), cache=cache, use_cache=True, logits_to_keep=lay.last,
+                        packed_rows=lay)
+        assert model.config._attn_implementation == attn
+        cache.commit(lay)
+        for j, i in enumerate(range(len(rows)) if called is None else called):
+            ref = model(input_ids=torch.tensor([seqs[rows[i]]])).logits[0, -1]
+            torch.testing.assert_close(out.logits[0, j], ref, atol=1e-5, rtol=1e-5)
+        checked += 1
+
+    call(None, [tokens(7), tokens(12), tokens(2), tokens(1)])  # prompts, one of a single token
+    for _ in range(2):
+        call(None, [tokens(1) for _ in range(4)])  # decode only: the last-token group alone
+    call(None, [tokens(1), tokens(9), tokens(1), tokens(4)])  # two observations beside two decode steps
+    call([1, 3], [tokens(3), tokens(1)])  # a subset (not neighbours: the attention gathers its rows)
+    call([0, 1], [tokens(2), tokens(6)])  # neighbours: a view
+    cache.keep([0, 2, 3])
+    rows = [0, 2, 3]
+    call(None, [tokens(1), tokens(60), tokens(1)])  # a long observation: the buffers grow
+    assert cache.lengths.tolist() == [len(seqs[0]), len(seqs[2]), len(seqs[3])]
+    assert checked == 7 and len(seqs[2]) > 64
+    for layer in cache.layers:
+        assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_own(name):
+    build, attn = BUILDS[name]
+    torch.manual_seed(0)
+    model = build(attn).eval()
+    tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})()
+    params = SamplingParams(1.0, 1.0, ())  # sampled (seeded per row), no stop ids: turns run to their budgets
+
+    def episodes(packed: bool) -> tuple[dict[int, list[list[int]]], dict[int, list[float]], int]:
+        backend = HFBackend(model, tok)
+        backend.pack_observations = packed
+        turns: dict[int, list[list[int]]] = {}
+        logprobs: dict[int, list[float]] = {}
+
+        def on_turn_end(row, ids, stats):
+            turns.setdefault(row, []).append(list(ids))
+            logprobs.setdefault(row, []).extend(stats.logprobs)
+            if len(turns[row]) == 3:
+                return None
+            return list(range(10, 10 + 3 * row + 2 * len(turns[row]))), 2 + (row + len(turns[row])) % 3
+
+        calls = backend.run_turns([[5, 6, 7, 8], [11, 12], [13, 14, 15], [5, 6, 7, 8]], [3, 1, 4, 2], params,
+                                  on_turn_end, with_stats=True, seeds=[1, 2, 3, 4])
+        return turns, logprobs, calls
+
+    packed, packed_lp, packed_calls = episodes(True)
+    alone, alone_lp, alone_calls = episodes(False)
+    assert packed == alone and len(packed) == 4
+    for row in range(4):  # each sampled token's log-prob: the same logits either way
+        torch.testing.assert_close(torch.tensor(packed_lp[row]), torch.tensor(alone_lp[row]), atol=1e-5, rtol=1e-5)
+    assert packed_calls < alone_calls
+
+
 def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them():
     cache = RowKVCache(2)
     cache.lengths = torch.tensor([3, 5])
@@ -124,6 +210,36 @@ def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them
         cache.begin([1, 0], [1, 1], 1)
 
 
+def test_a_packed_layout_puts_rows_one_after_another_and_groups_last_tokens_apart_from_the_rest():
+    cache = RowKVCache(3)
+    cache.lengths = torch.tensor([3, 5, 2])
+    spec = MaskSpec(("full_attention",), None, None, False, ("full_attention",) * 2, "sdpa", True)
+    lay = cache.begin_packed(None, [1, 3, 2], spec)
+    # packed sequence: row 0's token, row 1's three, row 2's two
+    assert lay.token_rows.tolist() == [0, 1, 1, 1, 2, 2]
+    assert lay.token_columns.tolist() == [3, 5, 6, 7, 2, 3]
+    assert lay.positions().tolist() == [[3, 5, 6, 7, 2, 3]]
+    assert lay.last.tolist() == [0, 3, 5]
+    last, rest = lay.groups
+    # every row's last token, at its column, over a view of all rows
+    assert last.query.tolist() == [[0], [3], [5]] and last.layout.columns.tolist() == [[3], [7], [3]]
+    assert last.layout.span == slice(0, 3) and last.layout.kv_len == 8
+    assert last.masks["full_attention"][:, 0, 0].int().tolist() == [[1, 1, 1, 1, 0, 0, 0, 0], [1] * 8,
+                                                                     [1, 1, 1, 1, 0, 0, 0, 0]]
+    # the others: row 1's first two tokens, row 2's first one right-aligned (its padding queries index 4)
+    assert rest.query.tolist() == [[1, 2], [4, 4]] and rest.real.tolist() == [[True, True], [False, True]]
+    assert rest.layout.columns.tolist() == [[5, 6], [3, 2]] and rest.layout.span == slice(1, 3)
+    assert lay.kv_len == 8
+    cache.commit(lay)
+    assert cache.lengths.tolist() == [4, 8, 4]
+    sub = cache.begin_packed([0, 2], [2, 1], spec)
+    assert sub.token_rows.tolist() == [0, 0, 2] and sub.groups[0].layout.span is None
+    with pytest.raises(ValueError, match="ascending"):
+        cache.begin_packed([2, 0], [1, 1], spec)
+    with pytest.raises(ValueError, match="does not fit"):
+        cache.begin_packed(None, [1, 0, 1], spec)
+
+
 def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     model, tok = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
                                                         "intermediate_size": 64}})
@@ -134,6 +250,11 @@ def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     assert backend.continuous is False and "flex_attention" in caplog.text
     with pytest.raises(ValueError, match="continuous=False"):
         backend.run_turns([[5]], [2], SamplingParams(), lambda *a: None)
+    plain = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
+                                                   "intermediate_size": 64}})[0]
+    assert mask_spec(plain).packable
+    plain._supports_attention_backend = False  # attention not dispatched through transformers' interface
+    assert not mask_spec(plain).packable  # observations then get calls of their own
     odd = gemma3("eager")
     odd.config.layer_types = ["chunked_attention", "full_attention"]
     assert "chunked_attention" in mask_spec(odd)

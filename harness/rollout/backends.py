@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 
 from harness.ppo.core import logprobs_from_logits
-from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec
+from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec, packed_attention
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,9 @@ class HFBackend:
         self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
         self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
         self.model_calls = 0  # forward calls of run_turns since construction (benchmarks read it)
+        # run_turns encodes observations in the same call as the other rows' next tokens (a packed call)
+        # when the model allows (MaskSpec.packable); False: the observing rows get a call of their own
+        self.pack_observations = True
         # the shared critic's values from last hidden states (PolicyWithValueHead.values_from_hidden), set
         # by the trainer: run_turns with stats then also records the values of the states tokens were sampled in
         self.value_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -165,17 +168,20 @@ class HFBackend:
                   on_turn_end: TurnEnd, with_stats: bool = False, seeds: Sequence[int] | None = None) -> int:
         """Continuous batching over whole episodes: decode every live row one token per model call,
         and when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row, ids)``
-        at once; the returned ``(observation ids, next budget)`` are encoded in the next call while the
-        other rows wait one call, then everyone decodes on (``None``: the episode is over, the row
+        at once; the returned ``(observation ids, next budget)`` are encoded in the next call, beside
+        the other rows' next tokens, and everyone decodes on (``None``: the episode is over, the row
         leaves the batch).
 
         Why: with one ``generate`` per turn every turn lasts as long as its longest row, so a batch of
-        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode plus
-        one short call per observation. Layout: :class:`~harness.rollout.row_cache.RowKVCache`, each
-        row's tokens at columns 0.. of preallocated buffers, written in place (no padding, no copy of
-        the cache per token; a token's column is its position). A call that encodes observations runs
-        on those rows alone, so the batch does not pay for padding the other rows to the
-        observation's width. Identical prompts (the samples of one task) are encoded once, their
+        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode.
+        Layout: :class:`~harness.rollout.row_cache.RowKVCache`, each row's tokens at columns 0.. of
+        preallocated buffers, written in place (no padding, no copy of the cache per token; a token's
+        column is its position). A call that encodes observations is packed
+        (:meth:`RowKVCache.begin_packed`): the rows' tokens one after another in one sequence, so
+        the decoding rows are not padded to the observation's width and do not wait a call (models
+        whose attention does not go through transformers' ``AttentionInterface``, or with
+        ``pack_observations`` off: the observing rows get a call of their own while the others
+        wait). Identical prompts (the samples of one task) are encoded once, their
         keys and values copied to the other rows (:meth:`RowKVCache.copy_rows`); each row then samples
         on its own. Sampling follows ``generate``: temperature, then top-p, over float32
         logits (greedy at temperature 0), drawn by inverse CDF. Models the row cache cannot serve
@@ -214,13 +220,21 @@ class HFBackend:
         self.model.eval()
         try:
             while rows:
+                packed = False
                 if calls == 0:  # the prompts: each distinct one once (a task's samples share theirs)
                     batch = list(range(len(rows)))
                     computed, source = distinct_rows([pending[r] for r in rows])
-                else:  # rows with an observation to encode go first, on their own; then every row decodes
-                    batch = [i for i, r in enumerate(rows) if len(pending[r]) > 1] or list(range(len(rows)))
+                else:
+                    observing = [i for i, r in enumerate(rows) if len(pending[r]) > 1]
+                    packed = bool(observing) and spec.packable and self.pack_observations
+                    # packed: the observations and everyone's next token in one call; else the rows with an
+                    # observation go first, on their own, and then every row decodes
+                    batch = list(range(len(rows))) if packed or not observing else observing
                     computed, source = batch, None
-                logits, hidden = self._forward(computed, rows, pending, cache, spec, with_stats)
+                if calls > 0 and packed:
+                    logits, hidden = self._forward_packed(rows, pending, cache, spec, with_stats)
+                else:
+                    logits, hidden = self._forward(computed, rows, pending, cache, spec, with_stats)
                 if source is not None:
                     cache.copy_rows([computed[j] for j in source], batch)
                     logits = logits[source]
@@ -279,6 +293,26 @@ class HFBackend:
         cache.commit(layout)
         self.model_calls += 1
         return out.logits[:, -1, :].float(), (out.hidden_states[-1][:, -1] if want_hidden else None)
+
+    def _forward_packed(self, rows: list[int], pending: dict[int, list[int]], cache: RowKVCache, spec: MaskSpec,
+                        want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One packed model call on every cache row (:meth:`RowKVCache.begin_packed`): their pending
+        tokens one row after another, no padding between them; same returns as :meth:`_forward`."""
+        fed = [len(pending[r]) for r in rows]
+        ids = torch.tensor([[t for r in rows for t in pending[r]]], dtype=torch.long)
+        self.encoded_tokens += sum(fed)
+        layout = cache.begin_packed(None, fed, spec, self.device)
+        want_hidden = want_hidden and self.value_fn is not None
+        placeholder = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)  # masks come from the layout
+        mask: Any = {t: placeholder for t in spec.layer_types} if spec.as_dict else placeholder
+        last = layout.last.to(self.device)
+        with packed_attention(self.model):
+            out = self.model(input_ids=ids.to(self.device), attention_mask=mask,
+                             position_ids=layout.positions().to(self.device), cache=cache, use_cache=True,
+                             logits_to_keep=last, output_hidden_states=want_hidden, packed_rows=layout)
+        cache.commit(layout)
+        self.model_calls += 1
+        return out.logits[0].float(), (out.hidden_states[-1][0, last] if want_hidden else None)
 
     def _sample(self, logits: torch.Tensor, hidden: torch.Tensor | None, warpers: Any,
                 score_temperature: float | None, generators: list[torch.Generator] | None

@@ -15,15 +15,27 @@ sliding-window layer). The block is right-aligned, as the model reads the last p
 the padding in front of a row's shorter block is written to the columns right after its tokens
 (overwritten by its next tokens, never seen by them) and attends to itself only, so every value
 in the buffer is finite and a masked column can never turn a softmax into NaN.
+
+A call where some rows encode an observation and the others decode one token is PACKED
+(:meth:`RowKVCache.begin_packed`): the rows' tokens go one after another in a single sequence, so
+no row is padded to another's width; every token's keys and values are written first, and the
+attention (the model's own sdpa or eager kernel, reached through transformers' ``AttentionInterface``
+while the call runs) is computed in two groups: each row's last token (width 1, the decode step)
+and the other observation tokens. Saves a model call per observation, with no padding.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import AttentionInterface
 from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 SUPPORTED_ATTENTION = ("sdpa", "eager")
 SUPPORTED_LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -37,6 +49,9 @@ class MaskSpec:
     sliding_window: int | None  # tokens a sliding-window layer sees (itself included)
     additive_dtype: torch.dtype | None  # eager attention adds a float mask of this dtype; sdpa takes a bool mask
     as_dict: bool  # pass {layer type: mask} (a model with layer_types, not all full) instead of one 4-D tensor
+    layer_kinds: tuple[str, ...] = ()  # the type of each layer, by layer index (packed calls pick its mask)
+    attention: str = "sdpa"  # the model's own attention kernel (sdpa or eager), which packed calls run per group
+    packable: bool = False  # the model dispatches attention through transformers' AttentionInterface
 
 
 def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
@@ -61,7 +76,34 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
     if "sliding_attention" in distinct and not window:
         return "sliding_attention layers without a sliding_window"
     dtype = None if impl == "sdpa" else next(model.parameters()).dtype
-    return MaskSpec(distinct, int(window) if window else None, dtype, as_dict)
+    n_layers = int(getattr(text, "num_hidden_layers", 0) or 0)
+    kinds = tuple(types) if types is not None else (distinct[0],) * n_layers
+    packable = bool(_attention_configs(model)) and bool(getattr(_base_model(model), "_supports_attention_backend", False))
+    return MaskSpec(distinct, int(window) if window else None, dtype, as_dict, kinds, impl, packable)
+
+
+def _base_model(model: torch.nn.Module) -> Any:
+    """The transformers model under wrappers (peft's get_base_model, a value head's ``policy``)."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        if hasattr(model, "get_base_model"):
+            model = model.get_base_model()
+        elif hasattr(model, "policy") and isinstance(model.policy, torch.nn.Module):
+            model = model.policy
+        else:
+            break
+    return model
+
+
+def _attention_configs(model: torch.nn.Module) -> list[Any]:
+    """The configs the attention modules read their kernel from (one for a text model)."""
+    found: dict[int, Any] = {}
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if hasattr(m, "layer_idx") and cfg is not None and hasattr(cfg, "_attn_implementation_internal"):
+            found[id(cfg)] = cfg
+    return list(found.values())
 
 
 @dataclass
@@ -85,6 +127,100 @@ class CallLayout:
             rows = torch.arange(n_rows) if self.rows is None else self.rows
             self.on_device[device] = (rows.to(device)[:, None], self.columns.to(device))
         return self.on_device[device]
+
+
+@dataclass
+class _QueryGroup:
+    """One attention call inside a packed call: queries ``query`` (n, w) (indices into the packed
+    sequence; ``real`` marks tokens, the rest are padding whose output is dropped) at the cache
+    rows and columns of ``layout``, with its ``masks`` by layer type."""
+
+    query: torch.Tensor
+    real: torch.Tensor
+    layout: CallLayout
+    masks: dict[str, torch.Tensor]
+
+
+@dataclass
+class PackedLayout:
+    """A packed call: the rows' new tokens one after another in a single sequence (1, T), so a row
+    encoding an observation and rows decoding one token share a model call without padding each
+    other. Every token's keys and values are written first (``token_rows``, ``token_columns``);
+    attention then runs in two groups with the model's own kernel: every row's LAST token (width 1,
+    all rows: the decode step, over a view of the cache) and the other tokens of rows fed more than
+    one (their observation, right-aligned in a block as wide as the longest). ``last`` (n,): where
+    each row's last token sits in the packed sequence (its logits are the call's output)."""
+
+    rows: torch.Tensor | None
+    fed: torch.Tensor
+    token_rows: torch.Tensor
+    token_columns: torch.Tensor
+    last: torch.Tensor
+    groups: list[_QueryGroup]
+    kv_len: int
+    spec: MaskSpec
+
+    def positions(self) -> torch.Tensor:
+        """Position ids (1, T): a token's column."""
+        return self.token_columns[None, :]
+
+
+PACKED_ATTENTION = "eau_packed_rows"  # the attention implementation packed calls switch the model to
+
+
+def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: Any, packed_rows: PackedLayout | None = None, **kwargs: Any
+                          ) -> tuple[torch.Tensor, None]:
+    """Attention of a packed call (registered with transformers as :data:`PACKED_ATTENTION`): ``query``
+    (1, heads, T, dim); ``key``/``value`` are the layer's whole buffers (rows, kv heads, capacity,
+    dim), already holding the call's tokens. Each query group runs the model's own kernel (sdpa or
+    eager) on its rows; the outputs go back to their packed positions, (1, T, heads, dim)."""
+    lay = packed_rows
+    if lay is None:
+        raise RuntimeError(f"attention {PACKED_ATTENTION!r} runs inside RowKVCache packed calls only")
+    kind = lay.spec.layer_kinds[module.layer_idx]
+    base = _kernel(module, lay.spec.attention)
+    q = query[0]  # (heads, T, dim)
+    out = query.new_zeros((1, q.shape[1], q.shape[0], q.shape[2]))
+    for g in lay.groups:
+        gl = g.layout
+        if gl.span is not None:
+            k, v = key[gl.span, :, :gl.kv_len], value[gl.span, :, :gl.kv_len]
+        else:
+            rows = gl.index(key.shape[0], key.device)[0][:, 0]
+            k, v = key[rows, :, :gl.kv_len], value[rows, :, :gl.kv_len]
+        qg = q[:, g.query].permute(1, 0, 2, 3)  # (heads, n, w, dim) -> (n, heads, w, dim)
+        o, _ = base(module, qg, k, v, g.masks[kind], **kwargs)  # (n, w, heads, dim)
+        out[0, g.query[g.real]] = o[g.real]
+    return out, None
+
+
+def _kernel(module: torch.nn.Module, name: str) -> Callable[..., Any]:
+    """The attention function ``name`` as the module's model would call it (eager: its own module's)."""
+    if name == "eager":
+        fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+        if fn is None:
+            raise RuntimeError(f"{type(module).__name__}: no eager_attention_forward in its module")
+        return fn
+    return ALL_ATTENTION_FUNCTIONS[name]
+
+
+AttentionInterface.register(PACKED_ATTENTION, packed_rows_attention)
+
+
+@contextmanager
+def packed_attention(model: torch.nn.Module) -> Iterator[None]:
+    """Run the model's attention through :func:`packed_rows_attention` inside the block (its configs'
+    kernel switched and restored after, also on error)."""
+    configs = _attention_configs(model)
+    saved = [c._attn_implementation_internal for c in configs]
+    for c in configs:
+        c._attn_implementation_internal = PACKED_ATTENTION
+    try:
+        yield
+    finally:
+        for c, impl in zip(configs, saved):
+            c._attn_implementation_internal = impl
 
 
 class _RowLayer(CacheLayerMixin):
@@ -118,15 +254,23 @@ class RowKVCache(Cache):
         super().__init__(layers=[])
         self.lengths = torch.zeros(rows, dtype=torch.long)  # tokens of each row in the cache
         self._layout: CallLayout | None = None
+        self._packed: PackedLayout | None = None
 
     # --- one call ---------------------------------------------------------------------------------
     def begin(self, rows: list[int] | None, fed: list[int], width: int) -> CallLayout:
         """Lay out a call feeding ``fed[j]`` tokens (right-aligned in a block of ``width``) to cache row
         ``rows[j]`` (all rows in order when None)."""
+        self._layout = self._block(rows, fed, width, self.lengths)
+        self._packed = None
+        return self._layout
+
+    def _block(self, rows: list[int] | None, fed: list[int], width: int, lengths: torch.Tensor) -> CallLayout:
+        """The layout of ``fed[j]`` tokens right-aligned in a block of ``width`` for row ``rows[j]``,
+        the rows holding ``lengths`` tokens before the block."""
         if rows is not None and (not rows or any(b <= a for a, b in zip(rows, rows[1:]))):
             raise ValueError(f"rows of a call must be distinct and ascending, got {rows}")
         index = None if rows is None else torch.tensor(rows, dtype=torch.long)
-        start = self.lengths if index is None else self.lengths[index]
+        start = lengths if index is None else lengths[index]
         k = torch.tensor(fed, dtype=torch.long)
         if k.shape[0] != start.shape[0] or bool((k < 1).any()) or bool((k > width).any()):
             raise ValueError(f"fed {fed} does not fit rows {rows} with a block of width {width}")
@@ -136,11 +280,54 @@ class RowKVCache(Cache):
         columns = start[:, None] + offset
         real = p[None, :] >= (width - k)[:, None]
         if rows is None:
-            span: slice | None = slice(0, int(self.lengths.shape[0]))
+            span: slice | None = slice(0, int(lengths.shape[0]))
         else:
             span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
-        self._layout = CallLayout(index, columns, real, k, int((start + width).max()), span)
-        return self._layout
+        return CallLayout(index, columns, real, k, int((start + width).max()), span)
+
+    def begin_packed(self, rows: list[int] | None, fed: list[int], spec: MaskSpec,
+                     device: Any = "cpu") -> PackedLayout:
+        """Lay out a packed call (see :class:`PackedLayout`) feeding ``fed[j]`` tokens to cache row
+        ``rows[j]`` (all rows in order when None); the tokens go in that order, row by row. Call the
+        model on the packed ids (1, T) inside :func:`packed_attention` with ``packed_rows=layout``,
+        ``position_ids=layout.positions()``, ``logits_to_keep=layout.last`` and ``cache=cache``;
+        then ``commit(layout)``."""
+        whole = self._block(rows, [1] * len(fed), 1, self.lengths)  # checks the rows; the last tokens' group
+        index = whole.rows
+        start = self.lengths if index is None else self.lengths[index]
+        k = torch.tensor(fed, dtype=torch.long)
+        if k.shape[0] != start.shape[0] or bool((k < 1).any()):
+            raise ValueError(f"fed {fed} does not fit rows {rows}: one count >= 1 per row")
+        first = torch.cumsum(k, 0) - k  # where each row's tokens begin in the packed sequence
+        token_rows = torch.repeat_interleave(torch.arange(k.shape[0]) if index is None else index, k)
+        token_columns = torch.cat([torch.arange(int(s), int(s) + int(n)) for s, n in zip(start, k)])
+        last = first + k - 1
+        # every row's last token: width 1 at its column, the cache rows as they are (a view for all rows)
+        lay_last = CallLayout(index, (start + k - 1)[:, None], torch.ones((k.shape[0], 1), dtype=torch.bool),
+                              k, int((start + k).max()), whole.span)
+        groups = [self._group(last[:, None], lay_last.real, lay_last, spec, device)]
+        more = [j for j in range(k.shape[0]) if int(k[j]) > 1]
+        if more:  # the other tokens of rows fed several (observations), right-aligned in one block
+            sub = [j for j in more] if index is None else [int(index[j]) for j in more]
+            rest = [int(k[j]) - 1 for j in more]
+            width = max(rest)
+            lay_rest = self._block(sub, rest, width, self.lengths)
+            p = torch.arange(width)
+            pad = torch.tensor([width - r for r in rest])
+            base = first[torch.tensor(more)]
+            query = torch.where(lay_rest.real, base[:, None] + p[None, :] - pad[:, None], base[:, None])
+            groups.append(self._group(query, lay_rest.real, lay_rest, spec, device))
+        kv_len = max(g.layout.kv_len for g in groups)
+        self._packed = PackedLayout(index, k, token_rows, token_columns, last, groups, kv_len, spec)
+        self._layout = None
+        return self._packed
+
+    def _group(self, query: torch.Tensor, real: torch.Tensor, layout: CallLayout, spec: MaskSpec,
+               device: Any) -> _QueryGroup:
+        masks = self.attention_mask(layout, spec)
+        if not isinstance(masks, dict):
+            masks = {spec.layer_types[0]: masks}
+        return _QueryGroup(query.to(device), real.to(device), layout, {t: m.to(device) for t, m in masks.items()})
 
     def positions(self, layout: CallLayout) -> torch.Tensor:
         """Position ids of the block: a token's column (padding gets its own, harmlessly)."""
@@ -166,13 +353,20 @@ class RowKVCache(Cache):
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the call's keys and values at their columns; return the called rows' first kv_len columns."""
         lay = self._layout
-        if lay is None:
-            raise RuntimeError("RowKVCache.update outside a call: begin() first")
+        if lay is None and self._packed is None:
+            raise RuntimeError("RowKVCache.update outside a call: begin() or begin_packed() first")
         while len(self.layers) <= layer_idx:
             self.layers.append(_RowLayer())
         layer = self.layers[layer_idx]
         if not layer.is_initialized:
             layer.lazy_initialization(key_states, value_states)
+        if lay is None:  # packed: every token at its row and column; the attention reads the buffers
+            packed = self._packed
+            for name, new in (("keys", key_states), ("values", value_states)):
+                buf = self._reserve(layer, name, new, packed.kv_len)
+                buf[packed.token_rows.to(buf.device), :, packed.token_columns.to(buf.device)] = \
+                    new[0].transpose(0, 1).to(buf.dtype)  # (kv heads, T, dim) -> (T, kv heads, dim)
+            return layer.keys, layer.values
         for name, new in (("keys", key_states), ("values", value_states)):
             buf = self._reserve(layer, name, new, lay.kv_len)
             rows, columns = lay.index(buf.shape[0], buf.device)
@@ -183,13 +377,14 @@ class RowKVCache(Cache):
         rows = lay.index(layer.keys.shape[0], layer.keys.device)[0][:, 0]
         return layer.keys[rows, :, :lay.kv_len], layer.values[rows, :, :lay.kv_len]
 
-    def commit(self, layout: CallLayout) -> None:
+    def commit(self, layout: CallLayout | PackedLayout) -> None:
         """The call ran: its rows hold their fed tokens."""
         if layout.rows is None:
             self.lengths += layout.fed
         else:
             self.lengths[layout.rows] += layout.fed
         self._layout = None
+        self._packed = None
 
     def _reserve(self, layer: _RowLayer, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
         """The layer's buffer, grown (doubling) to at least ``needed`` columns; zeros where unwritten."""
