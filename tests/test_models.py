@@ -13,7 +13,7 @@ from harness.ppo import core
 from harness.ppo.chat_templates import ensure_chat_template, load_template, stop_token_ids
 from harness.ppo.models import (CriticSpec, LoraSpec, PolicySpec, PolicyWithValueHead, TinySpec, ValueModel,
                                 batch_token_stats, build_critic, build_tiny, count_parameters, critic_values,
-                                forward_token_stats, load_policy, make_reference, reference_logprobs)
+                                _positions, forward_token_stats, load_policy, make_reference, reference_logprobs)
 from harness.ppo.tiny import ACTION_TOKENS
 
 SMALL = TinySpec(num_hidden_layers=2)
@@ -140,6 +140,16 @@ def test_forward_pass_and_token_stats_alignment(tiny, batch):
     mb = batch_token_stats(model, ids, am, micro_batch_size=1, with_entropy=True)
     assert torch.allclose(mb.logprobs, right.logprobs.detach(), atol=1e-5)
     assert torch.allclose(mb.entropy, right.entropy.detach(), atol=1e-5)
+
+
+def test_position_ids_skip_left_padding_and_count_on_through_right_padding():
+    am = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
+    assert _positions(am).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]
+    # right padding: no repeated position, so transformers does not take the rows for packed sequences
+    # (which would build a materialised mask instead of running the fused causal kernel)
+    from transformers.masking_utils import find_packed_sequence_indices
+
+    assert find_packed_sequence_indices(_positions(am[1:3])) is None
 
 
 @pytest.mark.parametrize("kind", ["plain", "lora", "shared"])

@@ -372,8 +372,12 @@ def _value_head(hidden: int, std: float) -> nn.Linear:
 
 
 def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that skip left padding: ``(B, T)``, 0 on padding."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    """Position ids that skip left padding: ``(B, T)``; 0 on left padding, and on right padding the
+    count goes on (``len``, ``len + 1``, ...). Why go on: with no mask (:func:`_mask_for_pass`)
+    transformers reads a repeated position as the start of another packed sequence and builds a
+    materialised block mask instead of running the fused causal kernel."""
+    first = attention_mask.long().argmax(-1, keepdim=True)  # the first real token (0 for an empty row)
+    return (torch.arange(attention_mask.shape[-1], device=attention_mask.device)[None, :] - first).clamp(min=0)
 
 
 def _mask_for_pass(attention_mask: torch.Tensor) -> torch.Tensor | None:

@@ -226,9 +226,9 @@ class HFBackend:
                     computed, source = distinct_rows([pending[r] for r in rows])
                 else:
                     observing = [i for i, r in enumerate(rows) if len(pending[r]) > 1]
-                    packed = bool(observing) and spec.packable and self.pack_observations
-                    # packed: the observations and everyone's next token in one call; else the rows with an
-                    # observation go first, on their own, and then every row decodes
+                    packed = 0 < len(observing) < len(rows) and spec.packable and self.pack_observations
+                    # packed: the observations and the other rows' next tokens in one call; else the rows
+                    # with an observation go first, on their own (all rows when all observe), then all decode
                     batch = list(range(len(rows))) if packed or not observing else observing
                     computed, source = batch, None
                 if calls > 0 and packed:
