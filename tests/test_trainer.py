@@ -245,7 +245,7 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
     assert all(m["kl_coef"] == 0.0 for m in metrics)  # the broken edit never reached training
 
 
-def test_two_data_parallel_processes(tmp_path, knobs_dir):
+def test_two_data_parallel_processes(tmp_path, knobs_dir, smoke):
     rdir = tmp_path / "runs"
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir)}
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
@@ -257,8 +257,16 @@ def test_two_data_parallel_processes(tmp_path, knobs_dir):
     metrics = jsonl.read(run / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [0, 1]
     assert all(m["episodes"] == 4 for m in metrics)  # both ranks' episodes gathered
-    ranks = {e["rank"] for e in jsonl.read(run / "trajectories" / "step_000000.jsonl")}
-    assert ranks == {0, 1}
+    two = jsonl.read(run / "trajectories" / "step_000000.jsonl")
+    assert {e["rank"] for e in two} == {0, 1}
+    # each episode samples from its own seed (run seed, step, task slot, sample): the two processes'
+    # step 0 is the one process's step 0 of the smoke run (same seed, settings and initial weights)
+    one = jsonl.read(smoke[0] / "trajectories" / "step_000000.jsonl")
+
+    def episodes(records):
+        return sorted((e["group"], e["sample"], json.dumps(e["turns"], sort_keys=True), e["reward"]) for e in records)
+
+    assert episodes(two) == episodes(one)
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
 
 

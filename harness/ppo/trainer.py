@@ -353,7 +353,7 @@ class Trainer:
         cfg = self.cfg
         draws = self.task_rng.integers(0, 2**31 - 1, size=cfg.tasks_per_step)  # same on every rank
         mine = [i for i in range(cfg.tasks_per_step) if i % self.dist.world == self.dist.rank]
-        envs, kws, groups, samples = [], [], [], []
+        envs, kws, groups, samples, seeds = [], [], [], [], []
         for i in mine:
             gym = cfg.gyms[(step * cfg.tasks_per_step + i) % len(cfg.gyms)]
             for s in range(cfg.samples_per_task):
@@ -364,13 +364,15 @@ class Trainer:
                 kws.append({"seed": seed, "options": {"task_index": int(draws[i]), "split": "train"}})
                 groups.append(f"{gym}/train/{int(draws[i])}")
                 samples.append(s)
+                seeds.append(episode_sampling_seed(cfg.seed, step, i, s))
         params = SamplingParams(temperature=float(self.knobs["temperature"]), top_p=float(self.knobs["top_p"]),
                                 stop_ids=tuple(self.chat.stop_ids))
         t0 = time.perf_counter()
         res = self.engine.run(envs, kws, groups, samples, params=params,
                               max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
                               max_episode_tokens=int(self.knobs["max_episode_tokens"]),
-                              with_stats=self.rollout_stats and params.temperature > 0)
+                              with_stats=self.rollout_stats and params.temperature > 0,
+                              seeds=seeds if self.engine.continuous else None)
         dt = time.perf_counter() - t0
         return res.episodes, {"time_rollout_s": dt, "time_generate_s": res.time_generate_s,
                               "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
@@ -647,6 +649,14 @@ class _Progress:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+
+
+def episode_sampling_seed(seed: int, step: int, task_slot: int, sample: int) -> int:
+    """The sampling seed of one episode (continuous decoding draws each episode's tokens from its own
+    generator): a function of the run's seed, the step, the task's slot in the step and the sample,
+    so an episode's tokens do not depend on the other episodes of its batch, on how many processes
+    share the step, or on the global RNG's state (a resumed run samples as the uninterrupted one)."""
+    return int(np.random.SeedSequence([int(seed), int(step), int(task_slot), int(sample)]).generate_state(1)[0])
 
 
 def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False, echo: bool = False) -> Trainer:
