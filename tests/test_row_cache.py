@@ -253,6 +253,9 @@ def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     plain = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
                                                    "intermediate_size": 64}})[0]
     assert mask_spec(plain).packable
+    lora = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64},
+                        "lora": {"r": 4, "alpha": 8}})[0]
+    assert mask_spec(lora).packable  # seen through peft's wrapper
     plain._supports_attention_backend = False  # attention not dispatched through transformers' interface
     assert not mask_spec(plain).packable  # observations then get calls of their own
     odd = gemma3("eager")

@@ -231,7 +231,7 @@ class HFBackend:
                     # with an observation go first, on their own (all rows when all observe), then all decode
                     batch = list(range(len(rows))) if packed or not observing else observing
                     computed, source = batch, None
-                if calls > 0 and packed:
+                if packed:
                     logits, hidden = self._forward_packed(rows, pending, cache, spec, with_stats)
                 else:
                     logits, hidden = self._forward(computed, rows, pending, cache, spec, with_stats)

@@ -84,12 +84,10 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
 
 def _base_model(model: torch.nn.Module) -> Any:
     """The transformers model under wrappers (peft's get_base_model, a value head's ``policy``)."""
-    seen = 0
-    while seen < 8:
-        seen += 1
+    for _ in range(8):  # a few layers of wrapping at most
         if hasattr(model, "get_base_model"):
             model = model.get_base_model()
-        elif hasattr(model, "policy") and isinstance(model.policy, torch.nn.Module):
+        elif isinstance(getattr(model, "policy", None), torch.nn.Module):
             model = model.policy
         else:
             break
