@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 
 from harness.ppo.core import logprobs_from_logits
-from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec, packed_attention
+from harness.rollout.row_cache import MaskSpec, RowKVCache, attention_configs, mask_spec, packed_attention
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ class HFBackend:
         # run_turns encodes observations in the same call as the other rows' next tokens (a packed call)
         # when the model allows (MaskSpec.packable); False: the observing rows get a call of their own
         self.pack_observations = True
+        self._packed_configs: list[Any] | None = None  # the attention configs packed calls switch (found once)
         # the shared critic's values from last hidden states (PolicyWithValueHead.values_from_hidden), set
         # by the trainer: run_turns with stats then also records the values of the states tokens were sampled in
         self.value_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -161,6 +162,7 @@ class HFBackend:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # generation uses the live policy itself
+        self._packed_configs = None
         self.clear_cache()
 
     @torch.no_grad()
@@ -306,7 +308,9 @@ class HFBackend:
         placeholder = torch.ones((1, 1, 1, 1), dtype=torch.bool, device=self.device)  # masks come from the layout
         mask: Any = {t: placeholder for t in spec.layer_types} if spec.as_dict else placeholder
         last = layout.last.to(self.device)
-        with packed_attention(self.model):
+        if self._packed_configs is None:
+            self._packed_configs = attention_configs(self.model)
+        with packed_attention(self.model, self._packed_configs):
             out = self.model(input_ids=ids.to(self.device), attention_mask=mask,
                              position_ids=layout.positions().to(self.device), cache=cache, use_cache=True,
                              logits_to_keep=last, output_hidden_states=want_hidden, packed_rows=layout)

@@ -78,7 +78,7 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
     dtype = None if impl == "sdpa" else next(model.parameters()).dtype
     n_layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     kinds = tuple(types) if types is not None else (distinct[0],) * n_layers
-    packable = bool(_attention_configs(model)) and bool(getattr(_base_model(model), "_supports_attention_backend", False))
+    packable = bool(attention_configs(model)) and bool(getattr(_base_model(model), "_supports_attention_backend", False))
     return MaskSpec(distinct, int(window) if window else None, dtype, as_dict, kinds, impl, packable)
 
 
@@ -94,7 +94,7 @@ def _base_model(model: torch.nn.Module) -> Any:
     return model
 
 
-def _attention_configs(model: torch.nn.Module) -> list[Any]:
+def attention_configs(model: torch.nn.Module) -> list[Any]:
     """The configs the attention modules read their kernel from (one for a text model)."""
     found: dict[int, Any] = {}
     for m in model.modules():
@@ -207,10 +207,11 @@ AttentionInterface.register(PACKED_ATTENTION, packed_rows_attention)
 
 
 @contextmanager
-def packed_attention(model: torch.nn.Module) -> Iterator[None]:
+def packed_attention(model: torch.nn.Module, configs: list[Any] | None = None) -> Iterator[None]:
     """Run the model's attention through :func:`packed_rows_attention` inside the block (its configs'
-    kernel switched and restored after, also on error)."""
-    configs = _attention_configs(model)
+    kernel switched and restored after, also on error). ``configs``: the model's
+    :func:`attention_configs`, when the caller keeps them (finding them walks every module)."""
+    configs = attention_configs(model) if configs is None else configs
     saved = [c._attn_implementation_internal for c in configs]
     for c in configs:
         c._attn_implementation_internal = PACKED_ATTENTION
