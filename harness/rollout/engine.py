@@ -5,8 +5,8 @@ a group). Two ways to decode them, the same episodes either way (greedy: token f
 
 * continuous (``HFBackend``'s default, :meth:`HFBackend.run_turns`): every live episode decodes one
   token per model call; when an episode's turn ends its text goes through its gym at once and the
-  observation is encoded in the next call (the other rows wait that one call), then it decodes on
-  with the others, so the batch costs about its longest episode in decode steps;
+  observation is encoded in the next call, packed beside the other rows' next tokens, then it
+  decodes on with the others, so the batch costs about its longest episode in model calls;
 * per turn (any backend, e.g. vLLM): every turn ONE batched ``generate`` over all live episodes,
   which lasts as long as its longest row.
 
