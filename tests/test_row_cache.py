@@ -89,12 +89,13 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
         call([0, 1, 2, 3], [tokens(1) for _ in range(4)])
     call([0, 2], [tokens(4), tokens(9)])  # observations for two rows; rows 1 and 3 wait
     call([0, 1, 2, 3], [tokens(1) for _ in range(4)])
-    cache.keep([0, 2, 3])  # episode 1 is over
-    rows = [0, 2, 3]
-    call([1], [tokens(60)])  # a long observation: the buffers grow past their first capacity
+    order = cache.keep([0, 2, 3])  # episode 1 is over: the last row moves into its place
+    assert order == [0, 3, 2]
+    rows = [rows[i] for i in order]
+    call([2], [tokens(60)])  # a long observation (episode 2): the buffers grow past their first capacity
     for _ in range(2):
         call([0, 1, 2], [tokens(1), tokens(1), tokens(1)])
-    assert cache.lengths.tolist() == [len(seqs[0]), len(seqs[2]), len(seqs[3])]
+    assert cache.lengths.tolist() == [len(seqs[r]) for r in rows]
     assert len(seqs[2]) > 64 and checked == 9 and seqs[3][:12] == seqs[1][:12] and seqs[3] != seqs[1]
     for layer in cache.layers:  # padding wrote finite values only: no masked column can bring a NaN
         assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
@@ -144,10 +145,10 @@ def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name
     call(None, [tokens(1), tokens(9), tokens(1), tokens(4)])  # two observations beside two decode steps
     call([1, 3], [tokens(3), tokens(1)])  # a subset (not neighbours: the attention gathers its rows)
     call([0, 1], [tokens(2), tokens(6)])  # neighbours: a view
-    cache.keep([0, 2, 3])
-    rows = [0, 2, 3]
-    call(None, [tokens(1), tokens(60), tokens(1)])  # a long observation: the buffers grow
-    assert cache.lengths.tolist() == [len(seqs[0]), len(seqs[2]), len(seqs[3])]
+    rows = [rows[i] for i in cache.keep([0, 2, 3])]
+    assert rows == [0, 3, 2]
+    call(None, [tokens(1), tokens(1), tokens(60)])  # a long observation (episode 2): the buffers grow
+    assert cache.lengths.tolist() == [len(seqs[r]) for r in rows]
     assert checked == 7 and len(seqs[2]) > 64
     for layer in cache.layers:
         assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
@@ -261,3 +262,31 @@ def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     odd = gemma3("eager")
     odd.config.layer_types = ["chunked_attention", "full_attention"]
     assert "chunked_attention" in mask_spec(odd)
+
+
+def _write(cache: RowKVCache, fed: list[int], base: float) -> None:
+    """One call writing keys = values = base + 10 x row + column for every fed token of every row."""
+    width = max(fed)
+    lay = cache.begin(None, fed, width)
+    n = len(fed)
+    keys = base + 10 * torch.arange(n, dtype=torch.float32)[:, None, None, None] \
+        + lay.columns.float()[:, None, :, None] + torch.zeros((n, 2, width, 4))
+    cache.update(keys, keys.clone(), 0)
+    cache.commit(lay)
+
+
+def test_keep_moves_only_the_rows_past_the_new_end():
+    cache = RowKVCache(5)
+    _write(cache, [3, 2, 3, 1, 3], 0.0)
+    before = cache.layers[0].keys.clone()
+    order = cache.keep([0, 2, 4])  # rows 1 and 3 are over: row 4 moves into row 1, rows 0 and 2 stay
+    assert order == [0, 4, 2]
+    keys = cache.layers[0].keys
+    assert keys.shape[0] == 3 and cache.lengths.tolist() == [3, 3, 3]
+    assert torch.equal(keys[0, :, :3], before[0, :, :3]) and torch.equal(keys[2, :, :3], before[2, :, :3])
+    assert torch.equal(keys[1, :, :3], before[4, :, :3]) and torch.equal(cache.layers[0].values[1, :, :3], before[4, :, :3])
+    with pytest.raises(ValueError, match="distinct rows of the 3"):
+        cache.keep([0, 0])
+    with pytest.raises(ValueError, match="distinct rows of the 3"):
+        cache.keep([3])
+    assert cache.keep([2]) == [2] and cache.lengths.tolist() == [3]

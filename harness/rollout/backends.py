@@ -263,9 +263,8 @@ class HFBackend:
                         budget[r] = max(1, int(nxt[1]))
                         pending[r] = [t] + [int(x) for x in nxt[0]]
                 if done:
-                    keep = [i for i in range(len(rows)) if i not in done]
-                    cache.keep(keep)
-                    rows = [rows[i] for i in keep]
+                    order = cache.keep([i for i in range(len(rows)) if i not in done])
+                    rows = [rows[i] for i in order]  # a later row may have moved into a freed one
         finally:
             self.model.train(was_training)
         return calls

@@ -247,7 +247,7 @@ class RowKVCache(Cache):
     """Per-row contiguous KV cache (see the module docstring). Use: ``layout = cache.begin(rows, fed,
     width)``; call the model with ``attention_mask=cache.attention_mask(layout, spec)``,
     ``position_ids=cache.positions(layout)`` and ``cache=cache``; then ``cache.commit(layout)``.
-    ``keep(rows)`` drops the other rows (finished episodes)."""
+    ``keep(rows)`` drops the other rows (finished episodes) and says where the kept ones are."""
 
     def __init__(self, rows: int):
         super().__init__(layers=[])
@@ -362,12 +362,12 @@ class RowKVCache(Cache):
         if lay is None:  # packed: every token at its row and column; the attention reads the buffers
             packed = self._packed
             for name, new in (("keys", key_states), ("values", value_states)):
-                buf = self._reserve(layer, name, new, packed.kv_len)
+                buf = self._reserve(layer_idx, name, new, packed.kv_len)
                 buf[packed.token_rows.to(buf.device), :, packed.token_columns.to(buf.device)] = \
                     new[0].transpose(0, 1).to(buf.dtype)  # (kv heads, T, dim) -> (T, kv heads, dim)
             return layer.keys, layer.values
         for name, new in (("keys", key_states), ("values", value_states)):
-            buf = self._reserve(layer, name, new, lay.kv_len)
+            buf = self._reserve(layer_idx, name, new, lay.kv_len)
             rows, columns = lay.index(buf.shape[0], buf.device)
             # (n, heads, w, dim) -> (n, w, heads, dim), the layout of buf[rows, :, columns]
             buf[rows, :, columns] = new.transpose(1, 2).to(buf.dtype)
@@ -385,17 +385,18 @@ class RowKVCache(Cache):
         self._layout = None
         self._packed = None
 
-    def _reserve(self, layer: _RowLayer, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
+    def _reserve(self, layer_idx: int, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
         """The layer's buffer, grown (doubling) to at least ``needed`` columns; zeros where unwritten."""
+        layer = self.layers[layer_idx]
         buf = getattr(layer, name)
-        if buf is None or buf.shape[2] < needed:
-            capacity = max(needed, 2 * (0 if buf is None else buf.shape[2]), 64)
-            grown = new.new_zeros((self.lengths.shape[0], new.shape[1], capacity, new.shape[3]))
-            if buf is not None:
-                grown[:, :, :buf.shape[2]] = buf
-            setattr(layer, name, grown)
-            buf = grown
-        return buf
+        if buf is not None and buf.shape[2] >= needed:
+            return buf
+        capacity = max(needed, 2 * (0 if buf is None else buf.shape[2]), 64)
+        grown = new.new_zeros((self.lengths.shape[0], new.shape[1], capacity, new.shape[3]))
+        if buf is not None:
+            grown[:, :, :buf.shape[2]] = buf
+        setattr(layer, name, grown)
+        return grown
 
     # --- rows -------------------------------------------------------------------------------------
     def copy_rows(self, sources: list[int], rows: list[int]) -> None:
@@ -416,22 +417,34 @@ class RowKVCache(Cache):
                     buf[dst.to(buf.device), :, :used] = buf[src.to(buf.device), :, :used]
         self.lengths[dst] = self.lengths[src]
 
-    def keep(self, rows: list[int]) -> None:
-        """Keep only cache rows ``rows`` (ascending); the others' episodes are over. The kept rows move
-        to the front of the buffers, which stay allocated (a view of their first rows)."""
-        if list(rows) != sorted(rows):
-            raise ValueError(f"rows to keep must ascend, got {rows}")
-        index = torch.tensor(rows, dtype=torch.long)
-        used = int(self.lengths[index].max()) if rows else 0
+    def keep(self, rows: list[int]) -> list[int]:
+        """Keep only cache rows ``rows`` (the others' episodes are over) and return the new row order:
+        new row ``j`` holds old row ``order[j]``. The fewest rows move: each kept row past the new last
+        row fills a freed row before it, the others stay where they are (moving every row after the
+        first freed one copied most of the cache each time an episode ended). The buffers stay
+        allocated (a view of their first rows)."""
+        n = len(rows)
+        kept = set(int(r) for r in rows)
+        total = int(self.lengths.shape[0])
+        if len(kept) != n or any(r < 0 or r >= total for r in kept):
+            raise ValueError(f"rows to keep must be distinct rows of the {total} in the cache, got {rows}")
+        holes = [i for i in range(n) if i not in kept]
+        movers = sorted(r for r in kept if r >= n)
+        order = list(range(n))
+        for h, m in zip(holes, movers):
+            order[h] = m
+        dst, src = torch.tensor(holes, dtype=torch.long), torch.tensor(movers, dtype=torch.long)
+        used = int(self.lengths[src].max()) if movers else 0
         for layer in self.layers:
             for name in ("keys", "values"):
                 buf = getattr(layer, name)
                 if buf is None:
                     continue
-                if rows != list(range(len(rows))):  # rows ascend, so row j moves to j <= its index
-                    buf[:len(rows), :, :used] = buf[index.to(buf.device), :, :used]
-                setattr(layer, name, buf[:len(rows)])
-        self.lengths = self.lengths[index]
+                if movers:
+                    buf[dst.to(buf.device), :, :used] = buf[src.to(buf.device), :, :used]
+                setattr(layer, name, buf[:n])
+        self.lengths = self.lengths[torch.tensor(order, dtype=torch.long)]
+        return order
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """The longest row (models ask only when given no position ids; this cache always gives them)."""
