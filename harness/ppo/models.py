@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -292,7 +293,11 @@ def apply_lora(model: PreTrainedModel, lora: LoraSpec, task_type: str = "CAUSAL_
     targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
                         bias="none", task_type=task_type)
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft asks transformers' deprecated ``is_gradient_checkpointing``: a FutureWarning on every
+        # LoRA run (the README's quick start included) that the user can do nothing about
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def _load_local(spec: PolicySpec) -> tuple[PreTrainedModel, Any]:
