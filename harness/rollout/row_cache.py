@@ -362,12 +362,12 @@ class RowKVCache(Cache):
         if lay is None:  # packed: every token at its row and column; the attention reads the buffers
             packed = self._packed
             for name, new in (("keys", key_states), ("values", value_states)):
-                buf = self._reserve(layer_idx, name, new, packed.kv_len)
+                buf = self._reserve(layer, name, new, packed.kv_len)
                 buf[packed.token_rows.to(buf.device), :, packed.token_columns.to(buf.device)] = \
                     new[0].transpose(0, 1).to(buf.dtype)  # (kv heads, T, dim) -> (T, kv heads, dim)
             return layer.keys, layer.values
         for name, new in (("keys", key_states), ("values", value_states)):
-            buf = self._reserve(layer_idx, name, new, lay.kv_len)
+            buf = self._reserve(layer, name, new, lay.kv_len)
             rows, columns = lay.index(buf.shape[0], buf.device)
             # (n, heads, w, dim) -> (n, w, heads, dim), the layout of buf[rows, :, columns]
             buf[rows, :, columns] = new.transpose(1, 2).to(buf.dtype)
@@ -385,18 +385,17 @@ class RowKVCache(Cache):
         self._layout = None
         self._packed = None
 
-    def _reserve(self, layer_idx: int, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
+    def _reserve(self, layer: _RowLayer, name: str, new: torch.Tensor, needed: int) -> torch.Tensor:
         """The layer's buffer, grown (doubling) to at least ``needed`` columns; zeros where unwritten."""
-        layer = self.layers[layer_idx]
         buf = getattr(layer, name)
-        if buf is not None and buf.shape[2] >= needed:
-            return buf
-        capacity = max(needed, 2 * (0 if buf is None else buf.shape[2]), 64)
-        grown = new.new_zeros((self.lengths.shape[0], new.shape[1], capacity, new.shape[3]))
-        if buf is not None:
-            grown[:, :, :buf.shape[2]] = buf
-        setattr(layer, name, grown)
-        return grown
+        if buf is None or buf.shape[2] < needed:
+            capacity = max(needed, 2 * (0 if buf is None else buf.shape[2]), 64)
+            grown = new.new_zeros((self.lengths.shape[0], new.shape[1], capacity, new.shape[3]))
+            if buf is not None:
+                grown[:, :, :buf.shape[2]] = buf
+            setattr(layer, name, grown)
+            buf = grown
+        return buf
 
     # --- rows -------------------------------------------------------------------------------------
     def copy_rows(self, sources: list[int], rows: list[int]) -> None:
