@@ -35,6 +35,7 @@ If TRL's ``environment_factory`` path cannot run, the error is reported as ``trl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -159,7 +160,8 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
             if logs_:
                 logs.append(dict(logs_))
 
-    with warnings.catch_warnings():
+    # transformers' Trainer prints its log dicts on stdout: keep stdout for this benchmark's JSON alone
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok,
                               environment_factory=env_cls, callbacks=[StepTimer()])
