@@ -264,12 +264,12 @@ def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     assert "chunked_attention" in mask_spec(odd)
 
 
-def _write(cache: RowKVCache, fed: list[int], base: float) -> None:
-    """One call writing keys = values = base + 10 x row + column for every fed token of every row."""
+def _write(cache: RowKVCache, fed: list[int]) -> None:
+    """One call writing keys = values = 10 x row + column for every fed token of every row."""
     width = max(fed)
     lay = cache.begin(None, fed, width)
     n = len(fed)
-    keys = base + 10 * torch.arange(n, dtype=torch.float32)[:, None, None, None] \
+    keys = 10 * torch.arange(n, dtype=torch.float32)[:, None, None, None] \
         + lay.columns.float()[:, None, :, None] + torch.zeros((n, 2, width, 4))
     cache.update(keys, keys.clone(), 0)
     cache.commit(lay)
@@ -277,7 +277,7 @@ def _write(cache: RowKVCache, fed: list[int], base: float) -> None:
 
 def test_keep_moves_only_the_rows_past_the_new_end():
     cache = RowKVCache(5)
-    _write(cache, [3, 2, 3, 1, 3], 0.0)
+    _write(cache, [3, 2, 3, 1, 3])
     before = cache.layers[0].keys.clone()
     order = cache.keep([0, 2, 4])  # rows 1 and 3 are over: row 4 moves into row 1, rows 0 and 2 stay
     assert order == [0, 4, 2]
