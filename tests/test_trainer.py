@@ -24,7 +24,7 @@ FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "en
         "--set", "policy.tiny.intermediate_size=128", "--no-progress"]
 METRIC_KEYS = ["step", "reward_mean", "reward_std", "success_rate", "entropy", "logprob_mean", "kl", "value_loss",
                "clip_frac", "grad_norm", "lr", "lr_warmup_factor", "turns_mean", "questions_mean", "answer_rate", "format_error_rate",
-               "deadlock_rate", "response_tokens_mean", "time_rollout_s", "time_update_s", "time_harness_s",
+               "deadlock_rate", "response_tokens_mean", "episode_tokens_mean", "time_rollout_s", "time_update_s", "time_harness_s",
                "gym/intention/reward_mean", "gym/intention/success_rate", "arm/symbolic/reward_mean",
                "arm/symbolic/success_rate"]
 
@@ -95,6 +95,8 @@ def test_smoke_run_writes_everything(smoke):
                 "response_tokens", "prompt_tokens"]:
         assert key in ep, key
     assert ep["turns"] and "reward_breakdown" in ep["turns"][0]
+    for e in episodes:  # the whole sequence: the prompt, every action and the observations between them
+        assert e["episode_tokens"] > e["prompt_tokens"] + sum(e["response_tokens"]) or e["num_turns"] == 1
     # the preset's knob values were written through the store and logged (author system)
     events = jsonl.read(run / "knob_events.jsonl")
     assert any(e["author"] == "system" and e["knob"] == "agent.lr" for e in events)

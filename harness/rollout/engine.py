@@ -204,6 +204,7 @@ class RolloutEngine:
         for ep in episodes:
             rec = ep.env.episode_record()
             rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
-                        "response_tokens": list(ep.response_tokens), "token_truncated": ep.token_truncated})
+                        "response_tokens": list(ep.response_tokens), "episode_tokens": len(ep.ids),
+                        "token_truncated": ep.token_truncated})
             ep.record = rec
         return RolloutResult(episodes=episodes, generated_tokens=generated, time_generate_s=t_gen, time_env_s=t_env)

@@ -52,6 +52,7 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         a, f, lk, _ = _turn_counts(e)
         asks, fails, leaks = asks + a, fails + f, leaks + lk
     resp = [x for e in episodes for x in (e.get("response_tokens") or [])]
+    seqs = [int(e["episode_tokens"]) for e in episodes if e.get("episode_tokens") is not None]
     return {
         "episodes": n,
         "reward_mean": _mean(rewards),
@@ -69,6 +70,8 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "leak_flag_rate": leaks / turns_total if turns_total else 0.0,
         "token_truncation_rate": _mean([1.0 if e.get("token_truncated") else 0.0 for e in episodes]),
         "response_tokens_mean": _mean(resp) if resp else 0.0,
+        # the whole sequence the update trains on (prompt, actions, observations): its cost grows with it
+        "episode_tokens_mean": _mean(seqs) if seqs else 0.0,
     }
 
 

@@ -1,0 +1,36 @@
+"""Per-step behaviour metrics from episode records (harness/runs/metrics.py), on hand-computed cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.runs.metrics import core_stats, episode_metrics
+
+
+def _episode(gym: str, reward: float, success: bool, response: list[int], episode_tokens: int | None,
+             choices: list[str]) -> dict:
+    ep = {"gym": gym, "arm": "symbolic", "reward": reward, "success": success, "answered": success,
+          "num_turns": len(choices), "questions": choices.count("ask"), "format_errors": 0,
+          "response_tokens": response, "turns": [{"action": {"choice": c}, "events": []} for c in choices]}
+    if episode_tokens is not None:
+        ep["episode_tokens"] = episode_tokens
+    return ep
+
+
+def test_core_stats_on_a_hand_computed_pair_of_episodes():
+    eps = [_episode("travel", 1.0, True, [10, 20], 300, ["ask", "answer"]),
+           _episode("travel", -1.0, False, [30, 10, 30], 500, ["ask", "ask", "search"])]
+    st = core_stats(eps)
+    assert st["episodes"] == 2 and st["reward_mean"] == 0.0 and st["reward_std"] == 1.0
+    assert st["success_rate"] == 0.5 and st["turns_mean"] == 2.5 and st["questions_mean"] == 1.5
+    assert st["question_rate"] == pytest.approx(3 / 5)
+    assert st["response_tokens_mean"] == 20.0  # per turn: (10 + 20 + 30 + 10 + 30) / 5
+    assert st["episode_tokens_mean"] == 400.0
+
+
+def test_episode_tokens_mean_skips_records_without_the_field():
+    eps = [_episode("travel", 0.0, False, [5], None, ["ask"]), _episode("function", 0.0, False, [5], 120, ["ask"])]
+    assert core_stats(eps)["episode_tokens_mean"] == 120.0
+    assert core_stats([_episode("travel", 0.0, False, [5], None, ["ask"])])["episode_tokens_mean"] == 0.0
+    m = episode_metrics(eps)
+    assert m["gym/travel/reward_mean"] == 0.0 and m["gym/function/episodes"] == 1
