@@ -25,7 +25,9 @@ episode (an answer, or the turn limit) the adapter answers further calls with an
 keeps generating until the model stops or ``max_tool_calling_iterations`` (= the turn limit) is hit;
 TRL renders user replies as tool results while the harness renders them as user messages; TRL uses
 its prefix-preserving ``qwen3_training`` template. Work per step is reported for both sides
-(generated tokens and turns per episode) so the step times can be read per unit of work.
+(generated tokens and turns per episode, and the tokens each episode puts through the update:
+prompt, actions and observations, the harness's ``episode_tokens_mean``, TRL's counted from the
+attention masks of its training forward passes) so the step times can be read per unit of work.
 
 If TRL's ``environment_factory`` path cannot run, the error is reported as ``trl_error``.
 
@@ -119,6 +121,7 @@ def make_environment_class(gym: str, knobs: Any, samples: int, counters: dict[st
 def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: str, max_completion: int,
             root: Path, seed: int) -> dict[str, Any]:
     """One GRPOTrainer run of ``args.steps`` steps: per-step wall times and work counters."""
+    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -161,17 +164,27 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
                 logs.append(dict(logs_))
 
     # transformers' Trainer prints its log dicts on stdout: keep stdout for this benchmark's JSON alone
+    trained = [0]  # tokens (prompt, completion and tool results) through the update's forward passes
+
+    def count_trained(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
+        mask = kwargs.get("attention_mask")
+        if mask is not None and torch.is_grad_enabled() and _module.training:  # not generation, not scoring
+            trained[0] += int(mask.sum())
+
+    hook = model.register_forward_pre_hook(count_trained, with_kwargs=True)
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok,
                               environment_factory=env_cls, callbacks=[StepTimer()])
         trainer.train()
+    hook.remove()
     step_logs = [x for x in logs if "loss" in x or "reward" in x]
     n_ep = max(1, counters["episodes"])
     return {"step_s": times, "episodes": counters["episodes"],
             "env_steps_per_episode": counters["env_steps"] / n_ep,
             "calls_after_end_per_episode": counters["calls_after_end"] / n_ep,
             "model_tokens_per_episode": median([x.get("completions/mean_length", 0.0) for x in step_logs]),
+            "trained_tokens_per_episode": trained[0] / n_ep,
             "tool_calls_per_episode": median([x.get("tools/call_frequency", 0.0) for x in step_logs]),
             "reward_mean": median([x.get("reward", 0.0) for x in step_logs])}
 
@@ -204,6 +217,7 @@ def harness_run(args: argparse.Namespace, sft_dir: str, critic: str, root: Path,
             "rollout_s": [m["time_rollout_s"] for m in ms], "update_s": [m["time_update_s"] for m in ms],
             "harness_s": [m["time_harness_s"] for m in ms],
             "model_tokens_per_episode": median([m["turns_mean"] * m["response_tokens_mean"] for m in ms]),
+            "trained_tokens_per_episode": median([m["episode_tokens_mean"] for m in ms]),
             "turns_per_episode": median([m["turns_mean"] for m in ms]),
             "reward_mean": median([m["reward_mean"] for m in ms])}
 
@@ -310,7 +324,8 @@ def main() -> None:
         if not rs:
             continue
         side = {"step_s": summary(steady(rs)), "reward_mean": round(median([r["reward_mean"] for r in rs]), 3),
-                "model_tokens_per_episode": round(median([r["model_tokens_per_episode"] for r in rs]), 1)}
+                "model_tokens_per_episode": round(median([r["model_tokens_per_episode"] for r in rs]), 1),
+                "trained_tokens_per_episode": round(median([r["trained_tokens_per_episode"] for r in rs]), 1)}
         if name.startswith("harness"):
             side["rollout_s"] = round(median([x for r in rs for x in r["rollout_s"][1:] or r["rollout_s"]]), 3)
             side["update_s"] = round(median([x for r in rs for x in r["update_s"][1:] or r["update_s"]]), 3)
@@ -330,10 +345,14 @@ def main() -> None:
             if name == "trl_grpo":
                 continue
             ratio = side["step_s"]["median"] / trl["step_s"]["median"]
-            per_token = ((side["step_s"]["median"] / max(1e-9, side["model_tokens_per_episode"]))
-                         / (trl["step_s"]["median"] / max(1e-9, trl["model_tokens_per_episode"])))
+            def per(key: str) -> float:  # step time per token of that kind, harness over TRL
+                return ((side["step_s"]["median"] / max(1e-9, side[key]))
+                        / (trl["step_s"]["median"] / max(1e-9, trl[key])))
+
+            per_token, per_trained = per("model_tokens_per_episode"), per("trained_tokens_per_episode")
             result["ratios"][name] = {"step_time_vs_trl": round(ratio, 3),
                                       "step_time_per_generated_token_vs_trl": round(per_token, 3),
+                                      "step_time_per_trained_token_vs_trl": round(per_trained, 3),
                                       "target": f"<= {TARGET_RATIO}", "meets_target": ratio <= TARGET_RATIO}
     result["machine"]["load_average_end"] = load_average()
     emit(result)
