@@ -163,7 +163,6 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
             if logs_:
                 logs.append(dict(logs_))
 
-    # transformers' Trainer prints its log dicts on stdout: keep stdout for this benchmark's JSON alone
     trained = [0]  # tokens (prompt, completion and tool results) through the update's forward passes
 
     def count_trained(_module: Any, _args: Any, kwargs: dict[str, Any]) -> None:
@@ -172,12 +171,15 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
             trained[0] += int(mask.sum())
 
     hook = model.register_forward_pre_hook(count_trained, with_kwargs=True)
+    # transformers' Trainer prints its log dicts on stdout: keep stdout for this benchmark's JSON alone
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
-        trainer = GRPOTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok,
-                              environment_factory=env_cls, callbacks=[StepTimer()])
-        trainer.train()
-    hook.remove()
+        try:
+            trainer = GRPOTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok,
+                                  environment_factory=env_cls, callbacks=[StepTimer()])
+            trainer.train()
+        finally:
+            hook.remove()
     step_logs = [x for x in logs if "loss" in x or "reward" in x]
     n_ep = max(1, counters["episodes"])
     return {"step_s": times, "episodes": counters["episodes"],
