@@ -50,7 +50,7 @@ def test_eval_writes_per_gym_scores_and_stores_them_outside_runs(setup, tmp_path
     assert out["gyms"]["intention"]["episodes"] == 2 and out["gyms"]["intention"]["trained_on"] is True
     assert out["gyms"]["telepathy"]["held_out"] is True and out["gyms"]["telepathy"]["trained_on"] is False
     assert {"pass", "success"} <= set(out["gyms"]["colbench"]) and "pass" not in out["gyms"]["intention"]
-    assert out["rendering"] == "tagged" and out["episodes"] == 4 and not out["warnings"]
+    assert out["rendering"] == "tagged" and out["user_replies"] == "user" and out["episodes"] == 4 and not out["warnings"]
     assert len(out["scorer_hash"]) == 64 and out["harness_version"]
     # stored under eval_results/<run_id>/, never inside the run folder
     saved = Path(out["saved"])

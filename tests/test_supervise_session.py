@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 from harness.runs import jsonl
 from harness.runs.writer import RunWriter

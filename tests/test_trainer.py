@@ -375,3 +375,42 @@ def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
     # the reference starts as the policy: the KL of the step's updates stays small unless the
     # reference's log-probs were put back on the wrong rows (they are scored in length order)
     assert 0 <= a["kl"] < 0.05, a["kl"]
+
+
+@pytest.mark.parametrize("user_replies", ["user", "tool"])
+def test_user_replies_render_as_user_messages_or_tool_results(user_replies, knobs_dir):
+    """``user_replies`` (tool-call rendering): a user's reply is a user turn or the result of the call
+    that asked. Either way an episode's ids are the whole conversation rendered at once, and the
+    action mask covers the agent's calls and nothing of the reply."""
+    from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.config import build_config
+    from harness.ppo.models import build_tiny
+    from harness.ppo.sft import SFTConfig, demonstrations, tokenize_demo
+    from harness.rollout.chat import ChatFormat
+
+    _, tok = build_tiny()  # its own template, whose turns end with the token the policy stops on
+    cfg = SFTConfig(rendering="tool_call", user_replies=user_replies, episodes=6)
+    demos = demonstrations(cfg, KnobSnapshot.read_dir(knobs_dir))
+    chat = ChatFormat(tok, "tool_call", user_replies=user_replies)
+    asked = 0
+    for rec in demos:
+        chat.tools = [rec["task"].get("tool_schema")] if rec["task"].get("tool_schema") else None
+        ids, mask = tokenize_demo(chat, rec, 100_000)
+        messages = [{"role": "system", "content": rec["system_prompt"]}, {"role": "user", "content": rec["task"]["prompt"]}]
+        for turn in rec["turns"]:
+            messages += [{"role": "assistant", "content": turn["action"]["raw"]},
+                         chat.observation_message(turn["obs_role"], turn["observation"])]
+        assert tok.decode(ids) == chat.render(messages, generation_prompt=True)  # one layout, turn by turn or whole
+        reply_turns = [t for t in rec["turns"] if t["obs_role"] == "user"]
+        asked += len(reply_turns)
+        text_of_obs = tok.decode([t for t, m in zip(ids, mask) if m == 0])
+        for turn in reply_turns:
+            block = f"<start_of_turn>{user_replies}\n{turn['observation']}<end_of_turn>"
+            assert block in text_of_obs
+        assert "<start_of_turn>" not in tok.decode([t for t, m in zip(ids, mask) if m == 1])  # no reply block
+    assert asked > 0  # the demonstrations did ask the user
+    with pytest.raises(ValueError, match="needs rendering=tool_call"):
+        build_config("tiny", None, {"user_replies": "tool"})  # the tiny preset renders tagged
+    with pytest.raises(ValueError, match="user_replies must be user or tool"):
+        build_config("tiny", None, {"rendering": "tool_call", "user_replies": "assistant"})
+    assert build_config("tiny", None, {"rendering": "tool_call", "user_replies": "tool"}).user_replies == "tool"

@@ -151,7 +151,7 @@ def sft_cmd(
     try:
         p = load_preset(preset)
         data = {"policy": p.get("policy", {"model": "tiny"}), "gyms": p.get("gyms", ["intention"]),
-                "rendering": p.get("rendering", "tagged")}
+                "rendering": p.get("rendering", "tagged"), "user_replies": p.get("user_replies", "user")}
         for o in set_:
             k, v = parse_override(o)
             data[k] = v

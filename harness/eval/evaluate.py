@@ -31,6 +31,14 @@ def rendering_for(protocol: Protocol, run_config: dict[str, Any]) -> str:
     return str(run_config.get("rendering") or "tagged")
 
 
+def user_replies_for(protocol: Protocol, run_config: dict[str, Any]) -> str:
+    """How user replies are rendered: the run's own choice when the protocol plays the run's rendering,
+    else user messages (a protocol that fixes the rendering fixes this too)."""
+    if protocol.rendering != "run":
+        return "user"
+    return str(run_config.get("user_replies") or "user")
+
+
 def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], None] | None = None
                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play and score ``protocol`` with an already loaded policy: ``(result, episode records)``.
@@ -40,12 +48,14 @@ def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], 
 
     t0 = time.perf_counter()
     rendering = rendering_for(protocol, policy.config)
+    user_replies = user_replies_for(protocol, policy.config)
     trained = [str(g) for g in policy.config.get("gyms") or []]
     try:
         raw = evaluate_policy(
             policy.model, policy.tokenizer, protocol.gym_names, knobs=protocol.knobs,
             tasks_per_gym={g.name: g.tasks for g in protocol.gyms}, trials=protocol.trials, split=protocol.split,
-            seed=protocol.seed, rendering=rendering, temperature=protocol.temperature, top_p=protocol.top_p,
+            seed=protocol.seed, rendering=rendering, user_replies=user_replies,
+            temperature=protocol.temperature, top_p=protocol.top_p,
             max_new_tokens_per_turn=protocol.max_new_tokens_per_turn,
             max_episode_tokens=protocol.max_episode_tokens, batch_size=protocol.batch_size,
             user_factory=UserFactory(),  # no LLM backend: the protocol is symbolic-only
@@ -71,7 +81,8 @@ def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], 
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "protocol_name": protocol.name, "protocol_hash": protocol.hash, "protocol": protocol.describe(),
         "harness_version": __version__, "scorer_hash": scorer_hash(),
-        "seed": protocol.seed, "trials": protocol.trials, "rendering": rendering, "device": policy.device,
+        "seed": protocol.seed, "trials": protocol.trials, "rendering": rendering,
+        "user_replies": user_replies, "device": policy.device,
         "run": {"preset": policy.config.get("preset"), "gyms": trained, "parent": policy.config.get("parent"),
                 "policy": policy.config.get("policy")},
         "gyms": scores["gyms"], "overall": scores["overall"], "warnings": warnings,

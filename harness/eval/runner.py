@@ -36,7 +36,7 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
                     tasks_per_gym: int | Mapping[str, int] = 20, trials: int = 1, split: str = "eval", seed: int = 0,
                     rendering: str = "tagged", temperature: float = 1.0, top_p: float = 1.0,
                     max_new_tokens_per_turn: int = 48, max_episode_tokens: int = 1024, batch_size: int = 32,
-                    user_factory: Any = None, task_offset: int = 0,
+                    user_factory: Any = None, task_offset: int = 0, user_replies: str = "user",
                     gym_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
                     progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Per-gym scores: ``{gym: {reward_mean, success_rate, ..., episodes}}`` plus the raw records.
@@ -45,9 +45,10 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
     (different sampling seeds) and adds ``pass_hat_k`` (the unbiased estimator, :func:`pass_hat_k`).
     ``gym_kwargs``: extra constructor arguments per gym (e.g. colbench's ``data_file``).
     ``progress(done, total)`` is called after every batch of episodes.
+    ``user_replies``: in the tool-call rendering, user replies as ``user`` messages or ``tool`` results.
     A record's ``group`` names its task (``<gym>/<split>/<index>``) and ``sample`` its trial.
     """
-    chat = ChatFormat(tokenizer, rendering)
+    chat = ChatFormat(tokenizer, rendering, user_replies=user_replies)
     engine = RolloutEngine(HFBackend(model, tokenizer), chat)
     params = SamplingParams(temperature=temperature, top_p=top_p, stop_ids=tuple(chat.stop_ids))
     counts = {g: int(tasks_per_gym[g] if isinstance(tasks_per_gym, Mapping) else tasks_per_gym) for g in gyms}

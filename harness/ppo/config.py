@@ -17,6 +17,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from harness.rollout.chat import check_user_replies
+
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
@@ -32,6 +34,9 @@ class TrainConfig:
     tasks_per_step: int = 8  # distinct tasks per step, over all processes
     samples_per_task: int = 2  # episodes per task (n); they form a group sharing the task
     rendering: str = "tagged"  # action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native tool calls)
+    # tool_call rendering only: the user's replies as user messages (user) or as the result of the
+    # tool call that asked (tool; how TRL's environment_factory and UserRL render them)
+    user_replies: str = "user"
     policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
     critic: dict[str, Any] = field(default_factory=lambda: {"mode": "separate", "init": "policy"})  # CriticSpec
     # hf | vllm (+ VLLMBackend options). hf option continuous (default true): a row's next turn starts
@@ -75,6 +80,7 @@ class TrainConfig:
             raise ValueError(f"gyms must be a non-empty list of {', '.join(names())}; unknown: {unknown}")
         if self.rendering not in ("tagged", "tool_call"):
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
+        check_user_replies(self.rendering, self.user_replies)
         if self.backend.get("name", "hf") not in ("hf", "vllm"):
             raise ValueError(f"backend.name must be hf or vllm, got {self.backend.get('name')!r}")
         if self.backend.get("name", "hf") == "hf":

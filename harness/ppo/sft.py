@@ -27,7 +27,7 @@ import torch
 from harness.envs.registry import make as make_gym
 from harness.envs.scripted import impatient, oracle_action, public_action, run_episode
 from harness.knobs.snapshot import KnobSnapshot
-from harness.rollout.chat import ChatFormat
+from harness.rollout.chat import ChatFormat, check_user_replies
 
 
 @dataclass
@@ -49,8 +49,12 @@ class SFTConfig:
     batch_size: int = 8  # episodes per optimiser step
     lr: float = 1e-3  # AdamW learning rate
     rendering: str = "tagged"  # action rendering of the demonstrations
+    user_replies: str = "user"  # tool_call rendering: user replies as user messages or tool results (user | tool)
     max_episode_tokens: int = 1024  # demonstrations longer than this are cut
     seed: int = 0  # demonstration draws and shuffling
+
+    def __post_init__(self) -> None:
+        check_user_replies(self.rendering, self.user_replies)
 
 
 def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot) -> list[dict[str, Any]]:
@@ -100,7 +104,7 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print) -> di
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
     model, tok = load_policy(cfg.policy)
-    chat = ChatFormat(tok, cfg.rendering)
+    chat = ChatFormat(tok, cfg.rendering, user_replies=cfg.user_replies)
     demos = demonstrations(cfg, knobs)
     data = [tokenize_demo(chat, d, cfg.max_episode_tokens) for d in demos]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0

@@ -233,7 +233,7 @@ class Trainer:
                                                           self.optimizers["critic"])
 
         # rollout
-        self.chat = ChatFormat(self.tokenizer, cfg.rendering)
+        self.chat = ChatFormat(self.tokenizer, cfg.rendering, user_replies=cfg.user_replies)
         self.backend = self._make_backend()
         self.engine = RolloutEngine(self.backend, self.chat)
         self.rollout_stats = self._use_rollout_stats()

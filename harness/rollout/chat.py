@@ -9,7 +9,9 @@ the tokens the loss later sees.
 
 Observation roles: in the tagged rendering every observation is a ``user`` message prefixed by its
 source (``[search]``, ``[environment]``); in the tool-call rendering search results and environment
-feedback are ``tool`` messages and user replies are ``user`` messages.
+feedback are ``tool`` messages, and user replies are ``user`` messages (``user_replies="user"``, the
+default) or ``tool`` messages, the result of the call that asked (``user_replies="tool"``: how TRL's
+``environment_factory`` and UserRL's interact tool render them).
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ def _common_prefix_len(a: str, b: str) -> int:
     return i
 
 
+USER_REPLIES = ("user", "tool")
+
+
+def check_user_replies(rendering: str, user_replies: str) -> None:
+    """ValueError unless ``user_replies`` is allowed with ``rendering`` (``tool`` needs ``tool_call``)."""
+    if user_replies not in USER_REPLIES:
+        raise ValueError(f"user_replies must be user or tool, got {user_replies!r}")
+    if user_replies == "tool" and rendering != "tool_call":
+        raise ValueError(f"user_replies=tool renders user replies as tool results, which needs "
+                         f"rendering=tool_call; got rendering={rendering!r}")
+
+
 @dataclass
 class ChatFormat:
     """Renders an episode's messages with a tokenizer's chat template.
@@ -33,15 +47,19 @@ class ChatFormat:
     tokenizer: a transformers tokenizer with a chat template.
     rendering: ``tagged`` or ``tool_call`` (the action rendering of the gyms).
     tools: tool schemas passed to the template in the tool-call rendering.
+    user_replies: message role of the user's replies in the tool-call rendering (``user`` | ``tool``).
     """
 
     tokenizer: Any
     rendering: str = "tagged"
     tools: Sequence[dict[str, Any]] | None = None
+    user_replies: str = "user"
     _stop_texts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         from harness.ppo.chat_templates import stop_token_ids
+
+        check_user_replies(self.rendering, self.user_replies)
 
         self.stop_ids = stop_token_ids(self.tokenizer)
         self._stop_texts = [self.tokenizer.decode([i]) for i in self.stop_ids]
@@ -63,7 +81,7 @@ class ChatFormat:
     def observation_message(self, role: str, text: str) -> dict[str, Any]:
         """The chat message carrying an observation of ``role`` (user | tool | env)."""
         if self.rendering == "tool_call":
-            return {"role": "user" if role == "user" else "tool", "content": text}
+            return {"role": self.user_replies if role == "user" else "tool", "content": text}
         prefix = {"user": "", "tool": "[search] ", "env": "[environment] "}.get(role, "")
         return {"role": "user", "content": prefix + text}
 
