@@ -121,14 +121,15 @@ def tiny_tokenizer_fingerprint() -> str:
 
 
 def warm_start(rendering: str = "tagged", chat_template: str | None = None, epochs: int | None = None,
-               directory: str | Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+               directory: str | Path | None = None, log: Callable[[str], None] | None = None,
+               user_replies: str = "user") -> dict[str, Any]:
     """An ``eau sft`` warm start of the tiny model: ``{"dir", "cached", "time_s", "summary"}``.
 
     Trained once with the real CLI (oracle demonstrations through the real gyms and the symbolic
     user) into ``directory`` (default: ``<cache root>/bench-sft/`` + ``<rendering>-<template>-
-    e<epochs>-t<max tokens>-k<tokenizer fingerprint>``) and reused while ``policy.pt`` and
-    ``sft.json`` are there. ``epochs`` None: ``SFT_EPOCHS[rendering]``; demonstrations are cut at
-    ``SFT_MAX_TOKENS[rendering]`` tokens.
+    e<epochs>-t<max tokens>-k<tokenizer fingerprint>``, plus ``-utool`` with ``user_replies="tool"``)
+    and reused while ``policy.pt`` and ``sft.json`` are there. ``epochs`` None:
+    ``SFT_EPOCHS[rendering]``; demonstrations are cut at ``SFT_MAX_TOKENS[rendering]`` tokens.
     """
     epochs = SFT_EPOCHS[rendering] if epochs is None else epochs
     max_tokens = SFT_MAX_TOKENS[rendering]
@@ -136,23 +137,26 @@ def warm_start(rendering: str = "tagged", chat_template: str | None = None, epoc
     if chat_template:
         policy["chat_template"] = chat_template
     name = f"{rendering}-{chat_template or 'turns'}-e{epochs}-t{max_tokens}-k{tiny_tokenizer_fingerprint()}"
+    name += "" if user_replies == "user" else f"-u{user_replies}"
     out = Path(directory) if directory else cache_root() / "bench-sft" / name
     summary_file = out / "sft.json"
     if (out / "policy.pt").is_file() and summary_file.is_file():
         summary = json.loads(summary_file.read_text())
-        want = {"rendering": rendering, "epochs": epochs, "policy": policy, "max_episode_tokens": max_tokens}
-        got = {k: summary["config"].get(k) for k in want}
+        want = {"rendering": rendering, "epochs": epochs, "policy": policy, "max_episode_tokens": max_tokens,
+                "user_replies": user_replies}
+        got = {k: summary["config"].get(k, "user" if k == "user_replies" else None) for k in want}
         if got != want:
             raise ValueError(f"{out} holds a warm start of {got}, not {want}; pass another --sft-dir or delete it")
         return {"dir": str(out), "cached": True, "time_s": summary.get("time_s"), "summary": _sft_brief(summary)}
     if log:
-        log(f"training the tiny warm start ({rendering}, {chat_template or 'turns'}, {epochs} epochs, demonstrations "
+        log(f"training the tiny warm start ({rendering}, user replies as {user_replies} messages, "
+            f"{chat_template or 'turns'}, {epochs} epochs, demonstrations "
             f"<= {max_tokens} tokens) into {out}; this takes minutes, once")
     policy_yaml = "{" + ", ".join(f"{k}: {v}" for k, v in policy.items()) + "}"
     t0 = time.perf_counter()
     proc = subprocess.run(eau_cmd("sft", "--out", str(out), "--json", "--set", f"rendering={rendering}",
                                   "--set", f"policy={policy_yaml}", "--set", f"epochs={epochs}",
-                                  "--set", f"max_episode_tokens={max_tokens}"),
+                                  "--set", f"max_episode_tokens={max_tokens}", "--set", f"user_replies={user_replies}"),
                           env=eau_env(EAU_KNOBS_DIR=str(REPO / "knobs")), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"eau sft failed (exit {proc.returncode}): {proc.stderr[-2000:]}")

@@ -20,18 +20,29 @@ rate, clipping and micro-batch size, on CPU, in one process, alternating over ``
   Step time = wall time between consecutive ``on_step_end`` callbacks.
 
 Differences that cannot be removed (reported, not hidden): GRPO has no critic (with the separate
-critic PPO pays a value pass before the update and the critic's forward and backward in it); TRL's tool loop only ends when the model stops calling tools, so after the gym ends an
-episode (an answer, or the turn limit) the adapter answers further calls with an error and TRL
-keeps generating until the model stops or ``max_tool_calling_iterations`` (= the turn limit) is hit;
-TRL renders user replies as tool results while the harness renders them as user messages; TRL uses
-its prefix-preserving ``qwen3_training`` template. Work per step is reported for both sides
-(generated tokens and turns per episode, and the tokens each episode puts through the update:
-prompt, actions and observations, the harness's ``episode_tokens_mean``, TRL's counted from the
-attention masks of its training forward passes) so the step times can be read per unit of work.
+critic PPO pays a value pass before the update and the critic's forward and backward in it); TRL's
+tool loop ends an episode at the first reply without a well-formed tool call (the harness answers a
+malformed call with format feedback and goes on), and only then: after the gym ends an episode (an
+answer, or the turn limit) the adapter answers further calls with an error and TRL keeps generating
+until the model stops or ``max_tool_calling_iterations`` (= the turn limit) is hit; TRL uses its
+prefix-preserving ``qwen3_training`` template. Work per step is reported for both sides (generated
+tokens and turns per episode, and the tokens each episode puts through the update: prompt, actions
+and observations, the harness's ``episode_tokens_mean``, TRL's counted from the attention masks of
+its training forward passes) so the step times can also be read per unit of work.
+
+Same conversation on both sides: TRL renders every tool result, the user's replies included, as a
+``tool`` message. By default the harness does the same (``user_replies=tool``) and the warm start is
+trained on that rendering (its own cache folder). ``--user-replies user`` measures the harness's
+default rendering instead (user replies as user messages, the warm start trained on those), which
+TRL shows the warm start in a form it was not trained on.
+
+Learning rate: 1e-5 on both sides by default. A step's work does not depend on it, the next step's
+episodes do: at the tiny preset's 1e-3 one update breaks the warm start (the harness's turns all
+become format errors, TRL's episodes stop calling tools), and the steps after it time broken policies.
 
 If TRL's ``environment_factory`` path cannot run, the error is reported as ``trl_error``.
 
-    python benchmarks/bench_vs_trl.py [--gym intention] [--steps 3] [--repeats 2] [--threads 1]
+    python benchmarks/bench_vs_trl.py [--gym intention] [--steps 5] [--repeats 2] [--threads 1] [--user-replies tool]
 """
 
 from __future__ import annotations
@@ -201,6 +212,7 @@ def harness_run(args: argparse.Namespace, sft_dir: str, critic: str, root: Path,
     rdir = root / f"{critic}-{seed}" / "runs"
     overrides = {
         "steps": args.steps, "run_id": "bench", "seed": seed, "gyms": [args.gym], "rendering": RENDERING,
+        "user_replies": args.user_replies,
         "tasks_per_step": args.tasks, "samples_per_task": args.samples,
         "policy": {"model": "tiny", "chat_template": TEMPLATE}, "init_checkpoint": sft_dir,
         "critic": {"mode": critic} if critic == "shared" else {"mode": "separate", "init": "policy"},
@@ -247,18 +259,27 @@ def main() -> None:
     ap.add_argument("--gym", default="intention", help="gym of both sides (default intention)")
     ap.add_argument("--tasks", type=int, default=8, help="tasks per step (default 8, the tiny preset's)")
     ap.add_argument("--samples", type=int, default=2, help="episodes per task = GRPO num_generations (default 2)")
-    ap.add_argument("--steps", type=int, default=3, help="training steps per run (default 3; step 0 is excluded)")
+    ap.add_argument("--steps", type=int, default=5, help="training steps per run (default 5; step 0 is excluded)")
     ap.add_argument("--repeats", type=int, default=2, help="alternating runs of every side (default 2)")
     ap.add_argument("--critics", default="separate,shared",
                     help="harness critic set-ups to measure, comma-separated (default separate,shared)")
     ap.add_argument("--micro-batch", type=int, default=8, help="episodes per forward/backward (default 8)")
-    ap.add_argument("--lr", type=float, default=1e-3, help="learning rate of both sides (tiny preset: 1e-3)")
+    # A step's work does not depend on the learning rate, but the next step's episodes do: at the
+    # tiny preset's 1e-3 one update of the shared-critic harness turned every later turn into a format
+    # error (format_error_rate 0.32 -> 1.0, every episode at the turn limit), so the steps after it
+    # timed a broken policy. A small rate keeps both sides playing the warm start's episodes.
+    ap.add_argument("--lr", type=float, default=1e-5,
+                    help="learning rate of both sides (default 1e-5: the warm start's behaviour stays; tiny preset: 1e-3)")
     ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="turn limit (tiny preset: 6)")
     # The tiny preset's 48 / 1,024 cut tool calls: in the tiny tokenizer an interact call is ~30-60
     # tokens and the qwen3 prompt with its tool block ~580, so both budgets are doubled here.
     ap.add_argument("--turn-tokens", type=int, default=2 * TINY_TURN_TOKENS, help="max new tokens per turn (96)")
     ap.add_argument("--episode-tokens", type=int, default=2 * TINY_EPISODE_TOKENS,
                     help="max tokens per episode (2048)")
+    ap.add_argument("--user-replies", choices=("tool", "user"), default="tool",
+                    help="how the harness renders the user's replies (and the warm start learned them): tool "
+                         "(default) = as the interact call's result, as TRL renders every result; user = as user "
+                         "messages (the harness's default), which TRL cannot render")
     ap.add_argument("--first-task", type=int, default=5000, help="first task index of the TRL dataset")
     ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
     ap.add_argument("--threads", type=int, default=1,
@@ -275,7 +296,7 @@ def main() -> None:
     load_start = load_average()
     threads = set_threads(args.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    ws = warm_start(RENDERING, TEMPLATE, directory=args.sft_dir, log=stderr_log)
+    ws = warm_start(RENDERING, TEMPLATE, directory=args.sft_dir, log=stderr_log, user_replies=args.user_replies)
     knobs = bench_knobs(args.max_steps)
     system_prompt, prompt_len = prompt_tokens(args.gym, knobs, ws["dir"])
     # TRL's max_completion_length bounds everything after the prompt (actions and tool results):
@@ -317,6 +338,7 @@ def main() -> None:
                   "lr": args.lr, "max_steps": args.max_steps, "turn_tokens": args.turn_tokens,
                   "episode_tokens": args.episode_tokens, "harness_prompt_tokens_max": prompt_len,
                   "trl_max_completion_length": max_completion, "chat_template": TEMPLATE, "rendering": RENDERING,
+                  "user_replies": args.user_replies,
                   "warm_start": ws, "trl": __import__("trl").__version__,
                   "step_time": "median over steps 1.. of every run (step 0 warms up)"},
         "sides": {},
