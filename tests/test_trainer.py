@@ -414,3 +414,33 @@ def test_user_replies_render_as_user_messages_or_tool_results(user_replies, knob
     with pytest.raises(ValueError, match="user_replies must be user or tool"):
         build_config("tiny", None, {"rendering": "tool_call", "user_replies": "assistant"})
     assert build_config("tiny", None, {"rendering": "tool_call", "user_replies": "tool"}).user_replies == "tool"
+
+
+def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
+    """A run whose conversation format (rendering, user_replies) differs from what its warm start
+    learned says so at start: an alert in events.jsonl and log.txt; a matching run has none."""
+    from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.config import build_config
+    from harness.ppo.sft import SFTConfig, run_sft
+    from harness.ppo.trainer import Trainer, warm_start_format
+
+    small = {"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}}
+    sft = tmp_path / "sft"
+    run_sft(SFTConfig(policy=small, episodes=2, epochs=1, rendering="tool_call", user_replies="tool"),
+            KnobSnapshot.read_dir(knobs_dir), sft, log=lambda m: None)
+    assert warm_start_format(sft) == {"rendering": "tool_call", "user_replies": "tool"}
+    assert warm_start_format(tmp_path) is None  # neither an sft output nor a run checkpoint
+    for run_id, fmt in (("other", {"rendering": "tool_call"}), ("same", {"rendering": "tool_call", "user_replies": "tool"})):
+        cfg = build_config("tiny", None, {"run_id": run_id, "steps": 1, "policy": small, "init_checkpoint": str(sft),
+                                          "progress": False, **fmt})
+        Trainer(cfg, tmp_path / "runs", knobs_dir)
+        alerts = [e for e in jsonl.read(tmp_path / "runs" / run_id / "events.jsonl") if e["event"] == "alert"]
+        if run_id == "other":
+            assert [a["alert"] for a in alerts] == ["warm_start_format"]
+            assert alerts[0]["learned"]["user_replies"] == "tool" and alerts[0]["plays"]["user_replies"] == "user"
+            assert "ALERT warm_start_format" in (tmp_path / "runs" / run_id / "log.txt").read_text()
+        else:
+            assert alerts == []
+    ck = tmp_path / "runs" / "same" / "checkpoints" / "step_000001"
+    ck.mkdir(parents=True)
+    assert warm_start_format(ck) == {"rendering": "tool_call", "user_replies": "tool"}  # from the run's config.yaml

@@ -15,6 +15,7 @@ are averaged by DDP, advantage whitening uses global statistics, and process 0 a
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from harness.envs.registry import make as make_gym
 from harness.knobs.store import KnobStore
@@ -168,6 +170,18 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
 
 
 # ------------------------------------------------------------------------------------------------ trainer
+def warm_start_format(init: Path) -> dict[str, str] | None:
+    """``{"rendering", "user_replies"}`` a warm start was trained on: from its ``sft.json`` (an ``eau
+    sft`` output) or its run's ``config.yaml`` (a ``checkpoints/step_N`` folder); None when unknown."""
+    if (init / "sft.json").is_file():
+        cfg = json.loads((init / "sft.json").read_text()).get("config", {})
+    elif (init.parent.parent / "config.yaml").is_file() and init.parent.name == "checkpoints":
+        cfg = yaml.safe_load((init.parent.parent / "config.yaml").read_text()) or {}
+    else:
+        return None
+    return {"rendering": str(cfg.get("rendering") or "tagged"), "user_replies": str(cfg.get("user_replies") or "user")}
+
+
 class Trainer:
     """Owns the models, optimisers, gyms, knob store and run folder of one run."""
 
@@ -252,9 +266,22 @@ class Trainer:
             self.writer.knobs_in_force(self.store.in_force_document())
             self.writer.log(f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
                             f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
+            self._check_warm_start_format()
         if not self.dist.main:
             self.writer = None
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    def _check_warm_start_format(self) -> None:
+        """Alert when the warm start learned another conversation format than this run plays (a
+        tagged warm start under the tool-call rendering, or user replies rendered another way)."""
+        if not self.cfg.init_checkpoint:
+            return
+        learned = warm_start_format(Path(self.cfg.init_checkpoint))
+        plays = {"rendering": self.cfg.rendering, "user_replies": self.cfg.user_replies}
+        if learned is not None and learned != plays:
+            self.writer.alert("warm_start_format", f"init_checkpoint {self.cfg.init_checkpoint} was trained on "
+                              f"{learned} but this run plays {plays}: the policy starts on a format it did not learn",
+                              learned=learned, plays=plays)
 
     def _make_backend(self) -> Any:
         b = dict(self.cfg.backend)
