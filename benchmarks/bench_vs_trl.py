@@ -20,7 +20,8 @@ rate, clipping and micro-batch size, on CPU, in one process, alternating over ``
   Step time = wall time between consecutive ``on_step_end`` callbacks.
 
 Differences that cannot be removed (reported, not hidden): GRPO has no critic (with the separate
-critic PPO pays a value pass before the update and the critic's forward and backward in it); TRL's
+critic PPO pays the critic's forward and backward, and a value pass before the update for every
+mini-batch but the first; in this set-up the update is one mini-batch); TRL's
 tool loop ends an episode at the first reply without a well-formed tool call (the harness answers a
 malformed call with format feedback and goes on), and only then: after the gym ends an episode (an
 answer, or the turn limit) the adapter answers further calls with an error and TRL keeps generating

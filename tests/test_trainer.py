@@ -444,3 +444,54 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
     ck = tmp_path / "runs" / "same" / "checkpoints" / "step_000001"
     ck.mkdir(parents=True)
     assert warm_start_format(ck) == {"rendering": "tool_call", "user_replies": "tool"}  # from the run's config.yaml
+
+
+def test_separate_critic_values_from_the_updates_first_forward_change_nothing(tmp_path, knobs_dir):
+    """A separate critic's old values of the first mini-batch come from its first forward in the
+    update instead of a scoring pass: the same old values, advantages, losses and weights after the
+    update (2 mini-batches x 2 epochs: the others still come from the scoring pass)."""
+    from harness.ppo.config import build_config
+    from harness.ppo.trainer import Trainer, collate
+
+    over = {"steps": 1, "progress": False, "tasks_per_step": 2, "samples_per_task": 2, "env_knobs.max_steps": 3,
+            "policy": {"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}},
+            "agent_knobs.max_new_tokens_per_turn": 12, "agent_knobs.mini_batch_size": 2,
+            "agent_knobs.micro_batch_size": 1, "agent_knobs.ppo_epochs": 2}
+    trainers = {}
+    for name in ("fused", "plain"):
+        kdir = tmp_path / name / "knobs"
+        shutil.copytree(knobs_dir, kdir)
+        trainers[name] = Trainer(build_config("tiny", None, {**over, "run_id": name}), tmp_path / name / "runs", kdir)
+        trainers[name].poll_knobs(0)
+        trainers[name]._step = 0
+    fused, plain = trainers["fused"], trainers["plain"]
+    assert fused.first_values_in_update() and not fused.shared_critic
+    for a, b in zip(fused.critic.parameters(), plain.critic.parameters()):
+        assert torch.equal(a, b)  # the same start
+    start = [p.detach().clone() for p in fused.critic.parameters()]
+    episodes, _ = fused.rollout(0)
+    batches, stats = {}, {}
+    for name, t in trainers.items():
+        batch = collate(episodes, t.pad_id)
+        plan = t.minibatch_plan(batch)
+        assert len(plan) == 2 and [len(m) for m in plan[0]] == [2, 2]
+        if name == "fused":
+            t.score(batch, values_later=plan[0][0])
+            assert float(batch.old_values[plan[0][0]].abs().sum()) == 0  # not scored: left to the update
+            done = t.critic_first_minibatch(batch, plan[0][0])
+        else:
+            t.score(batch)
+            done = None
+        t.advantages(batch)
+        stats[name] = t.update(batch, plan, critic_done=done)
+        batches[name] = batch
+    a, b = batches["fused"], batches["plain"]
+    assert torch.allclose(a.old_values, b.old_values, atol=1e-5)
+    assert torch.allclose(a.advantages, b.advantages, atol=1e-4) and torch.allclose(a.returns, b.returns, atol=1e-5)
+    assert stats["fused"].keys() == stats["plain"].keys()
+    for key in ("critic/vf_loss", "critic/vpred_mean", "critic_grad_norm", "actor/pg_loss", "grad_norm"):
+        assert stats["fused"][key] == pytest.approx(stats["plain"][key], rel=1e-4, abs=1e-6), key
+    for m in ("critic", "policy"):
+        for x, y in zip(getattr(fused, m).parameters(), getattr(plain, m).parameters()):
+            assert torch.allclose(x, y, atol=1e-6)
+    assert any(not torch.equal(x, y) for x, y in zip(fused.critic.parameters(), start))  # the critic did step

@@ -147,7 +147,9 @@ def agg_denominator(mask: torch.Tensor, mode: str = "token-mean") -> torch.Tenso
 
 
 class AdvEstimator(Protocol):
-    """Signature every registered advantage estimator shares (see :func:`gae_advantages`)."""
+    """Signature every registered advantage estimator shares (see :func:`gae_advantages`). Rows are
+    independent episodes: a row's outputs depend on that row's inputs only (the trainer may estimate a
+    subset of rows, e.g. the update's first mini-batch, before the rest)."""
 
     def __call__(self, rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, *,
                  gamma: float = 1.0, lam: float = 1.0, token_gamma: float = 1.0, token_lam: float = 1.0,

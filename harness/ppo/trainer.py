@@ -3,7 +3,9 @@
     for step in steps:
         knobs   <- poll the knob store at the step boundary (the only place a change lands)
         batch   <- roll out tasks x n episodes (one batched generation per turn)
-        scores  <- old log-probs, reference log-probs, values (no gradients)
+        scores  <- old log-probs, reference log-probs, values (no gradients; a separate critic's
+                   values of the first mini-batch come from its first forward in the update, which
+                   runs here: the critic has not stepped yet)
         adv     <- GAE over action tokens, each turn's reward on its last action token
         update  <- PPO epochs over mini-batches (micro-batches accumulate gradients)
         log     <- metrics.jsonl, trajectories, status.json, log.txt; checkpoint every N steps
@@ -170,6 +172,16 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
 
 
 # ------------------------------------------------------------------------------------------------ trainer
+def has_dropout(model: torch.nn.Module) -> bool:
+    """Whether a forward in train mode is random: a dropout module, or attention dropout, above 0."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout) and m.p > 0:
+            return True
+        if float(getattr(getattr(m, "config", None), "attention_dropout", 0.0) or 0.0) > 0:
+            return True
+    return False
+
+
 def warm_start_format(init: Path) -> dict[str, str] | None:
     """``{"rendering", "user_replies"}`` a warm start was trained on: from its ``sft.json`` (an ``eau
     sft`` output) or its run's ``config.yaml`` (a ``checkpoints/step_N`` folder); None when unknown."""
@@ -405,8 +417,9 @@ class Trainer:
                               "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
 
     @torch.no_grad()
-    def score(self, batch: Batch) -> dict[str, float]:
-        """Old log-probs (the rollout policy), reference log-probs (KL) and old values."""
+    def score(self, batch: Batch, values_later: torch.Tensor | None = None) -> dict[str, float]:
+        """Old log-probs (the rollout policy), reference log-probs (KL) and old values. ``values_later``:
+        rows whose old values :meth:`critic_first_minibatch` gives instead (separate critic; 0 here)."""
         k = self.knobs
         T = float(k["temperature"])
         mb = int(k["micro_batch_size"])
@@ -429,8 +442,11 @@ class Trainer:
             batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb,
                                                    score_mask=sm).logprobs.cpu()[back]
         if not self.shared_critic:
-            batch.old_values = torch.cat([critic_values(self.critic, i, a) for i, a in
-                                          zip(ids.split(mb), am.split(mb))]).cpu()[back]
+            batch.old_values = torch.zeros(batch.input_ids.shape)
+            need = torch.arange(len(order)) if values_later is None else (~torch.isin(order, values_later)).nonzero()[:, 0]
+            if need.numel():  # positions in `order`: still by length
+                batch.old_values[order[need]] = torch.cat([critic_values(self.critic, i, a) for i, a in
+                                                           zip(ids[need].split(mb), am[need].split(mb))]).cpu()
         if float(k["kl_coef"]) > 0:
             batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=T,
                                                     micro_batch_size=mb, score_mask=sm).cpu()[back]
@@ -443,10 +459,7 @@ class Trainer:
     def advantages(self, batch: Batch) -> dict[str, float]:
         """GAE over action tokens; whitening with statistics over every process's action tokens."""
         k = self.knobs
-        est = core.get_adv_estimator(self.cfg.adv_estimator)
-        adv, ret = est(batch.rewards, batch.old_values * batch.action_mask, batch.action_mask,
-                       gamma=float(k["gamma"]), lam=float(k["lam"]), token_gamma=float(k["token_gamma"]),
-                       token_lam=float(k["token_lam"]), turn_end_mask=batch.turn_ends)
+        adv, ret = self._estimate(batch.rewards, batch.old_values, batch.action_mask, batch.turn_ends)
         m = batch.action_mask
         s = self.dist.all_sum(torch.stack([(adv * m).sum(), (adv * adv * m).sum(), m.sum()]))
         mean = s[0] / s[2].clamp(min=1)
@@ -457,29 +470,84 @@ class Trainer:
         batch.advantages, batch.returns = adv, ret
         return {"advantage_std": raw_std, "return_mean": float(core.masked_mean(ret, m)) if m.sum() > 0 else 0.0}
 
-    def update(self, batch: Batch) -> dict[str, float]:
-        """PPO epochs over shuffled mini-batches of episodes; micro-batches accumulate gradients."""
+    def _estimate(self, rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor,
+                  turn_ends: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(advantages, returns) of the configured estimator, row by row (rows are independent episodes)."""
+        k = self.knobs
+        est = core.get_adv_estimator(self.cfg.adv_estimator)
+        return est(rewards, values * action_mask, action_mask, gamma=float(k["gamma"]), lam=float(k["lam"]),
+                   token_gamma=float(k["token_gamma"]), token_lam=float(k["token_lam"]), turn_end_mask=turn_ends)
+
+    def minibatch_plan(self, batch: Batch) -> list[list[torch.Tensor]]:
+        """The update's mini-batches, epoch by epoch: shuffled rows (seeded by run seed and step), each
+        mini-batch sorted by length (micro-batches of similar lengths pad less; their gradients sum to
+        the same mini-batch's)."""
         k = self.knobs
         B = batch.input_ids.shape[0]
         mini = max(1, min(int(k["mini_batch_size"]) // self.dist.world or 1, B))
-        micro = max(1, min(int(k["micro_batch_size"]), mini))
-        T = float(k["temperature"])
-        dev = self.dist.device
-        stats: dict[str, list[float]] = {}
         gen = torch.Generator().manual_seed(self.cfg.seed * 1000 + int(self._step))
+        lengths = batch.attention_mask.sum(1)
+        plan = []
         for _epoch in range(int(k["ppo_epochs"])):
             order = torch.randperm(B, generator=gen)
-            lengths = batch.attention_mask.sum(1)
-            for start in range(0, B, mini):
-                idx = order[start:start + mini]
-                # micro-batches of similar lengths pad less; their gradients sum to the same mini-batch's
-                idx = idx[torch.argsort(lengths[idx], stable=True)]
+            plan.append([idx[torch.argsort(lengths[idx], stable=True)] for idx in order.split(mini)])
+        return plan
+
+    def first_values_in_update(self) -> bool:
+        """Whether a separate critic's old values of the update's first mini-batch come from that
+        mini-batch's own critic forward instead of a scoring pass. Exact: the critic has not stepped
+        yet, and without dropout a forward in train mode gives the scoring pass's values."""
+        return not self.shared_critic and not has_dropout(self.critic)
+
+    def _denominator(self, mb: Batch) -> torch.Tensor:
+        """The loss mode's divisor over a whole mini-batch (all processes): micro-batch losses add up."""
+        return self.dist.all_sum(core.agg_denominator(mb.action_mask, self.cfg.loss_agg).reshape(1))[0] \
+            .clamp(min=1.0) / self.dist.world
+
+    def critic_first_minibatch(self, batch: Batch, rows: torch.Tensor) -> dict[str, list[float]]:
+        """The separate critic's part of the update's first mini-batch (``rows``), run before the
+        advantages: each micro-batch's forward gives its rows' old values (``batch.old_values``) and
+        returns, and its value loss is backpropagated; the gradients wait for the first optimiser step
+        (:meth:`update` then skips the critic there). Saves the scoring pass's critic forward on them."""
+        k = self.knobs
+        micro = max(1, min(int(k["micro_batch_size"]), len(rows)))
+        dev = self.dist.device
+        mb = batch.rows(rows)
+        denom = self._denominator(mb)
+        self.optimizers["critic"].zero_grad(set_to_none=True)
+        stats: dict[str, list[float]] = {}
+        for ms in range(0, len(rows), micro):
+            sl = slice(ms, ms + micro)
+            ids, am, mask = mb.input_ids[sl].to(dev), mb.attention_mask[sl].to(dev), mb.action_mask[sl].to(dev)
+            values = critic_values(self.train_critic, ids, am)
+            old = values.detach()
+            _, ret = self._estimate(mb.rewards[sl].to(dev), old, mask, mb.turn_ends[sl].to(dev))
+            vloss, vm = core.value_loss(values, old, ret, mask, float(k["value_clip"]), self.cfg.loss_agg, denom)
+            vloss.backward()
+            batch.old_values[rows[sl]] = old.cpu()
+            for key, v in vm.items():
+                stats.setdefault(key, []).append(v)
+        return stats
+
+    def update(self, batch: Batch, plan: list[list[torch.Tensor]] | None = None,
+               critic_done: dict[str, list[float]] | None = None) -> dict[str, float]:
+        """PPO epochs over the mini-batches of ``plan`` (default :meth:`minibatch_plan`); micro-batches
+        accumulate gradients. ``critic_done``: the stats of :meth:`critic_first_minibatch`, whose
+        critic gradients the first mini-batch's step applies."""
+        k = self.knobs
+        plan = self.minibatch_plan(batch) if plan is None else plan
+        T = float(k["temperature"])
+        dev = self.dist.device
+        stats: dict[str, list[float]] = {key: list(v) for key, v in (critic_done or {}).items()}
+        for epoch, minis in enumerate(plan):
+            for j, idx in enumerate(minis):
+                skip_critic = critic_done is not None and epoch == 0 and j == 0
+                micro = max(1, min(int(k["micro_batch_size"]), len(idx)))
                 mb = batch.rows(idx)
-                # the loss mode's divisor over the whole mini-batch (all processes): micro-batch losses add up
-                denom = self.dist.all_sum(core.agg_denominator(mb.action_mask, self.cfg.loss_agg).reshape(1))[0] \
-                    .clamp(min=1.0) / self.dist.world
-                for opt in self.optimizers.values():
-                    opt.zero_grad(set_to_none=True)
+                denom = self._denominator(mb)
+                for name, opt in self.optimizers.items():
+                    if not (skip_critic and name == "critic"):
+                        opt.zero_grad(set_to_none=True)
                 for ms in range(0, len(idx), micro):
                     sl = slice(ms, ms + micro)
                     ids, am = mb.input_ids[sl].to(dev), mb.attention_mask[sl].to(dev)
@@ -501,10 +569,12 @@ class Trainer:
                         (loss + float(k["vf_coef"]) * vloss).backward()
                     else:
                         loss.backward()
-                        values = critic_values(self.train_critic, ids, am)
-                        vloss, vm = core.value_loss(values, mb.old_values[sl].to(dev), mb.returns[sl].to(dev),
-                                                    mask, float(k["value_clip"]), self.cfg.loss_agg, denom)
-                        vloss.backward()
+                        vm = {}
+                        if not skip_critic:
+                            values = critic_values(self.train_critic, ids, am)
+                            vloss, vm = core.value_loss(values, mb.old_values[sl].to(dev), mb.returns[sl].to(dev),
+                                                        mask, float(k["value_clip"]), self.cfg.loss_agg, denom)
+                            vloss.backward()
                     for key, v in {**metrics, **vm}.items():
                         stats.setdefault(key, []).append(v)
                 gn = self._clip_and_step()
@@ -546,9 +616,12 @@ class Trainer:
                 episodes, rollout_t = self.rollout(step)                # 2. rollout
                 t_upd = time.perf_counter()
                 batch = collate(episodes, self.pad_id)
-                adv_stats = self.score(batch)                           # 3. old/ref log-probs, values
+                plan = self.minibatch_plan(batch)                       # the update's mini-batches
+                first = plan[0][0] if self.first_values_in_update() else None
+                adv_stats = self.score(batch, values_later=first)       # 3. old/ref log-probs, values
+                done = self.critic_first_minibatch(batch, first) if first is not None else None
                 adv_stats.update(self.advantages(batch))                # 4. GAE over action tokens
-                upd = self.update(batch)                                # 5. PPO update
+                upd = self.update(batch, plan, critic_done=done)        # 5. PPO update
                 if self.cfg.backend.get("name", "hf") != "hf":
                     self.backend.sync_weights(self.policy)
                 time_update = time.perf_counter() - t_upd
