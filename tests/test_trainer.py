@@ -451,7 +451,7 @@ def test_separate_critic_values_from_the_updates_first_forward_change_nothing(tm
     update instead of a scoring pass: the same old values, advantages, losses and weights after the
     update (2 mini-batches x 2 epochs: the others still come from the scoring pass)."""
     from harness.ppo.config import build_config
-    from harness.ppo.trainer import Trainer, collate
+    from harness.ppo.trainer import Trainer, collate, has_dropout
 
     over = {"steps": 1, "progress": False, "tasks_per_step": 2, "samples_per_task": 2, "env_knobs.max_steps": 3,
             "policy": {"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}},
@@ -466,6 +466,12 @@ def test_separate_critic_values_from_the_updates_first_forward_change_nothing(tm
         trainers[name]._step = 0
     fused, plain = trainers["fused"], trainers["plain"]
     assert fused.first_values_in_update() and not fused.shared_critic
+    # with dropout a train-mode forward is not the scoring pass's: then the scoring pass stays
+    assert has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)))
+    assert not has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
+    fused.policy.config.attention_dropout = 0.1
+    assert has_dropout(fused.policy)
+    fused.policy.config.attention_dropout = 0.0
     for a, b in zip(fused.critic.parameters(), plain.critic.parameters()):
         assert torch.equal(a, b)  # the same start
     start = [p.detach().clone() for p in fused.critic.parameters()]

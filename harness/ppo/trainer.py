@@ -240,6 +240,7 @@ class Trainer:
         cspec = CriticSpec.from_dict(cfg.critic)
         self.critic = build_critic(self.policy, cspec).to(self.dist.device)
         self.shared_critic = isinstance(self.critic, PolicyWithValueHead)
+        self._first_values_in_update = not self.shared_critic and not has_dropout(self.critic)
         self.reference = make_reference(self.policy)
         agent = self.store.snapshot().area("agent")
         if self.shared_critic:
@@ -443,8 +444,9 @@ class Trainer:
                                                    score_mask=sm).logprobs.cpu()[back]
         if not self.shared_critic:
             batch.old_values = torch.zeros(batch.input_ids.shape)
-            need = torch.arange(len(order)) if values_later is None else (~torch.isin(order, values_later)).nonzero()[:, 0]
-            if need.numel():  # positions in `order`: still by length
+            need = torch.arange(len(order)) if values_later is None \
+                else (~torch.isin(order, values_later)).nonzero()[:, 0]  # positions in `order`: still by length
+            if need.numel():
                 batch.old_values[order[need]] = torch.cat([critic_values(self.critic, i, a) for i, a in
                                                            zip(ids[need].split(mb), am[need].split(mb))]).cpu()
         if float(k["kl_coef"]) > 0:
@@ -497,7 +499,7 @@ class Trainer:
         """Whether a separate critic's old values of the update's first mini-batch come from that
         mini-batch's own critic forward instead of a scoring pass. Exact: the critic has not stepped
         yet, and without dropout a forward in train mode gives the scoring pass's values."""
-        return not self.shared_critic and not has_dropout(self.critic)
+        return self._first_values_in_update
 
     def _denominator(self, mb: Batch) -> torch.Tensor:
         """The loss mode's divisor over a whole mini-batch (all processes): micro-batch losses add up."""
