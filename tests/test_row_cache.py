@@ -18,7 +18,7 @@ from transformers import (
 
 from harness.ppo.models import load_policy
 from harness.rollout.backends import HFBackend, SamplingParams
-from harness.rollout.row_cache import MaskSpec, RowKVCache, mask_spec, packed_attention
+from harness.rollout.row_cache import KVBufferPool, MaskSpec, RowKVCache, mask_spec, packed_attention
 
 VOCAB = 97
 WINDOW = 5  # shorter than the rows, so a sliding-window layer that saw a full mask would give other logits
@@ -48,9 +48,33 @@ BUILDS = {"llama-sdpa": (llama, "sdpa"), "llama-eager": (llama, "eager"), "gemma
           "gemma3-eager": (gemma3, "eager"), "mistral-sdpa": (mistral, "sdpa")}
 
 
+def stale_pool() -> KVBufferPool:
+    """A pool holding an earlier cache's storage: large finite values everywhere (every model above has
+    16 key/value numbers per row and column), some tensors too small for a first call of 4 rows."""
+    pool = KVBufferPool(1 << 30)
+    gen = torch.Generator().manual_seed(9)
+    for columns in (80, 80, 80, 40, 40):
+        pool.give(torch.randn(4 * 16 * columns, generator=gen) * 50)
+    return pool
+
+
+def check_stale_columns_were_hidden(cache: RowKVCache, pool: KVBufferPool | None) -> None:
+    """Every value in the buffers is finite; with a pool, unwritten columns still held stale values
+    (so the logits above were computed with them behind the mask); release hands the buffers back."""
+    for layer in cache.layers:
+        assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
+    if pool is not None:
+        past = int(cache.lengths.max()) + 1
+        assert any((layer.keys[:, :, past:] != 0).any() for layer in cache.layers)
+        held = pool.bytes
+        cache.release()
+        assert pool.bytes > held and cache.layers == []
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["fresh", "pooled"])
 @pytest.mark.parametrize("name", list(BUILDS))
 @torch.no_grad()
-def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name):
+def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name, pooled):
     build, attn = BUILDS[name]
     torch.manual_seed(0)
     model = build(attn).eval()
@@ -63,7 +87,8 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
 
     seqs: list[list[int]] = [[], [], [], []]  # the episodes' tokens so far, by episode
     rows = [0, 1, 2, 3]  # episode of each cache row
-    cache = RowKVCache(4)
+    pool = stale_pool() if pooled else None
+    cache = RowKVCache(4, pool)
     checked = 0
 
     def call(called: list[int], fed: list[list[int]]) -> None:
@@ -97,13 +122,13 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name)
         call([0, 1, 2], [tokens(1), tokens(1), tokens(1)])
     assert cache.lengths.tolist() == [len(seqs[r]) for r in rows]
     assert len(seqs[2]) > 64 and checked == 9 and seqs[3][:12] == seqs[1][:12] and seqs[3] != seqs[1]
-    for layer in cache.layers:  # padding wrote finite values only: no masked column can bring a NaN
-        assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
+    check_stale_columns_were_hidden(cache, pool)  # padding wrote finite values: no masked column brings a NaN
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["fresh", "pooled"])
 @pytest.mark.parametrize("name", list(BUILDS))
 @torch.no_grad()
-def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name):
+def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name, pooled):
     """Rows fed different numbers of tokens share one packed call (observations beside one-token
     decode steps, no padding in the sequence); every row's last-token logits are those of a fresh
     forward of its own tokens, and the model's attention kernel is restored after each call."""
@@ -119,7 +144,8 @@ def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name
 
     seqs: list[list[int]] = [[], [], [], []]
     rows = [0, 1, 2, 3]
-    cache = RowKVCache(4)
+    pool = stale_pool() if pooled else None
+    cache = RowKVCache(4, pool)
     checked = 0
 
     def call(called: list[int] | None, fed: list[list[int]]) -> None:
@@ -150,8 +176,7 @@ def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name
     call(None, [tokens(1), tokens(1), tokens(60)])  # a long observation (episode 2): the buffers grow
     assert cache.lengths.tolist() == [len(seqs[r]) for r in rows]
     assert checked == 7 and len(seqs[2]) > 64
-    for layer in cache.layers:
-        assert torch.isfinite(layer.keys).all() and torch.isfinite(layer.values).all()
+    check_stale_columns_were_hidden(cache, pool)
 
 
 @pytest.mark.parametrize("name", list(BUILDS))
@@ -290,3 +315,60 @@ def test_keep_moves_only_the_rows_past_the_new_end():
     with pytest.raises(ValueError, match="distinct rows of the 3"):
         cache.keep([3])
     assert cache.keep([2]) == [2] and cache.lengths.tolist() == [3]
+
+
+def test_the_pool_hands_out_its_largest_fitting_tensor_and_keeps_at_most_max_bytes():
+    pool = KVBufferPool(max_bytes=4 * 100)  # 100 float32 numbers
+    fresh = pool.take(10, torch.float32, "cpu")
+    assert fresh.numel() == 10 and bool((fresh == 0).all())  # nothing pooled: a new zeroed tensor
+    small, large = torch.full((20,), 1.0), torch.full((50,), 2.0)
+    pool.give(small)
+    pool.give(large)
+    assert pool.bytes == 4 * 70
+    assert pool.take(15, torch.float32, "cpu") is large  # the largest that fits: a later cache need not grow
+    assert pool.take(15, torch.float64, "cpu").dtype == torch.float64  # another dtype: new, the pool keeps its own
+    assert pool.take(30, torch.float32, "cpu").numel() == 30  # none fits: new
+    assert pool.bytes == 4 * 20
+    pool.give(large)
+    pool.give(torch.full((40,), 3.0))  # 110 numbers now: over the limit, the smallest goes
+    assert pool.bytes == 4 * 90 and pool.take(1, torch.float32, "cpu") is large
+    pool.clear()
+    assert pool.bytes == 0
+    with pytest.raises(ValueError, match="max_bytes must be >= 0"):
+        KVBufferPool(-1)
+
+
+def test_a_backend_rolls_out_the_same_episodes_from_pooled_buffers():
+    """run_turns on CPU keeps its buffers for the next rollout: the second run (stale buffers) decodes
+    the same greedy tokens as the first (fresh ones) and as a backend without a pool."""
+    torch.manual_seed(0)
+    model = llama("sdpa").eval()
+    tok_prompts = [[5, 6, 7, 8, 9], [3, 4], [5, 6, 7, 8, 9], [11] * 9]
+
+    def run(backend: HFBackend) -> list[list[int]]:
+        got: list[list[int]] = [[] for _ in tok_prompts]
+        turns = [0] * len(tok_prompts)
+
+        def on_turn_end(row: int, ids: list[int]):
+            got[row].extend(ids)
+            turns[row] += 1
+            return None if turns[row] == 3 else ([7, 8, 9][: row + 1], 6)
+
+        backend.run_turns(tok_prompts, [5, 6, 7, 8], SamplingParams(0.0, 1.0, ()), on_turn_end)
+        return got
+
+    class Tok:
+        pad_token_id = 0
+        eos_token_id = 0
+
+    pooled = HFBackend(model, Tok())
+    assert pooled.kv_pool is not None and pooled.kv_pool.bytes == 0
+    first = run(pooled)
+    held = pooled.kv_pool.bytes
+    assert held > 0
+    assert run(pooled) == first and pooled.kv_pool.bytes == held
+    plain = HFBackend(model, Tok())
+    plain.kv_pool = None
+    assert run(plain) == first
+    pooled.release_buffers()
+    assert pooled.kv_pool.bytes == 0

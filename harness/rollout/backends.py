@@ -22,9 +22,20 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 
 from harness.ppo.core import logprobs_from_logits
-from harness.rollout.row_cache import MaskSpec, RowKVCache, attention_configs, mask_spec, packed_attention
+from harness.rollout.row_cache import (
+    KVBufferPool,
+    MaskSpec,
+    RowKVCache,
+    attention_configs,
+    mask_spec,
+    packed_attention,
+)
 
 logger = logging.getLogger(__name__)
+
+# the most bytes of KV buffers HFBackend keeps between rollouts on CPU (the tiny preset's 16 episodes
+# use ~35 MB; Gemma 3 270M ~37 KB per token: 8 episodes x 2k tokens ~600 MB)
+KV_POOL_BYTES = 1 << 30
 
 
 @dataclass
@@ -108,6 +119,14 @@ class HFBackend:
         # the shared critic's values from last hidden states (PolicyWithValueHead.values_from_hidden), set
         # by the trainer: run_turns with stats then also records the values of the states tokens were sampled in
         self.value_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
+        # run_turns' KV buffers kept for the next rollout on CPU (no caching allocator there; see
+        # row_cache.KVBufferPool), up to KV_POOL_BYTES; None on other devices. release_buffers() frees it.
+        self.kv_pool = KVBufferPool(KV_POOL_BYTES) if torch.device(self.device).type == "cpu" else None
+
+    def release_buffers(self) -> None:
+        """Free the KV buffers kept between rollouts (the next rollout allocates afresh)."""
+        if self.kv_pool is not None:
+            self.kv_pool.clear()
 
     def clear_cache(self) -> None:
         self._cache = None
@@ -214,7 +233,7 @@ class HFBackend:
         turn_v: dict[int, list[float]] = {r: [] for r in rows}
         if seeds is not None and len(seeds) != len(rows):
             raise ValueError(f"one seed per prompt: {len(seeds)} seeds for {len(rows)} prompts")
-        cache = RowKVCache(len(rows))
+        cache = RowKVCache(len(rows), self.kv_pool)
         generators = None if seeds is None else \
             {r: torch.Generator(device=self.device).manual_seed(int(sd)) for r, sd in zip(rows, seeds)}
         calls = 0
@@ -267,6 +286,7 @@ class HFBackend:
                     rows = [rows[i] for i in order]  # a later row may have moved into a freed one
         finally:
             self.model.train(was_training)
+            cache.release()
         return calls
 
     def _forward(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache,
@@ -401,9 +421,12 @@ def inverse_cdf_sample(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tens
     (``uniform`` in [0, 1), shape (rows, 1)); a token with probability 0 is never returned."""
     cdf = probs.cumsum(dim=-1)
     index = torch.searchsorted(cdf, uniform.to(cdf.dtype) * cdf[:, -1:], right=True).squeeze(1)
-    # u * total can round up to the total: never past the last token that has a chance
-    last = probs.shape[1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(dim=-1)
-    return torch.minimum(index, last)
+    # a found index has a chance (its cdf step is > 0); only u * total rounding up to the total finds
+    # none (index == vocabulary size): then the last token that has a chance (searched only then)
+    if bool((index >= probs.shape[1]).any()):
+        last = probs.shape[1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(dim=-1)
+        index = torch.minimum(index, last)
+    return index
 
 
 @dataclass

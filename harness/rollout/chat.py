@@ -16,16 +16,24 @@ default) or ``tool`` messages, the result of the call that asked (``user_replies
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+RENDER_MEMO_SIZE = 256  # renders ChatFormat remembers (an episode's next turn starts from its last one)
+
 
 def _common_prefix_len(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    """Length of the longest common prefix: a binary search over slice comparisons (each in C; a
+    character loop in Python took ~0.1 ms a turn on a 2k-character conversation)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 USER_REPLIES = ("user", "tool")
@@ -55,6 +63,7 @@ class ChatFormat:
     tools: Sequence[dict[str, Any]] | None = None
     user_replies: str = "user"
     _stop_texts: list[str] = field(default_factory=list)
+    _memo: dict[str, str] = field(default_factory=dict)  # rendered text by (messages, generation prompt)
 
     def __post_init__(self) -> None:
         from harness.ppo.chat_templates import stop_token_ids
@@ -65,11 +74,21 @@ class ChatFormat:
         self._stop_texts = [self.tokenizer.decode([i]) for i in self.stop_ids]
 
     def render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
-        kw: dict[str, Any] = {}
-        if self.rendering == "tool_call" and self.tools:
-            kw["tools"] = list(self.tools)
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
-                                                  **kw)
+        """The template's text of ``messages``. Remembered (the last :data:`RENDER_MEMO_SIZE`
+        renders): each turn's :meth:`observation_ids` starts from the conversation its previous turn
+        rendered, so a template render per turn is saved."""
+        key = json.dumps([messages, generation_prompt], sort_keys=True, default=repr)
+        text = self._memo.get(key)
+        if text is None:
+            kw: dict[str, Any] = {}
+            if self.rendering == "tool_call" and self.tools:
+                kw["tools"] = list(self.tools)
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                      add_generation_prompt=generation_prompt, **kw)
+            if len(self._memo) >= RENDER_MEMO_SIZE:
+                del self._memo[next(iter(self._memo))]  # the oldest
+            self._memo[key] = text
+        return text
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
