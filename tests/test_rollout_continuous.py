@@ -15,6 +15,7 @@ from harness.rollout.backends import (
     inverse_cdf_sample,
     _sampling_warpers,
     distinct_rows,
+    shared_prefix_len,
 )
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import RolloutEngine
@@ -75,7 +76,7 @@ def test_greedy_episodes_are_those_of_one_generate_per_turn(tiny, gyms, n, token
     # (an untrained model writes every turn to its budget, so both take the same number of model calls
     # here; the saving when rows stop early is tested below with budgets)
     assert len({len(e.ids) for e in per_turn.episodes}) > 1
-    assert b1.forwards <= b0.forwards
+    assert b1.forwards - b1.shared_prefix_calls <= b0.forwards
 
 
 def test_episode_token_budget_ends_episodes_as_one_generate_per_turn_does(tiny):
@@ -196,6 +197,51 @@ def test_a_prompt_shared_by_several_episodes_is_encoded_once_and_each_samples_on
     assert len({tuple(seen[r]) for r in (0, 2, 3)}) > 1  # and the shared prompt's samples differ
     assert distinct_rows(prompts) == ([0, 1], [0, 1, 0, 0])
     assert distinct_rows([[1], [2], [1, 2]]) == ([0, 1, 2], [0, 1, 2])
+
+
+def test_shared_prefix_len_on_hand_cases():
+    assert shared_prefix_len([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert shared_prefix_len([[7, 8], [7, 8, 9]]) == 1  # each keeps a token of its own to feed
+    assert shared_prefix_len([[7, 8, 9], [7, 8, 9]]) == 2
+    assert shared_prefix_len([[1, 2], [3, 2]]) == 0
+    assert shared_prefix_len([[1, 2, 3]]) == 0  # one prompt shares with no one
+    assert shared_prefix_len([[5], [5, 6]]) == 0
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_prefix_shared_by_distinct_prompts_is_encoded_once_and_changes_no_token(tiny, temperature):
+    model, tok = tiny
+    params = SamplingParams(temperature, 1.0, ())
+    system = list(range(20, 60))  # 40 tokens every prompt starts with (a gym's system prompt)
+    prompts = [system + [5, 6, 7], system + [9, 10], system + [5, 6, 7], system + [9, 11, 12, 13]]
+    seeds = [11, 22, 33, 44]
+
+    def run(share: bool):
+        b = HFBackend(model, tok)
+        b.share_prompt_prefix = share
+        shapes: list[tuple[int, ...]] = []
+        hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                               with_kwargs=True)
+        seen: dict[int, list[list[int]]] = {}
+
+        def on_turn_end(row, ids):
+            seen.setdefault(row, []).append(list(ids))
+            return ([7, 8, 9], 3) if len(seen[row]) < 2 else None
+
+        try:
+            calls = b.run_turns(prompts, [4, 2, 5, 3], params, on_turn_end, seeds=seeds)
+        finally:
+            hook.remove()
+        return seen, shapes, calls, b
+
+    shared, shapes, calls, b = run(True)
+    whole, shapes_whole, calls_whole, b_whole = run(False)
+    # the prefix once, on one row; then the three distinct prompts' rests (right-aligned, 4 wide)
+    assert shapes[:2] == [(1, 40), (3, 4)] and shapes_whole[0] == (3, 44)
+    assert b.shared_prefix_calls == 1 and b_whole.shared_prefix_calls == 0
+    assert calls == len(shapes) == calls_whole + 1 == len(shapes_whole) + 1
+    assert b.encoded_tokens == b_whole.encoded_tokens - 2 * 40  # two of the three prefixes not encoded
+    assert shared == whole  # the same turns, token for token
 
 
 def test_inverse_cdf_sampling_picks_the_token_whose_cdf_interval_holds_the_draw():

@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 # the most bytes of KV buffers HFBackend keeps between rollouts on CPU (the tiny preset's 16 episodes
 # use ~35 MB; Gemma 3 270M ~37 KB per token: 8 episodes x 2k tokens ~600 MB)
 KV_POOL_BYTES = 1 << 30
+# the shortest prefix shared by a rollout's distinct prompts that run_turns encodes once for all of
+# them (a call of its own; below this it costs more than it saves)
+MIN_SHARED_PREFIX = 16
 
 
 @dataclass
@@ -112,10 +115,14 @@ class HFBackend:
         self.reused_tokens = 0  # prompt tokens served from the cache since construction (benchmarks read it)
         self.encoded_tokens = 0  # prompt tokens encoded by the model since construction
         self.model_calls = 0  # forward calls of run_turns since construction (benchmarks read it)
+        self.shared_prefix_calls = 0  # of those, calls that encoded a prefix shared by distinct prompts
         # run_turns encodes observations in the same call as the other rows' next tokens (a packed call)
         # when the model allows (MaskSpec.packable); False: the observing rows get a call of their own
         self.pack_observations = True
         self._packed_configs: list[Any] | None = None  # the attention configs packed calls switch (found once)
+        # run_turns encodes the prefix its distinct prompts share once and copies it to their rows
+        # (_encode_shared_prefix); False: every distinct prompt is encoded whole
+        self.share_prompt_prefix = True
         # the shared critic's values from last hidden states (PolicyWithValueHead.values_from_hidden), set
         # by the trainer: run_turns with stats then also records the values of the states tokens were sampled in
         self.value_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -203,7 +210,9 @@ class HFBackend:
         whose attention does not go through transformers' ``AttentionInterface``, or with
         ``pack_observations`` off: the observing rows get a call of their own while the others
         wait). Identical prompts (the samples of one task) are encoded once, their
-        keys and values copied to the other rows (:meth:`RowKVCache.copy_rows`); each row then samples
+        keys and values copied to the other rows (:meth:`RowKVCache.copy_rows`), and so is the prefix the
+        distinct prompts share (a gym's system prompt and tool descriptions: one call encodes it, the
+        prompt call then only the rest of each; ``share_prompt_prefix``); each row then samples
         on its own. Sampling follows ``generate``: temperature, then top-p, over float32
         logits (greedy at temperature 0), drawn by inverse CDF. Models the row cache cannot serve
         (attention other than sdpa/eager, layers other than full/sliding-window) decode one
@@ -236,7 +245,7 @@ class HFBackend:
         cache = RowKVCache(len(rows), self.kv_pool)
         generators = None if seeds is None else \
             {r: torch.Generator(device=self.device).manual_seed(int(sd)) for r, sd in zip(rows, seeds)}
-        calls = 0
+        calls = prefix_calls = 0
         was_training = self.model.training
         self.model.eval()
         try:
@@ -245,6 +254,8 @@ class HFBackend:
                 if calls == 0:  # the prompts: each distinct one once (a task's samples share theirs)
                     batch = list(range(len(rows)))
                     computed, source = distinct_rows([pending[r] for r in rows])
+                    if self.share_prompt_prefix:
+                        prefix_calls = self._encode_shared_prefix(computed, rows, pending, cache, spec)
                 else:
                     observing = [i for i, r in enumerate(rows) if len(pending[r]) > 1]
                     packed = 0 < len(observing) < len(rows) and spec.packable and self.pack_observations
@@ -287,7 +298,27 @@ class HFBackend:
         finally:
             self.model.train(was_training)
             cache.release()
-        return calls
+        return calls + prefix_calls
+
+    def _encode_shared_prefix(self, computed: list[int], rows: list[int], pending: dict[int, list[int]],
+                              cache: RowKVCache, spec: MaskSpec) -> int:
+        """Encode the prefix the distinct prompts ``computed`` share (the system prompt and tool
+        descriptions every task of a gym starts with) once, on the first of them, copy its keys and
+        values to the others and leave each its own rest in ``pending``: the prompt call then encodes
+        the rests only. Nothing happens below ``MIN_SHARED_PREFIX`` tokens (a call of its own would
+        cost more than it saves). Returns the model calls made (0 or 1)."""
+        prompts = [pending[rows[i]] for i in computed]
+        n = shared_prefix_len(prompts)
+        if n < MIN_SHARED_PREFIX:
+            return 0
+        first = rows[computed[0]]
+        pending[first] = prompts[0][:n]
+        self._forward([computed[0]], rows, pending, cache, spec, False)  # its logits are not needed
+        cache.copy_rows([computed[0]] * (len(computed) - 1), computed[1:])
+        for i, p in zip(computed, prompts):
+            pending[rows[i]] = p[n:]
+        self.shared_prefix_calls += 1
+        return 1
 
     def _forward(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache,
                  spec: MaskSpec, want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -350,6 +381,28 @@ class HFBackend:
             if hidden is not None:  # the last hidden state, as PolicyWithValueHead.forward reads it
                 vals = self.value_fn(hidden).float().tolist()
         return tokens, lps, vals
+
+
+def shared_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest prefix all ``prompts`` share, at most the shortest one's length minus 1
+    (each prompt keeps a token of its own to feed, whose logits start its first turn); 0 for fewer
+    than two prompts.
+
+    >>> shared_prefix_len([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]])
+    2
+    >>> shared_prefix_len([[7, 8], [7, 8, 9]])
+    1
+    """
+    if len(prompts) < 2:
+        return 0
+    n = min(len(p) for p in prompts) - 1
+    first = prompts[0]
+    for p in prompts[1:]:
+        k = 0
+        while k < n and p[k] == first[k]:
+            k += 1
+        n = k
+    return max(n, 0)
 
 
 def distinct_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
