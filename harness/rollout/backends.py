@@ -328,9 +328,8 @@ class HFBackend:
         ``value_fn``, the last position's last hidden state (None otherwise)."""
         fed = [len(pending[rows[i]]) for i in batch]
         width = max(fed)
-        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        for j, (i, k) in enumerate(zip(batch, fed)):
-            ids[j, width - k:] = torch.tensor(pending[rows[i]], dtype=torch.long)
+        ids = torch.tensor([[self.pad_id] * (width - k) + pending[rows[i]] for i, k in zip(batch, fed)],
+                           dtype=torch.long)
         self.encoded_tokens += sum(fed)
         layout = cache.begin(batch if len(batch) < len(rows) else None, fed, width)
         want_hidden = want_hidden and self.value_fn is not None

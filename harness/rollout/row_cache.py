@@ -146,6 +146,14 @@ class _QueryGroup:
     layout: CallLayout
     masks: dict[str, torch.Tensor]
     folded: dict[tuple[str, int], torch.Tensor] = field(default_factory=dict)  # see _grouped_sdpa
+    # made once per call, used by every layer: the packed positions of the real queries, and where they
+    # sit among the group's n * w outputs (None: all of them, no padding)
+    dest: torch.Tensor = field(init=False)
+    pick: torch.Tensor | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.dest = self.query[self.real]
+        self.pick = None if bool(self.real.all()) else self.real.flatten().nonzero()[:, 0]
 
 
 @dataclass
@@ -188,7 +196,8 @@ def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     kind = lay.spec.layer_kinds[module.layer_idx]
     base = _kernel(module, lay.spec.attention)
     q = query[0]  # (heads, T, dim)
-    out = query.new_zeros((1, q.shape[1], q.shape[0], q.shape[2]))
+    # every packed token is a real query of exactly one group (a row's last token, or one of the others)
+    out = query.new_empty((q.shape[1], q.shape[0], q.shape[2]))
     for g in lay.groups:
         gl = g.layout
         if gl.span is not None:
@@ -201,8 +210,9 @@ def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
             o = _grouped_sdpa(module, qg, k, v, g, kind, kwargs)
         else:
             o, _ = base(module, qg, k, v, g.masks[kind], **kwargs)  # (n, w, heads, dim)
-        out[0, g.query[g.real]] = o[g.real]
-    return out, None
+        o = o.reshape(-1, o.shape[2], o.shape[3])  # (n * w, heads, dim)
+        out.index_copy_(0, g.dest, o if g.pick is None else o.index_select(0, g.pick))
+    return out[None], None
 
 
 def _grouped_sdpa_applies(module: torch.nn.Module, query: torch.Tensor, kwargs: dict[str, Any]) -> bool:
@@ -381,16 +391,17 @@ class RowKVCache(Cache):
             raise ValueError(f"fed {fed} does not fit rows {rows}: one count >= 1 per row")
         first = torch.cumsum(k, 0) - k  # where each row's tokens begin in the packed sequence
         token_rows = torch.repeat_interleave(torch.arange(k.shape[0]) if index is None else index, k)
-        token_columns = torch.cat([torch.arange(int(s), int(s) + int(n)) for s, n in zip(start, k)])
+        # a token's column: its row's length plus its place among the row's tokens
+        token_columns = torch.arange(int(k.sum())) + torch.repeat_interleave(start - first, k)
         last = first + k - 1
         # every row's last token: width 1 at its column, the cache rows as they are (a view for all rows)
         lay_last = CallLayout(index, (start + k - 1)[:, None], torch.ones((k.shape[0], 1), dtype=torch.bool),
                               k, int((start + k).max()), whole.span)
         groups = [self._group(last[:, None], lay_last.real, lay_last, spec, device)]
-        more = [j for j in range(k.shape[0]) if int(k[j]) > 1]
+        more = [j for j, n in enumerate(fed) if n > 1]
         if more:  # the other tokens of rows fed several (observations), right-aligned in one block
-            sub = [j for j in more] if index is None else [int(index[j]) for j in more]
-            rest = [int(k[j]) - 1 for j in more]
+            sub = more if index is None else [rows[j] for j in more]
+            rest = [fed[j] - 1 for j in more]
             width = max(rest)
             lay_rest = self._block(sub, rest, width, self.lengths)
             p = torch.arange(width)
