@@ -22,10 +22,15 @@ Two ratios, measured side by side in one process, the sides alternating over ``-
 Policy: by default the tiny model after a short ``eau sft`` warm start (cached; see _common.py), so
 episodes are real multi-turn dialogues that end at different turns (the case where batching loses
 rows as episodes finish). ``--policy random`` uses the untrained tiny model instead: it writes
-format errors until the turn limit, every episode the same length. The engine is seeded identically
-every repeat, so each repeat generates the same episodes.
+format errors until the turn limit, every episode the same length. ``--policy cpu-small`` rolls out
+the cpu-small preset's policy instead (Gemma 3 270M with its LoRA adapters, as the README's main job
+does; the base model writes every turn to its budget): there a decode step costs ~0.1 s, so give it
+fewer turns and tokens and skip the diagnostics. The engine is seeded identically every repeat, so
+each repeat generates the same episodes.
 
     python benchmarks/bench_rollout.py [--tasks 8] [--samples 2] [--repeats 3] [--threads 1]
+    python benchmarks/bench_rollout.py --policy cpu-small --max-steps 3 --turn-tokens 16 --skip-raw
+        --skip-per-turn --repeats 3 --threads 2   (one command line)
 """
 
 from __future__ import annotations
@@ -200,8 +205,10 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8, help="distinct tasks (default 8)")
     ap.add_argument("--samples", type=int, default=2, help="episodes per task (default 2; B = tasks x samples)")
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of every side (default 3)")
-    ap.add_argument("--policy", choices=["sft", "random"], default="sft",
-                    help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny")
+    ap.add_argument("--policy", choices=["sft", "random", "cpu-small"], default="sft",
+                    help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny; "
+                         "cpu-small: the cpu-small preset's policy (Gemma 3 270M with its LoRA adapters, as its "
+                         "trainer rolls out; pair with smaller --max-steps/--turn-tokens: ~0.1 s a decode step)")
     ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
     ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="env.max_steps (tiny preset: 6)")
     ap.add_argument("--turn-tokens", type=int, default=TINY_TURN_TOKENS, help="max new tokens per turn (48)")
@@ -210,7 +217,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (the same every repeat)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed batched rollouts before the timed repeats (default 1: the first call of a "
+                         "process allocates the KV buffers and the kernels' workspaces)")
     ap.add_argument("--skip-sequential", action="store_true", help="measure (a) only")
+    ap.add_argument("--skip-raw", action="store_true", help="skip (a): no raw generate sides")
+    ap.add_argument("--skip-per-turn", action="store_true",
+                    help="skip (c) and (d): no one-generate-per-turn sides")
     ap.add_argument("--skip-fresh", action="store_true",
                     help="skip the side that runs the engine without KV-cache reuse across turns")
     args = ap.parse_args()
@@ -223,7 +236,14 @@ def main() -> None:
     if args.policy == "sft":
         ws = warm_start("tagged", None, directory=args.sft_dir, log=stderr_log)
         sft_dir = ws["dir"]
-    model, tok = load_tiny(sft_dir)
+    if args.policy == "cpu-small":
+        from harness.ppo.config import build_config
+        from harness.ppo.models import load_policy
+
+        model, tok = load_policy(build_config("cpu-small", None, []).policy)
+        model.eval()
+    else:
+        model, tok = load_tiny(sft_dir)
     specs = episode_specs(gyms, args.tasks, args.samples, args.first_task)
     ro = Rollouts(model, tok, specs, args)
 
@@ -286,21 +306,24 @@ def main() -> None:
             ro.turn_backend.reuse_cache = True
         return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s}
 
-    sides = {"engine": engine_side, "raw_generate": raw_side_of(False), "raw_generate_mean_shape": raw_side_of(True),
-             "engine_per_turn": per_turn_side}
-    if not args.skip_fresh:
-        sides["engine_no_cache_reuse"] = fresh_side
+    sides = {"engine": engine_side}
+    if not args.skip_raw:
+        sides.update(raw_generate=raw_side_of(False), raw_generate_mean_shape=raw_side_of(True))
+    if not args.skip_per_turn:
+        sides["engine_per_turn"] = per_turn_side
+        if not args.skip_fresh:
+            sides["engine_no_cache_reuse"] = fresh_side
     if not args.skip_sequential:
         sides["sequential"] = sequential_side
     stderr_log(f"{len(specs)} episodes of {gyms}, policy {args.policy}, torch threads {threads}")
+    for w in range(args.warmup):
+        t0 = time.perf_counter()
+        ro.run(specs, args.seed, seeds=seeds)
+        stderr_log(f"warm-up {w + 1}/{args.warmup} (untimed): {time.perf_counter() - t0:.1f}s")
     runs = alternate(sides, args.repeats, log=stderr_log)
 
-    eng, raw = runs["engine"], runs["raw_generate"]
+    eng = runs["engine"]
     eng_tps = [x["tokens"] / x["wall_s"] for x in eng]
-    raw_tps = [x["tokens"] / x["wall_s"] for x in raw]
-    ratio_raw = [a / b for a, b in zip(eng_tps, raw_tps)]
-    mean_tps = [x["tokens"] / x["wall_s"] for x in runs["raw_generate_mean_shape"]]
-    ratio_mean = [a / b for a, b in zip(eng_tps, mean_tps)]
     out: dict[str, Any] = {
         "benchmark": "rollout",
         "command": " ".join(["python", *sys.argv]),
@@ -308,11 +331,30 @@ def main() -> None:
         "setup": {"gyms": gyms, "episodes": len(specs), "tasks": args.tasks, "samples": args.samples,
                   "policy": args.policy, "warm_start": ws, "max_steps": args.max_steps,
                   "turn_tokens": args.turn_tokens, "episode_tokens": args.episode_tokens,
-                  "temperature": ro.params.temperature, "repeats": args.repeats, "seed": args.seed,
+                  "temperature": ro.params.temperature, "repeats": args.repeats, "warmup": args.warmup,
+                  "seed": args.seed,
                   "knobs": "repository knobs/ with env.max_steps overridden"},
         "episodes": state["stats"],
         "engine_generated_tokens_per_repeat": [x["tokens"] for x in eng],
-        "engine_vs_raw_generate": {
+        "engine_breakdown": {
+            "wall_s": summary([x["wall_s"] for x in eng]),
+            "generate_s": summary([x["generate_s"] for x in eng]),
+            "env_s": summary([x["env_s"] for x in eng]),
+            "templating_and_bookkeeping_s": summary([x["wall_s"] - x["generate_s"] - x["env_s"] for x in eng]),
+            "model_calls": eng[0]["model_calls"],
+            "longest_episode_tokens": eng[0]["longest_episode_tokens"],
+            "tokens_fed": eng[0]["encoded_tokens"],
+            "episode_turns": eng[0]["episode_turns"],
+            "engine_tokens_per_generate_s": summary([x["tokens"] / x["generate_s"] for x in eng]),
+        },
+    }
+    if "raw_generate" in runs:
+        raw = runs["raw_generate"]
+        raw_tps = [x["tokens"] / x["wall_s"] for x in raw]
+        ratio_raw = [a / b for a, b in zip(eng_tps, raw_tps)]
+        mean_tps = [x["tokens"] / x["wall_s"] for x in runs["raw_generate_mean_shape"]]
+        ratio_mean = [a / b for a, b in zip(eng_tps, mean_tps)]
+        out["engine_vs_raw_generate"] = {
             "engine_tokens_per_s": summary(eng_tps),
             "raw_generate_tokens_per_s": summary(raw_tps),
             "raw_shape": {"rows": len(specs), "prompt_len_max": raw[0]["prompt_len_max"],
@@ -327,44 +369,33 @@ def main() -> None:
                 "ratio_per_repeat": [round(x, 3) for x in ratio_mean],
                 "ratio": round(median(ratio_mean), 3),
             },
-        },
-        "engine_breakdown": {
-            "wall_s": summary([x["wall_s"] for x in eng]),
-            "generate_s": summary([x["generate_s"] for x in eng]),
-            "env_s": summary([x["env_s"] for x in eng]),
-            "templating_and_bookkeeping_s": summary([x["wall_s"] - x["generate_s"] - x["env_s"] for x in eng]),
-            "model_calls": eng[0]["model_calls"],
-            "longest_episode_tokens": eng[0]["longest_episode_tokens"],
-            "tokens_fed": eng[0]["encoded_tokens"],
-            "episode_turns": eng[0]["episode_turns"],
-            "engine_tokens_per_generate_s": summary([x["tokens"] / x["generate_s"] for x in eng]),
-        },
-    }
-    turn = runs["engine_per_turn"]
-    gain_c = [t["wall_s"] / e["wall_s"] for t, e in zip(turn, eng)]
-    out["continuous_vs_per_turn"] = {
-        "continuous_wall_s": summary([x["wall_s"] for x in eng]),
-        "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
-        "per_turn_tokens": [x["tokens"] for x in turn],
-        "speedup_wall_per_repeat": [round(x, 3) for x in gain_c],
-        "speedup_wall": round(median(gain_c), 3),
-        "per_turn_generate_calls": turn[0]["generate_calls"],
-        "per_turn_mean_rows_per_call": round(turn[0]["episode_turns"] / max(1, turn[0]["generate_calls"]), 2),
-        "per_turn_calls_profile": call_profile(state["first_calls"]),
-        "prompt_tokens_reused": state["reuse"][0],
-        "prompt_tokens_encoded": state["reuse"][1],
-    }
-    if "engine_no_cache_reuse" in runs:
-        fresh = runs["engine_no_cache_reuse"]
-        gain = [f["wall_s"] / e["wall_s"] for f, e in zip(fresh, turn)]
-        out["cache_reuse"] = {
-            "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
-            "no_reuse_wall_s": summary([x["wall_s"] for x in fresh]),
-            "no_reuse_tokens": [x["tokens"] for x in fresh],
-            "speedup_wall_per_repeat": [round(x, 3) for x in gain],
-            "speedup_wall": round(median(gain), 3),
-            "prompt_tokens_reused_share": round(state["reuse"][0] / max(1, sum(state["reuse"])), 3),
         }
+    if "engine_per_turn" in runs:
+        turn = runs["engine_per_turn"]
+        gain_c = [t["wall_s"] / e["wall_s"] for t, e in zip(turn, eng)]
+        out["continuous_vs_per_turn"] = {
+            "continuous_wall_s": summary([x["wall_s"] for x in eng]),
+            "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
+            "per_turn_tokens": [x["tokens"] for x in turn],
+            "speedup_wall_per_repeat": [round(x, 3) for x in gain_c],
+            "speedup_wall": round(median(gain_c), 3),
+            "per_turn_generate_calls": turn[0]["generate_calls"],
+            "per_turn_mean_rows_per_call": round(turn[0]["episode_turns"] / max(1, turn[0]["generate_calls"]), 2),
+            "per_turn_calls_profile": call_profile(state["first_calls"]),
+            "prompt_tokens_reused": state["reuse"][0],
+            "prompt_tokens_encoded": state["reuse"][1],
+        }
+        if "engine_no_cache_reuse" in runs:
+            fresh = runs["engine_no_cache_reuse"]
+            gain = [f["wall_s"] / e["wall_s"] for f, e in zip(fresh, turn)]
+            out["cache_reuse"] = {
+                "per_turn_wall_s": summary([x["wall_s"] for x in turn]),
+                "no_reuse_wall_s": summary([x["wall_s"] for x in fresh]),
+                "no_reuse_tokens": [x["tokens"] for x in fresh],
+                "speedup_wall_per_repeat": [round(x, 3) for x in gain],
+                "speedup_wall": round(median(gain), 3),
+                "prompt_tokens_reused_share": round(state["reuse"][0] / max(1, sum(state["reuse"])), 3),
+            }
     if "sequential" in runs:
         seq = runs["sequential"]
         speed_wall = [s["wall_s"] / e["wall_s"] for s, e in zip(seq, eng)]

@@ -99,3 +99,17 @@ def test_bench_knobs_override_only_max_steps():
     assert snap.get("env", "max_steps", "travel") == 4 and snap.get("env", "max_steps", "colbench") == 4
     assert snap.area("user", "travel") == repo.area("user", "travel")
     assert snap.area("agent") == repo.area("agent")
+
+
+def test_rollout_benchmark_runs_the_sides_it_is_asked_for_and_reports_only_those():
+    """A real (tiny, untrained) run of the script with the diagnostics skipped, as the cpu-small
+    measurement runs it: the JSON holds the batched-vs-one-by-one block and no block of a skipped side."""
+    out = subprocess.run([sys.executable, str(BENCH / "bench_rollout.py"), "--policy", "random", "--tasks", "2",
+                          "--samples", "2", "--repeats", "1", "--max-steps", "2", "--turn-tokens", "4",
+                          "--skip-raw", "--skip-per-turn"], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout)
+    assert not {"engine_vs_raw_generate", "continuous_vs_per_turn", "cache_reuse"} & set(res)
+    seq = res["batched_vs_sequential"]
+    assert res["setup"]["episodes"] == 4 and seq["sequential_tokens"] == res["engine_generated_tokens_per_repeat"]
+    assert seq["speedup_wall"] > 0 and len(seq["speedup_wall_per_repeat"]) == 1

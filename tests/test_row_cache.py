@@ -17,7 +17,7 @@ from transformers import (
 )
 
 from harness.ppo.models import load_policy
-from harness.rollout.backends import HFBackend, SamplingParams
+from harness.rollout.backends import MIN_SHARED_PREFIX, HFBackend, SamplingParams
 from harness.rollout.row_cache import KVBufferPool, MaskSpec, RowKVCache, mask_spec, packed_attention
 
 VOCAB = 97
@@ -210,6 +210,40 @@ def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_
     for row in range(4):  # each sampled token's log-prob: the same logits either way
         torch.testing.assert_close(torch.tensor(packed_lp[row]), torch.tensor(alone_lp[row]), atol=1e-5, rtol=1e-5)
     assert packed_calls < alone_calls
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_run_turns_gives_the_same_episodes_with_the_shared_prompt_prefix_encoded_once_or_per_prompt(name):
+    """The prefix is longer than the sliding window, so a window-layer mask that went wrong across the
+    prefix call and the rest's call would change the logits."""
+    build, attn = BUILDS[name]
+    torch.manual_seed(0)
+    model = build(attn).eval()
+    tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})()
+    params = SamplingParams(1.0, 1.0, ())
+    system = [20 + (i * 7) % 60 for i in range(MIN_SHARED_PREFIX + 4)]
+    prompts = [system + [5, 6, 7], system + [11], system + [13, 14], system + [5, 6, 7]]
+
+    def episodes(share: bool) -> tuple[dict[int, list[list[int]]], dict[int, list[float]], int]:
+        backend = HFBackend(model, tok)
+        backend.share_prompt_prefix = share
+        turns: dict[int, list[list[int]]] = {}
+        logprobs: dict[int, list[float]] = {}
+
+        def on_turn_end(row, ids, stats):
+            turns.setdefault(row, []).append(list(ids))
+            logprobs.setdefault(row, []).extend(stats.logprobs)
+            return None if len(turns[row]) == 2 else ([30 + row, 31], 3)
+
+        backend.run_turns(prompts, [2, 3, 1, 2], params, on_turn_end, with_stats=True, seeds=[1, 2, 3, 4])
+        return turns, logprobs, backend.shared_prefix_calls
+
+    shared, shared_lp, prefix_calls = episodes(True)
+    whole, whole_lp, none = episodes(False)
+    assert (prefix_calls, none) == (1, 0)
+    assert shared == whole and len(shared) == 4
+    for row in range(4):
+        torch.testing.assert_close(torch.tensor(shared_lp[row]), torch.tensor(whole_lp[row]), atol=1e-5, rtol=1e-5)
 
 
 def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them():
