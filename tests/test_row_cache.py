@@ -179,36 +179,50 @@ def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name
     check_stale_columns_were_hidden(cache, pool)
 
 
-@pytest.mark.parametrize("name", list(BUILDS))
-def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_own(name):
+def sampled_episodes(name: str, prompts: list[list[int]], budgets: list[int], next_turn, **backend_attrs):
+    """run_turns on a fresh seeded model ``name`` and a fresh HFBackend with ``backend_attrs`` set:
+    sampled (one seed per row), no stop ids (turns run to their budgets), with stats. ``next_turn(row,
+    turns so far)`` gives the next (observation, budget) or None. Returns each row's turns, each
+    sampled token's log-prob, the model calls and the backend."""
     build, attn = BUILDS[name]
     torch.manual_seed(0)
     model = build(attn).eval()
     tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})()
-    params = SamplingParams(1.0, 1.0, ())  # sampled (seeded per row), no stop ids: turns run to their budgets
+    backend = HFBackend(model, tok)
+    for key, value in backend_attrs.items():
+        setattr(backend, key, value)
+    turns: dict[int, list[list[int]]] = {}
+    logprobs: dict[int, list[float]] = {}
 
-    def episodes(packed: bool) -> tuple[dict[int, list[list[int]]], dict[int, list[float]], int]:
-        backend = HFBackend(model, tok)
-        backend.pack_observations = packed
-        turns: dict[int, list[list[int]]] = {}
-        logprobs: dict[int, list[float]] = {}
+    def on_turn_end(row, ids, stats):
+        turns.setdefault(row, []).append(list(ids))
+        logprobs.setdefault(row, []).extend(stats.logprobs)
+        return next_turn(row, len(turns[row]))
 
-        def on_turn_end(row, ids, stats):
-            turns.setdefault(row, []).append(list(ids))
-            logprobs.setdefault(row, []).extend(stats.logprobs)
-            if len(turns[row]) == 3:
-                return None
-            return list(range(10, 10 + 3 * row + 2 * len(turns[row]))), 2 + (row + len(turns[row])) % 3
+    calls = backend.run_turns(prompts, budgets, SamplingParams(1.0, 1.0, ()), on_turn_end, with_stats=True,
+                              seeds=list(range(1, len(prompts) + 1)))
+    return turns, logprobs, calls, backend
 
-        calls = backend.run_turns([[5, 6, 7, 8], [11, 12], [13, 14, 15], [5, 6, 7, 8]], [3, 1, 4, 2], params,
-                                  on_turn_end, with_stats=True, seeds=[1, 2, 3, 4])
-        return turns, logprobs, calls
 
-    packed, packed_lp, packed_calls = episodes(True)
-    alone, alone_lp, alone_calls = episodes(False)
+def assert_same_logprobs(a: dict[int, list[float]], b: dict[int, list[float]]) -> None:
+    assert a.keys() == b.keys()
+    for row in a:  # each sampled token's log-prob: the same logits either way
+        torch.testing.assert_close(torch.tensor(a[row]), torch.tensor(b[row]), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_own(name):
+    prompts = [[5, 6, 7, 8], [11, 12], [13, 14, 15], [5, 6, 7, 8]]
+
+    def next_turn(row, done):
+        return None if done == 3 else (list(range(10, 10 + 3 * row + 2 * done)), 2 + (row + done) % 3)
+
+    packed, packed_lp, packed_calls, _ = sampled_episodes(name, prompts, [3, 1, 4, 2], next_turn,
+                                                          pack_observations=True)
+    alone, alone_lp, alone_calls, _ = sampled_episodes(name, prompts, [3, 1, 4, 2], next_turn,
+                                                       pack_observations=False)
     assert packed == alone and len(packed) == 4
-    for row in range(4):  # each sampled token's log-prob: the same logits either way
-        torch.testing.assert_close(torch.tensor(packed_lp[row]), torch.tensor(alone_lp[row]), atol=1e-5, rtol=1e-5)
+    assert_same_logprobs(packed_lp, alone_lp)
     assert packed_calls < alone_calls
 
 
@@ -216,34 +230,17 @@ def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_
 def test_run_turns_gives_the_same_episodes_with_the_shared_prompt_prefix_encoded_once_or_per_prompt(name):
     """The prefix is longer than the sliding window, so a window-layer mask that went wrong across the
     prefix call and the rest's call would change the logits."""
-    build, attn = BUILDS[name]
-    torch.manual_seed(0)
-    model = build(attn).eval()
-    tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 0})()
-    params = SamplingParams(1.0, 1.0, ())
     system = [20 + (i * 7) % 60 for i in range(MIN_SHARED_PREFIX + 4)]
     prompts = [system + [5, 6, 7], system + [11], system + [13, 14], system + [5, 6, 7]]
 
-    def episodes(share: bool) -> tuple[dict[int, list[list[int]]], dict[int, list[float]], int]:
-        backend = HFBackend(model, tok)
-        backend.share_prompt_prefix = share
-        turns: dict[int, list[list[int]]] = {}
-        logprobs: dict[int, list[float]] = {}
+    def next_turn(row, done):
+        return None if done == 2 else ([30 + row, 31], 3)
 
-        def on_turn_end(row, ids, stats):
-            turns.setdefault(row, []).append(list(ids))
-            logprobs.setdefault(row, []).extend(stats.logprobs)
-            return None if len(turns[row]) == 2 else ([30 + row, 31], 3)
-
-        backend.run_turns(prompts, [2, 3, 1, 2], params, on_turn_end, with_stats=True, seeds=[1, 2, 3, 4])
-        return turns, logprobs, backend.shared_prefix_calls
-
-    shared, shared_lp, prefix_calls = episodes(True)
-    whole, whole_lp, none = episodes(False)
-    assert (prefix_calls, none) == (1, 0)
+    shared, shared_lp, _, b = sampled_episodes(name, prompts, [2, 3, 1, 2], next_turn, share_prompt_prefix=True)
+    whole, whole_lp, _, b_whole = sampled_episodes(name, prompts, [2, 3, 1, 2], next_turn, share_prompt_prefix=False)
+    assert (b.shared_prefix_calls, b_whole.shared_prefix_calls) == (1, 0)
     assert shared == whole and len(shared) == 4
-    for row in range(4):
-        torch.testing.assert_close(torch.tensor(shared_lp[row]), torch.tensor(whole_lp[row]), atol=1e-5, rtol=1e-5)
+    assert_same_logprobs(shared_lp, whole_lp)
 
 
 def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them():
