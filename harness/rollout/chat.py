@@ -63,7 +63,7 @@ class ChatFormat:
     tools: Sequence[dict[str, Any]] | None = None
     user_replies: str = "user"
     _stop_texts: list[str] = field(default_factory=list)
-    _memo: dict[str, str] = field(default_factory=dict)  # rendered text by (messages, generation prompt)
+    _memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)  # text by (messages, gen. prompt)
 
     def __post_init__(self) -> None:
         from harness.ppo.chat_templates import stop_token_ids
