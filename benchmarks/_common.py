@@ -5,7 +5,7 @@
   threads wait on each other at every tiny matmul while other processes hold a core; one thread
   is then several times faster (see ``--threads`` in each script). Both sides of a ratio always run
   with the same setting.
-* :func:`bench_knobs` -- the repository's knobs (``KnobSnapshot.read_dir(repo_knobs_dir())``) with
+* :func:`bench_knobs` -- the packaged default knobs (``KnobSnapshot.read_dir(defaults_dir())``) with
   ``env.max_steps`` set to the tiny preset's value, so episodes have the tiny preset's length.
 * :func:`warm_start` -- a short ``eau sft`` warm start of the tiny model, trained once through the
   real CLI and cached, so rollouts are real multi-turn episodes (questions, answers, early stops)
@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]
 # The tiny preset's per-turn and per-episode token budgets and turn limit (harness/ppo/presets/tiny.yaml).
@@ -75,18 +77,18 @@ def set_threads(n: int) -> int:
 
 def bench_knobs(max_steps: int = TINY_MAX_STEPS) -> Any:
     """The repository's knob files as a snapshot, with ``env.max_steps`` = ``max_steps`` for every gym."""
-    from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+    from harness.knobs.snapshot import KnobSnapshot
 
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     values = {area: dict(v) for area, v in snap.values.items()}
     values["env"]["max_steps"] = int(max_steps)
     return dataclasses.replace(snap, values=values)
 
 
 def private_knobs(root: Path) -> Path:
-    """A private copy of the repository's ``knobs/`` under ``root`` (a run writes preset values there)."""
+    """A private copy of the packaged default knobs under ``root`` (a run lends preset values there)."""
     dst = Path(root) / "knobs"
-    shutil.copytree(REPO / "knobs", dst, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history"))
     return dst
 
 
@@ -104,7 +106,7 @@ def eau_cmd(*args: str) -> list[str]:
 
 def cache_root() -> Path:
     """``$EAU_CACHE_DIR`` or ``~/.cache/eau`` (where the harness keeps model caches)."""
-    from harness.ppo.models import default_cache_root
+    from harness.ppo.packaged import default_cache_root
 
     return default_cache_root()
 
@@ -157,7 +159,7 @@ def warm_start(rendering: str = "tagged", chat_template: str | None = None, epoc
     proc = subprocess.run(eau_cmd("sft", "--out", str(out), "--json", "--set", f"rendering={rendering}",
                                   "--set", f"policy={policy_yaml}", "--set", f"epochs={epochs}",
                                   "--set", f"max_episode_tokens={max_tokens}", "--set", f"user_replies={user_replies}"),
-                          env=eau_env(EAU_KNOBS_DIR=str(REPO / "knobs")), capture_output=True, text=True, check=False)
+                          env=eau_env(EAU_KNOBS_DIR=str(private_knobs(Path(tempfile.mkdtemp(prefix="eau-sft-knobs-"))))), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"eau sft failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     summary = json.loads(summary_file.read_text())

@@ -17,7 +17,8 @@ import time
 
 from harness.envs.registry import make
 from harness.envs.scripted import run_episode
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 
 GYMS = ("travel", "function", "telepathy", "intention")
 TARGET_MS = 50.0
@@ -45,7 +46,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=100, help="timed episodes per gym")
     args = ap.parse_args()
-    knobs = KnobSnapshot.read_dir(repo_knobs_dir())
+    knobs = KnobSnapshot.read_dir(defaults_dir())
     results = {gym: bench(gym, args.episodes, knobs) for gym in GYMS}
     print(json.dumps({"benchmark": "bench_gyms", "episodes_per_gym": args.episodes, "target_median_ms": TARGET_MS,
                       "python": platform.python_version(), "machine": platform.machine(), "gyms": results,

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.knobs.store import KnobStore
 from harness.knobs.yamlio import atomic_write_text
 from harness.knobs.watcher import KnobWatcher
+from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     kdir = tmp / "knobs"
-    shutil.copytree(REPO / "knobs", kdir, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), kdir, ignore=shutil.ignore_patterns(".pending", ".history"))
     store = KnobStore(kdir, events_path=tmp / "events.jsonl", run_gyms=["travel", "function"], debounce_s=0.0)
     path = kdir / "agent.yaml"
     base = path.read_text()

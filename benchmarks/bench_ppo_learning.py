@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from harness.knobs.folder import defaults_dir
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, task
              init: Path | None = None, extra: list[str] | None = None, ppo_steps: int = 1000,
              demonstrator: str = "oracle", threads: int = 1, give_up: float = 0.0) -> dict:
     knobs_dir, runs_dir = work / f"knobs{seed}", work / "runs"
-    shutil.copytree(REPO / "knobs", knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), knobs_dir, ignore=shutil.ignore_patterns(".pending", ".history"))
     t0 = time.perf_counter()
     sft_dir = init or work / f"sft{seed}"
     if init is None:

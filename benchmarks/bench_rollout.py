@@ -22,14 +22,15 @@ Two ratios, measured side by side in one process, the sides alternating over ``-
 Policy: by default the tiny model after a short ``eau sft`` warm start (cached; see _common.py), so
 episodes are real multi-turn dialogues that end at different turns (the case where batching loses
 rows as episodes finish). ``--policy random`` uses the untrained tiny model instead: it writes
-format errors until the turn limit, every episode the same length. ``--policy cpu-small`` rolls out
-the cpu-small preset's policy instead (Gemma 3 270M with its LoRA adapters, as the README's main job
-does; the base model writes every turn to its budget): there a decode step costs ~0.1 s, so give it
-fewer turns and tokens and skip the diagnostics. The engine is seeded identically every repeat, so
+format errors until the turn limit, every episode the same length. ``--policy cpu-gemma`` rolls out
+the cpu-gemma preset's policy instead (Gemma 3 270M with its LoRA adapters; the base model writes
+every turn to its budget): there a decode step costs ~0.1 s, so give it fewer turns and tokens and
+skip the diagnostics. ``--policy cpu-small``: the README main job's policy (SmolLM2-135M-Instruct
+with LoRA, before its warm start). The engine is seeded identically every repeat, so
 each repeat generates the same episodes.
 
     python benchmarks/bench_rollout.py [--tasks 8] [--samples 2] [--repeats 3] [--threads 1]
-    python benchmarks/bench_rollout.py --policy cpu-small --max-steps 3 --turn-tokens 16 --skip-raw
+    python benchmarks/bench_rollout.py --policy cpu-gemma --max-steps 3 --turn-tokens 16 --skip-raw
         --skip-per-turn --repeats 3 --threads 2   (one command line)
 """
 
@@ -205,9 +206,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=8, help="distinct tasks (default 8)")
     ap.add_argument("--samples", type=int, default=2, help="episodes per task (default 2; B = tasks x samples)")
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of every side (default 3)")
-    ap.add_argument("--policy", choices=["sft", "random", "cpu-small"], default="sft",
+    ap.add_argument("--policy", choices=["sft", "random", "cpu-gemma", "cpu-small"], default="sft",
                     help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny; "
-                         "cpu-small: the cpu-small preset's policy (Gemma 3 270M with its LoRA adapters, as its "
+                         "cpu-gemma / cpu-small: that preset's policy (Gemma 3 270M / SmolLM2-135M with LoRA, as its "
                          "trainer rolls out; pair with smaller --max-steps/--turn-tokens: ~0.1 s a decode step)")
     ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
     ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="env.max_steps (tiny preset: 6)")
@@ -236,11 +237,11 @@ def main() -> None:
     if args.policy == "sft":
         ws = warm_start("tagged", None, directory=args.sft_dir, log=stderr_log)
         sft_dir = ws["dir"]
-    if args.policy == "cpu-small":
+    if args.policy in ("cpu-gemma", "cpu-small"):
         from harness.ppo.config import build_config
         from harness.ppo.models import load_policy
 
-        model, tok = load_policy(build_config("cpu-small", None, []).policy)
+        model, tok = load_policy(build_config(args.policy, None, []).policy)
         model.eval()
     else:
         model, tok = load_tiny(sft_dir)

@@ -12,11 +12,13 @@ runs folder) and reads the run's ``metrics.jsonl``:
   first knob scan and warm-up), the wall time to the first metrics line from process start (model
   load included) and the whole run's wall time.
 
-``--preset tiny`` (default) runs the seconds-scale preset. ``--preset cpu-small --steps 2`` runs
-the real Gemma 3 270M with LoRA; the result says whether the Gemma cache was complete before the
-run (warm) or was built by it (cold: de-quantising the GGUF). ``--cold-cache`` measures both in one
-call: a first run with ``EAU_CACHE_DIR`` set to an empty temporary folder, then a second run on the
-cache the first one built (the temporary cache, ~1 GB, is deleted at the end).
+``--preset tiny`` (default) runs the seconds-scale preset. ``--preset cpu-gemma --steps 2`` runs
+the real Gemma 3 270M with LoRA (and any preset with a packaged model: ``--preset cpu-small --set
+warm_start=null --set evaluation=null`` times SmolLM2's PPO steps alone); the result says whether the
+model's cache was complete before the run (warm) or was built by it (cold: de-quantising the GGUF).
+``--cold-cache`` measures both in one call: a first run with ``EAU_CACHE_DIR`` set to an empty
+temporary folder, then a second run on the cache the first one built (deleted at the end). The whole
+main job (warm start, evaluations, PPO) is timed by ``bench_main_job.py``.
 
 ``--versus KEY=VALUE`` (repeatable) measures a setting against the run without it: the two sides
 alternate over ``--repeats`` (A B, B A, ...), and ``versus`` reports their median update, step and
@@ -24,7 +26,7 @@ rollout times (steps after the first, pooled over repeats) and the ratios versus
 reports its per-step times and rewards, so equal work on both sides can be checked.
 
     python benchmarks/bench_train_step.py [--preset tiny] [--steps 5] [--threads 1]
-    python benchmarks/bench_train_step.py --preset cpu-small --steps 2 [--cold-cache]
+    python benchmarks/bench_train_step.py --preset cpu-gemma --steps 2 [--cold-cache]
     python benchmarks/bench_train_step.py --policy sft --steps 6 --versus rollout_stats=recompute --repeats 2
 """
 
@@ -58,12 +60,17 @@ from _common import (
 TARGET_HARNESS_SHARE = 0.02
 
 
-def gemma_cache_state(cache_root: str | None) -> dict[str, Any]:
-    """Whether the Gemma cache under ``cache_root`` (None: the default root) is complete, and where."""
-    from harness.ppo.models import MODEL_GEMMA, default_cache_root, gemma_cache_complete
+def model_cache_state(preset: str, cache_root: str | None) -> dict[str, Any] | None:
+    """Whether the cache of the preset's packaged model (None for tiny) under ``cache_root`` (None:
+    the default root) is complete, and where."""
+    from harness.ppo.config import build_config
+    from harness.ppo.packaged import MODELS, cache_complete, default_cache_root
 
-    root = Path(cache_root) if cache_root else default_cache_root()
-    return {"dir": str(root / MODEL_GEMMA), "complete": gemma_cache_complete(root / MODEL_GEMMA)}
+    name = build_config(preset).policy.get("model")
+    if name not in MODELS:
+        return None
+    folder = (Path(cache_root) if cache_root else default_cache_root()) / name
+    return {"model": name, "dir": str(folder), "complete": cache_complete(name, folder)}
 
 
 def run_train(root: Path, preset: str, steps: int, extra: list[str], env_extra: dict[str, str],
@@ -140,7 +147,7 @@ def analyse(run: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--preset", default="tiny", help="train preset (tiny or cpu-small; default tiny)")
+    ap.add_argument("--preset", default="tiny", help="train preset (default tiny; cpu-gemma: Gemma 3 270M)")
     ap.add_argument("--steps", type=int, default=5, help="PPO steps of the run (default 5)")
     ap.add_argument("--policy", choices=["preset", "sft"], default="preset",
                     help="preset: the preset's policy as is (default); sft: tiny preset started from the cached "
@@ -148,7 +155,8 @@ def main() -> None:
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="extra `eau train --set key=value` overrides (repeatable)")
     ap.add_argument("--cold-cache", action="store_true",
-                    help="cpu-small: first run on an empty EAU_CACHE_DIR (cold), then a second run on it (warm)")
+                    help="a packaged model's preset: first run on an empty EAU_CACHE_DIR (cold), then a second run on "
+                         "it (warm)")
     ap.add_argument("--threads", type=int, default=1,
                     help="OMP threads of the training process (default 1: stable on a shared 2-core box; "
                          "0 = torch's default)")
@@ -160,8 +168,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be >= 1")
-    if args.cold_cache and args.preset != "cpu-small":
-        ap.error("--cold-cache applies to --preset cpu-small (the tiny model has no cache)")
+    if args.cold_cache and model_cache_state(args.preset, None) is None:
+        ap.error(f"--cold-cache applies to a preset with a packaged model (cpu-gemma, cpu-small); {args.preset} has none")
     if args.versus and args.cold_cache:
         ap.error("--versus and --cold-cache measure different things: use one")
 
@@ -191,15 +199,15 @@ def main() -> None:
         else:
             plans = [("default", {}, extra)]
         for n, (label, env_extra, plan_extra) in enumerate(plans):
-            cache_before = gemma_cache_state(env_extra.get("EAU_CACHE_DIR") or os.environ.get("EAU_CACHE_DIR"))
-            stderr_log(f"eau train --preset {args.preset} --steps {args.steps} ({label}; gemma cache complete before: "
-                       f"{cache_before['complete']})")
+            cache_before = model_cache_state(args.preset, env_extra.get("EAU_CACHE_DIR") or os.environ.get("EAU_CACHE_DIR"))
+            stderr_log(f"eau train --preset {args.preset} --steps {args.steps} ({label}; model cache complete before: "
+                       f"{cache_before['complete'] if cache_before else 'no packaged model'})")
             run = run_train(root / f"{label}-{n}", args.preset, args.steps, plan_extra, env_extra, args.timeout)
             res = analyse(run)
             res["label"] = label
-            if args.preset == "cpu-small":
-                res["gemma_cache_warm_before_run"] = cache_before["complete"]
-                res["gemma_cache_dir"] = cache_before["dir"]
+            if cache_before is not None:
+                res["model_cache_warm_before_run"] = cache_before["complete"]
+                res["model_cache_dir"] = cache_before["dir"]
             runs.append(res)
             stderr_log(f"{label}: first metrics line after {res['wall_first_metrics_s']}s, step "
                        f"{res['time_step_s']['median']}s, harness share {res['harness_share']['median']}")

@@ -19,7 +19,8 @@ import time
 import numpy as np
 
 from harness.envs.types import EpisodeState, Fact, Task
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.users.rules import compile_user_rules
 from harness.users.symbolic import SymbolicUser
 
@@ -61,7 +62,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     knobs_user = snap.area("user")
     knobs_user.update(facts_per_reply=2, max_reveals=20)
     env_knobs = snap.area("env")

@@ -35,7 +35,7 @@ import yaml
 
 from harness.envs.registry import make
 from harness.envs.scripted import oracle_action, random_action, render
-from harness.knobs.snapshot import repo_knobs_dir
+from harness.knobs.folder import defaults_dir
 from harness.knobs.store import KnobStore
 from harness.runs.metrics import episode_metrics
 from harness.runs.writer import RunWriter
@@ -281,7 +281,7 @@ class RunSpec:
 
 def prepare_knobs(dst: Path, spec: RunSpec) -> Path:
     """A copy of the repository's knobs with the spec's values and rule files written in."""
-    shutil.copytree(repo_knobs_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history"))
     for area, over in (("env", spec.env), ("user", spec.user), ("reward", spec.reward)):
         if over:
             path = dst / f"{area}.yaml"

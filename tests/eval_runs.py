@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
+from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "eval"
@@ -73,7 +74,7 @@ def scratch() -> Path:
 
 
 def copy_knobs(dst: Path) -> Path:
-    shutil.copytree(REPO / "knobs", dst, ignore=shutil.ignore_patterns(".pending", ".history", "__pycache__"))
+    shutil.copytree(defaults_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history", "__pycache__"))
     return dst
 
 

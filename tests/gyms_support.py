@@ -7,7 +7,8 @@ from typing import Any
 
 from harness.envs.base import UserCentricEnv
 from harness.envs.registry import make
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 
 _BASE: KnobSnapshot | None = None
 
@@ -17,7 +18,7 @@ def knobs(env: dict[str, Any] | None = None, user: dict[str, Any] | None = None,
     """The repository's knobs with some values replaced (global values, for every gym)."""
     global _BASE
     if _BASE is None:
-        _BASE = KnobSnapshot.read_dir(repo_knobs_dir())
+        _BASE = KnobSnapshot.read_dir(defaults_dir())
     values = copy.deepcopy({k: dict(v) for k, v in _BASE.values.items()})
     for area, over in (("env", env), ("user", user), ("reward", reward)):
         values[area].update(over or {})

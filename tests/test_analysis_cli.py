@@ -130,10 +130,10 @@ def test_commands_on_a_real_tiny_training_run(tmp_path):
     answer in JSON and text, and the deadlock detector blames the policy's malformed turns."""
     import shutil
 
-    from harness.knobs.snapshot import repo_knobs_dir
+    from harness.knobs.folder import defaults_dir
 
     knobs = tmp_path / "knobs"
-    shutil.copytree(repo_knobs_dir(), knobs, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), knobs, ignore=shutil.ignore_patterns(".pending", ".history"))
     runs = tmp_path / "runs"
     cmd = [sys.executable, "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", "2", "--run-id", "real",
            "--set", "tasks_per_step=4", "--set", "samples_per_task=2", "--set", "agent_knobs.max_new_tokens_per_turn=16",

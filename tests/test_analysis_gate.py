@@ -15,7 +15,7 @@ from harness.analysis.gate import GateUsageError, gate, identify
 from harness.analysis.run_data import load_run_dir
 from harness.cli.common import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 from harness.cli.main import app
-from harness.knobs.snapshot import repo_knobs_dir
+from harness.knobs.folder import defaults_dir
 from harness.knobs.store import KnobStore
 
 
@@ -25,7 +25,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 def _area(name: str, **changes) -> dict:
-    doc = yaml.safe_load((repo_knobs_dir() / f"{name}.yaml").read_text())
+    doc = yaml.safe_load((defaults_dir() / f"{name}.yaml").read_text())
     doc.update(changes)
     return doc
 

@@ -92,17 +92,18 @@ def test_warm_start_refuses_a_cache_of_another_config(tmp_path):
 
 
 def test_bench_knobs_override_only_max_steps():
-    from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+    from harness.knobs.folder import defaults_dir
+    from harness.knobs.snapshot import KnobSnapshot
 
     snap = _common.bench_knobs(4)
-    repo = KnobSnapshot.read_dir(repo_knobs_dir())
+    repo = KnobSnapshot.read_dir(defaults_dir())
     assert snap.get("env", "max_steps", "travel") == 4 and snap.get("env", "max_steps", "colbench") == 4
     assert snap.area("user", "travel") == repo.area("user", "travel")
     assert snap.area("agent") == repo.area("agent")
 
 
 def test_rollout_benchmark_runs_the_sides_it_is_asked_for_and_reports_only_those():
-    """A real (tiny, untrained) run of the script with the diagnostics skipped, as the cpu-small
+    """A real (tiny, untrained) run of the script with the diagnostics skipped, as the cpu-gemma
     measurement runs it: the JSON holds the batched-vs-one-by-one block and no block of a skipped side."""
     out = subprocess.run([sys.executable, str(BENCH / "bench_rollout.py"), "--policy", "random", "--tasks", "2",
                           "--samples", "2", "--repeats", "1", "--max-steps", "2", "--turn-tokens", "4",

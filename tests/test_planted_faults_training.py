@@ -51,6 +51,7 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.knobs.folder import defaults_dir
 from analysis_runs import UserModelServer, chatty_user, farming_rules, unhelpful_user
 
 # the runs are built in a module fixture: its setup (about 15 minutes) counts against every test's timeout
@@ -95,7 +96,7 @@ def _update_yaml(path: Path, values: dict[str, Any]) -> None:
 def knobs_copy(dst: Path, *, agent: dict | None = None, env: dict | None = None, user: dict | None = None,
                user_rules: dict[str, dict] | None = None, reward_rules: dict[str, dict] | None = None) -> Path:
     """The repository's knobs with the base values, then the plant's values and rule files, written in."""
-    shutil.copytree(REPO / "knobs", dst, ignore=shutil.ignore_patterns(".pending", ".history"))
+    shutil.copytree(defaults_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history"))
     _update_yaml(dst / "agent.yaml", {**BASE_AGENT, **(agent or {})})
     _update_yaml(dst / "env.yaml", {**BASE_ENV, **(env or {})})
     if user:

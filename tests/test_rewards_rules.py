@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from harness.envs.types import Action, EpisodeState, TurnRecord, UserReply
-from harness.knobs.snapshot import repo_knobs_dir
+from harness.knobs.folder import defaults_dir
 from harness.rewards import RewardModel, RewardRuleError, predicate_names, validate_rule_file
 from harness.rewards.predicates import get_predicate
 
@@ -65,7 +65,7 @@ def model_with(rules: list[dict]) -> RewardModel:
 
 
 def test_default_rule_file_values():
-    data = yaml.safe_load((repo_knobs_dir() / "rules" / "rewards" / "default.yaml").read_text())
+    data = yaml.safe_load((defaults_dir() / "rules" / "rewards" / "default.yaml").read_text())
     m = RewardModel()
     m.set_rules({"default": data})
     assert {r.predicate.name: r.value for r in m.rules} == {
@@ -155,7 +155,7 @@ def test_rules_fire_in_a_real_episode():
     from harness.knobs.snapshot import KnobSnapshot
     from test_users_support import ToyGym, travel_task
 
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     values = {a: dict(v) for a, v in base.values.items()}
     values["env"]["max_steps"] = 3
     values["user"]["volunteer_interval"] = 0

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from harness.envs.registry import make
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.ppo.models import load_policy
 from harness.rollout.backends import HFBackend, SamplingParams
 from harness.rollout.chat import ChatFormat
@@ -24,7 +25,7 @@ def tiny():
 def rollout(model, tok, reuse: bool, gyms=("intention", "travel", "telepathy", "function"), n=6, tokens=12):
     chat = ChatFormat(tok, "tagged")
     backend = HFBackend(model, tok, reuse_cache=reuse, continuous=False)  # the per-turn generate path
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     envs = [make(gyms[i % len(gyms)], knobs=snap) for i in range(n)]
     res = RolloutEngine(backend, chat).run(
         envs, [{"seed": i, "options": {"task_index": i}} for i in range(n)], [str(i) for i in range(n)], [0] * n,

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from harness.envs.registry import make
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.ppo.models import load_policy
 from harness.rollout.backends import (
     HFBackend,
@@ -46,7 +47,7 @@ def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_to
             seeds=None, first=0):
     chat = ChatFormat(tok, "tagged")
     backend = CountingBackend(model, tok, continuous=continuous)
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     ids = range(first, first + n)
     envs = [make(gyms[i % len(gyms)], knobs=snap) for i in ids]
     turns: list[tuple[int, int]] = []
@@ -296,7 +297,7 @@ def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperat
     chat = ChatFormat(tok, "tagged")
     backend = HFBackend(model, tok)
     backend.value_fn = critic.values_from_hidden
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     envs = [make(MIXED[i % len(MIXED)], knobs=snap) for i in range(5)]
     res = RolloutEngine(backend, chat).run(
         envs, [{"seed": i, "options": {"task_index": i}} for i in range(5)], [str(i) for i in range(5)], [0] * 5,
@@ -316,7 +317,7 @@ def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperat
 def test_recorded_stats_need_continuous_decoding_and_a_positive_temperature(tiny):
     model, tok = tiny
     chat = ChatFormat(tok, "tagged")
-    env = make("intention", knobs=KnobSnapshot.read_dir(repo_knobs_dir()))
+    env = make("intention", knobs=KnobSnapshot.read_dir(defaults_dir()))
     kw = dict(params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=4,
               max_episode_tokens=600, with_stats=True)
     with pytest.raises(ValueError, match="with_stats needs continuous decoding"):

@@ -26,6 +26,7 @@ from harness.experience.skill_lint import (DESCRIPTION_MAX, NAME_RE, SKILL_MAX_L
                                            skill_mentions)
 from harness.knobs.catalogue import render_catalogue
 from harness.knobs.schema import load_schemas
+from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SKILL = REPO / "skill"
@@ -77,14 +78,14 @@ def test_skill_states_the_evaluation_rule_and_the_paper_pitfalls():
 # --------------------------------------------------------------------------- the generated knob catalogue
 def test_catalogue_is_current():
     committed = (SKILL / "references" / "knobs.md").read_text(encoding="utf-8")
-    assert committed == render_catalogue(REPO / "knobs"), "skill/references/knobs.md is stale; run `eau skill catalogue`"
-    res = runner.invoke(app, ["skill", "catalogue", "--check", "--knobs-dir", str(REPO / "knobs")])
+    assert committed == render_catalogue(defaults_dir()), "skill/references/knobs.md is stale; run `eau skill catalogue`"
+    res = runner.invoke(app, ["skill", "catalogue", "--check", "--knobs-dir", str(defaults_dir())])
     assert res.exit_code == 0, res.output
 
 
 def test_catalogue_covers_every_knob_and_its_limits():
-    text = render_catalogue(REPO / "knobs")
-    for area in load_schemas(REPO / "knobs").values():
+    text = render_catalogue(defaults_dir())
+    for area in load_schemas(defaults_dir()).values():
         for spec in area.knobs.values():
             section = text.split(f"### `{spec.full_name}`\n", 1)[1].split("\n### ", 1)[0]
             assert spec.description in section

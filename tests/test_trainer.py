@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from harness.knobs.folder import defaults_dir
 from harness.runs import jsonl
 
 FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
@@ -65,7 +66,7 @@ def assert_clean_jsonl(path: Path) -> None:
 def smoke(tmp_path_factory):
     root = tmp_path_factory.mktemp("smoke")
     kdir, rdir = root / "knobs", root / "runs"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "knobs", kdir,
+    shutil.copytree(defaults_dir(), kdir,
                     ignore=shutil.ignore_patterns(".pending", ".history"))
     out = eau(["train", "--preset", "tiny", "--steps", "3", "--run-id", "smoke", "--json",
                "--set", "checkpoint_every=2", *FAST], kdir, rdir, timeout=900)
@@ -113,7 +114,7 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
     """Rollout + collate: action-mask tokens are exactly what the policy generated; every prompt and
     observation token (user replies, feedback, template markers) is masked out. Both decoding modes."""
     from harness.envs.registry import make
-    from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+    from harness.knobs.snapshot import KnobSnapshot
     from harness.ppo.models import load_policy
     from harness.ppo.trainer import collate
     from harness.rollout.backends import HFBackend, SamplingParams
@@ -149,7 +150,7 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
     backend = Recording(model, tok, continuous=continuous)
     backend.outputs = []
     engine = RolloutEngine(backend, chat)
-    snap = KnobSnapshot.read_dir(repo_knobs_dir())
+    snap = KnobSnapshot.read_dir(defaults_dir())
     envs = [make("intention", knobs=snap), make("travel", knobs=snap)]
     res = engine.run(envs, [{"seed": 1, "options": {"task_index": 1}}, {"seed": 2, "options": {"task_index": 2}}],
                      ["a", "b"], [0, 0], params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)),
@@ -295,7 +296,7 @@ def test_missing_warm_start_is_refused_before_anything_is_written(tmp_path, knob
     assert (knobs_dir / "agent.yaml").read_text() == before  # the preset's knob values were not written
 
 
-@pytest.mark.parametrize("preset", ["tiny", "tiny-warm", "cpu-small", "usergym", "colbench", "tau2"])
+@pytest.mark.parametrize("preset", ["tiny", "tiny-warm", "cpu-small", "cpu-gemma", "usergym", "colbench", "tau2"])
 def test_every_preset_builds_and_its_knob_values_are_allowed(preset):
     from harness.knobs.schema import load_schemas, validate_value
     from harness.ppo.config import build_config, preset_names
@@ -303,7 +304,7 @@ def test_every_preset_builds_and_its_knob_values_are_allowed(preset):
     assert preset in preset_names()
     cfg = build_config(preset)
     cfg.validate()
-    schemas = load_schemas(Path(__file__).resolve().parents[1] / "knobs")
+    schemas = load_schemas(defaults_dir())
     for area, values in (("agent", cfg.agent_knobs), ("env", cfg.env_knobs)):
         for name, value in (values or {}).items():
             spec = schemas[area].knobs.get(name)
@@ -314,7 +315,7 @@ def test_every_preset_builds_and_its_knob_values_are_allowed(preset):
 def test_every_shipped_preset_is_checked():
     from harness.ppo.config import preset_names
 
-    assert set(preset_names()) == {"tiny", "tiny-warm", "cpu-small", "usergym", "colbench", "tau2"}
+    assert set(preset_names()) == {"tiny", "tiny-warm", "cpu-small", "cpu-gemma", "usergym", "colbench", "tau2"}
 
 
 def test_sft_then_tiny_warm_preset_trains_from_the_warm_start(tmp_path, knobs_dir):
@@ -359,7 +360,7 @@ def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
     steps = {}
     for mode in ("rollout", "recompute"):
         kdir = tmp_path / mode / "knobs"
-        shutil.copytree(Path(__file__).resolve().parents[1] / "knobs", kdir,
+        shutil.copytree(defaults_dir(), kdir,
                         ignore=shutil.ignore_patterns(".pending", ".history"))
         out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", mode, "--json",
                    "--set", f"rollout_stats={mode}", "--set", f"critic.mode={critic}",

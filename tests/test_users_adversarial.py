@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from harness.envs.types import Fact, Task
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from test_users_support import COLBENCH_FILE, ToyGym, colbench_rows, intention_task, travel_task
 
 ADVERSARIAL = [
@@ -84,7 +85,7 @@ def colbench_facts(code: str) -> list[Fact]:
 
 
 def run_episodes(tasks: list[Task], turns_per_task: int, seed: int, dynamic=None) -> dict:
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     gen = np.random.default_rng(seed)
     stats = {"turns": 0, "leaks": [], "disclosures": 0, "redacted": 0, "replies": 0}
     for ti, task in enumerate(tasks):

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from harness.envs.types import Fact
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.users.backends import (BackendError, OpenAIChatBackend, TransformersChatBackend, cut_at_next_speaker,
                                      make_backend, resolve_chat_template)
 from harness.users.llm import BACKEND_FALLBACK_REPLY, LLMUser
@@ -32,7 +33,7 @@ def llm_user(b, gym="travel", task=None, dynamic=None, seed=0, env_over=None, **
 
 
 def snapshot(**user_over) -> KnobSnapshot:
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     values = {a: dict(v) for a, v in base.values.items()}
     values["user"].update(user_over)
     return KnobSnapshot(values=values, user_rules=base.user_rules, reward_rules=base.reward_rules)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from harness.envs.registry import BUILTIN_GYMS, make
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.users import UserFactory
 from harness.users.backends import OpenAIChatBackend
 from test_users_support import ChatServer, ToyGym, travel_task
@@ -17,7 +18,7 @@ GYMS = sorted(BUILTIN_GYMS)
 
 
 def snapshot(**user_over) -> KnobSnapshot:
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     values = {a: dict(v) for a, v in base.values.items()}
     values["user"].update(user_over)
     return KnobSnapshot(values=values, user_rules=base.user_rules, reward_rules=base.reward_rules)

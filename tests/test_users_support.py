@@ -12,22 +12,23 @@ import numpy as np
 
 from harness.envs.base import UserCentricEnv
 from harness.envs.types import AnswerResult, EpisodeState, Fact, Task, TurnRecord, Action
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.users.rules import load_user_rules_file
 
 COLBENCH_FILE = Path(__file__).resolve().parents[2] / "shared" / "colbench" / "backend_test.jsonl"
-RULES_DIR = repo_knobs_dir() / "rules" / "users"
+RULES_DIR = defaults_dir() / "rules" / "users"
 
 
 def user_knobs(**over: Any) -> dict[str, Any]:
     """The repository's user knobs with overrides."""
-    k = KnobSnapshot.read_dir(repo_knobs_dir()).area("user")
+    k = KnobSnapshot.read_dir(defaults_dir()).area("user")
     k.update(over)
     return k
 
 
 def env_knobs(**over: Any) -> dict[str, Any]:
-    k = KnobSnapshot.read_dir(repo_knobs_dir()).area("env")
+    k = KnobSnapshot.read_dir(defaults_dir()).area("env")
     k.update(over)
     return k
 

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from harness.envs.types import Fact
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 from harness.users import SymbolicUser, UserFactory
 from harness.users.personas import PERSONA_NAMES
 from harness.users.rules import RuleFileError, compile_user_rules
@@ -24,7 +25,7 @@ def make_user(gym: str, task, dynamic=None, seed: int = 0, **knobs) -> SymbolicU
 
 
 def snapshot(**user_over) -> KnobSnapshot:
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     values = {a: dict(v) for a, v in base.values.items()}
     values["user"].update(user_over)
     return KnobSnapshot(values=values, user_rules=base.user_rules, reward_rules=base.reward_rules)
@@ -274,7 +275,7 @@ def test_every_gym_has_a_valid_rule_file():
 
 
 def test_factory_requires_a_rule_file_for_the_gym():
-    base = KnobSnapshot.read_dir(repo_knobs_dir())
+    base = KnobSnapshot.read_dir(defaults_dir())
     env = ToyGym("newgym", travel_task(), knobs=base)
     with pytest.raises(RuleFileError, match="knobs/rules/users/newgym.yaml"):
         UserFactory().make("symbolic", env)
@@ -298,5 +299,5 @@ def test_every_rule_schema_field_is_described():
     import json
 
     for name in ("user_rules", "reward_rules"):
-        schema = json.loads((repo_knobs_dir() / "schema" / f"{name}.schema.json").read_text())
+        schema = json.loads((defaults_dir() / "schema" / f"{name}.schema.json").read_text())
         assert _undocumented(schema) == [], name

@@ -87,12 +87,22 @@ def status_doc(run: RunData, *, spark: int = DEFAULT_SPARK, window: int = DEFAUL
         "stale": st.get("state") == "running" and not run.live,
         "step": st.get("step", last_step), "last_metrics_step": last_step, "total_steps": st.get("total_steps"),
         "eta_s": st.get("eta_s"), "heartbeat_age_s": round(time.time() - hb, 1) if hb else None,
+        "phase": st.get("phase"), "phase_done": st.get("phase_done"), "phase_total": st.get("phase_total"),
+        "phase_eta_s": st.get("phase_eta_s"), "ended": st.get("ended"),
         "gyms": run.gyms, "window": window, "trends": trends,
         "per_gym": _splits(run, "gym", steps, spark), "per_arm": _splits(run, "arm", steps, spark),
         "knob_events": [_event_line(e) for e in run.knob_events[-events:]],
         "knob_events_total": len(run.knob_events),
         "alerts": open_alerts + findings_flagged[:alerts],
     }
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
 
 
 def _fmt(v: Any, width: int = 7) -> str:
@@ -112,10 +122,22 @@ def render_status(doc: dict[str, Any], width: int = 120) -> str:
 
     buf = StringIO()
     con = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    eta = f", ETA {doc['eta_s'] / 60:.1f} min" if isinstance(doc.get("eta_s"), (int, float)) and doc["state"] == "running" else ""
+    running = doc["state"] == "running"
+    eta = f", ETA {doc['eta_s'] / 60:.1f} min" if isinstance(doc.get("eta_s"), (int, float)) and running else ""
     live = "live" if doc["live"] else ("STALE: no trainer process on this host" if doc["stale"] else "not live")
-    hb = f", heartbeat {doc['heartbeat_age_s']:.0f}s ago" if doc.get("heartbeat_age_s") is not None else ""
-    con.print(f"run {doc['run']}: {doc['state']} ({live}), step {doc['step']}/{doc['total_steps']}{eta}{hb}; "
+    age = doc.get("heartbeat_age_s")
+    if running:
+        hb = f", heartbeat {age:.0f}s ago" if age is not None else ""
+    else:  # a run that ended has no heartbeat: say when it ended
+        hb = f", ended {_ago(age)}" if age is not None else ""
+    phase = ""
+    if running and doc.get("phase"):
+        phase = f", phase: {doc['phase']}"
+        if doc.get("phase_total"):
+            phase += f" {doc.get('phase_done') or 0}/{doc['phase_total']}"
+        if isinstance(doc.get("phase_eta_s"), (int, float)):
+            phase += f" (ETA {doc['phase_eta_s'] / 60:.1f} min)"
+    con.print(f"run {doc['run']}: {doc['state']} ({live}){phase}, step {doc['step']}/{doc['total_steps']}{eta}{hb}; "
               f"gyms {', '.join(doc['gyms']) or '-'}")
     t = Table(title=f"trends (window {doc['window']} steps)", title_justify="left", expand=False)
     for col in ("metric", "latest", "window mean", "slope/step", "history"):

@@ -24,19 +24,19 @@ EXIT_NOT_FOUND = 5  # unknown knob, run, event, finding, gym
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 KnobsDirOpt = typer.Option(None, "--knobs-dir", envvar="EAU_KNOBS_DIR",
-                           help="Knobs folder (default: ./knobs, else the repository's knobs/).")
+                           help="Knobs folder (default: ./knobs, made from the packaged defaults when missing).")
 RunsDirOpt = typer.Option(None, "--runs-dir", envvar="EAU_RUNS_DIR", help="Runs folder (default: ./runs).")
 
 
-def knobs_dir(value: Path | None) -> Path:
-    if value is not None:
-        return Path(value)
-    local = Path.cwd() / "knobs"
-    if (local / "schema").is_dir():
-        return local
-    from harness.knobs.snapshot import repo_knobs_dir
+def knobs_dir(value: Path | None, as_json: bool = False) -> Path:
+    """The knobs folder of a command (:func:`harness.knobs.folder.resolve_knobs_dir`): ``--knobs-dir`` /
+    ``$EAU_KNOBS_DIR`` must exist; ``./knobs`` is created from the packaged defaults when missing."""
+    from harness.knobs.folder import resolve_knobs_dir
 
-    return repo_knobs_dir()
+    try:
+        return resolve_knobs_dir(value, notice=err)
+    except ValueError as exc:
+        fail(str(exc), EXIT_NOT_FOUND, as_json)
 
 
 def runs_dir(value: Path | None) -> Path:

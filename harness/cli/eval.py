@@ -63,15 +63,24 @@ def eval_cmd(
     from harness.eval.policy import CheckpointError
     from harness.eval.results import eval_root, write_result
 
-    log = None if as_json else (lambda m: err(m))
+    from harness.runs.progress import Progress
+
+    progress = Progress(enabled=True)  # on stderr: a live bar on a terminal, plain lines otherwise
+    from harness.eval.evaluate import turn_budget
+
     try:
-        result, records = evaluate_run(run_dir, protocol, checkpoint, device, log=log)
+        with progress.phase(f"evaluating on {protocol.name}", total=turn_budget(protocol), unit="turns",
+                            eta_bound=True) as ph:
+            result, records = evaluate_run(run_dir, protocol, checkpoint, device, log=progress.plain,
+                                           progress=lambda done, n, turns: ph.set(turns, f"{done}/{n} episodes done"))
     except CheckpointError as exc:
         fail(str(exc), EXIT_NOT_FOUND, as_json)
     except ProtocolRuntimeError as exc:
         fail(str(exc), EXIT_INVALID, as_json)
     except (ValueError, FileNotFoundError) as exc:
         fail(str(exc), EXIT_ERROR, as_json)
+    finally:
+        progress.close()
     saved = None if no_save else write_result(eval_root(eval_dir), result, records)
     result["saved"] = str(saved) if saved else None
     for w in result["warnings"]:

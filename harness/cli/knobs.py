@@ -1,4 +1,4 @@
-"""``eau knobs``: list | get | set | validate | history | revert | watch | add.
+"""``eau knobs``: list | get | set | validate | history | revert | watch | add | init | reset.
 
 Knob names are ``<area>.<name>`` (``agent.entropy_coeff``). Writes go through the knob store's one
 validation path; when a run is live on the same knobs folder, ``set`` writes the file and the run
@@ -35,11 +35,18 @@ class _Ctx:
         from harness.knobs.store import KnobError, KnobStore
         from harness.runs import reader
 
-        self.kdir = knobs_dir(kdir)
+        self.kdir = knobs_dir(kdir, as_json)
         self.rdir = runs_dir(rdir)
         self.as_json = as_json
         if not (self.kdir / "schema").is_dir():
             fail(f"{self.kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
+        from harness.knobs.lease import read_lease, settle_stale_lease
+
+        try:  # a run killed without giving its knob values back: give them back before anything is read
+            settle_stale_lease(self.kdir, log=err)
+        except KnobError:
+            pass  # invalid files are reported below
+        self.lease = read_lease(self.kdir)
         if run:
             self.run_dir = reader.find_run(self.rdir, run)
             if self.run_dir is None:
@@ -120,14 +127,24 @@ def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. 
         spec = ctx.store.spec(name)
     except UnknownKnob as exc:
         _unknown(ctx, exc)
+    pending = _pending(ctx, spec, gym)
+    lent = ctx.lease.knobs.get(spec.full_name) if ctx.lease is not None and ctx.live else None
     out = {"name": spec.full_name, "value": ctx.store.get(name, gym), "raw": ctx.store.raw(name), "gym": gym,
+           "in_force_for": ctx.run_dir.name if ctx.live else None, "pending": pending,
+           "lent": ({"run": ctx.lease.run_id, "before": lent["before"]} if lent else None),
            **{k: v for k, v in spec.catalogue_entry().items() if k != "name"}, **ctx.run_info()}
     if as_json:
         emit_json(out)
         return
-    typer.echo(f"{spec.full_name} = {json.dumps(out['value'])}" + (f"  (gym {gym})" if gym else ""))
+    where = f"in force for live run {ctx.run_dir.name}" if ctx.live else "the value the next run starts from"
+    typer.echo(f"{spec.full_name} = {json.dumps(out['value'])}" + (f"  (gym {gym})" if gym else "") + f"  [{where}]")
     if out["raw"] != out["value"]:
         typer.echo(f"  per gym: {json.dumps(out['raw'])}")
+    if pending is not None:
+        typer.echo(f"  PENDING: the file holds {json.dumps(pending['value'])}; the live run applies it at its next "
+                   f"step boundary (step {ctx.step})")
+    if lent:
+        typer.echo(f"  lent by run {ctx.lease.run_id}'s preset; {json.dumps(lent['before'])} comes back when it ends")
     typer.echo(f"  {spec.description}")
     typer.echo(f"  allowed: {spec.allowed_text()}; {'live' if spec.hot else 'next run'}; gyms: {', '.join(spec.gyms)}"
                + (f"; max change per write: {spec.max_delta}" if spec.max_delta else "")
@@ -137,12 +154,39 @@ def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. 
                    + (" per gym" if r.get("per_gym") else ""))
 
 
+def _pending(ctx: _Ctx, spec: Any, gym: Optional[str]) -> Optional[dict[str, Any]]:
+    """What the knob file holds for ``spec`` when a live run has not applied it yet (None: nothing pending)."""
+    if not ctx.live:
+        return None
+    from harness.knobs import yamlio
+    from harness.knobs.snapshot import resolve
+
+    try:
+        doc, _ = yamlio.read_yaml(ctx.kdir / f"{spec.area}.yaml")
+    except yamlio.FileProblem:
+        return None
+    written = yamlio.plain(doc).get(spec.name) if isinstance(doc, dict) else None
+    if written is None or written == ctx.store.raw(spec.full_name):
+        return None
+    return {"raw": written, "value": resolve(written, gym)}
+
+
+def _log_to_run(ctx: _Ctx, line: str) -> None:
+    """A line in the live run's log.txt (refused writes never reach the run, so it cannot log them)."""
+    if ctx.live and ctx.run_dir is not None:
+        from harness.runs.writer import RunWriter
+
+        RunWriter(ctx.run_dir).log(line)
+
+
 def _report_write(ctx: _Ctx, res: Any) -> None:
     ev = res.event
     if ctx.as_json:
         emit_json({"ok": res.ok, "pending": res.pending, "event": ev, "events": res.events, **ctx.run_info()})
     if not res.ok:
         err(f"refused ({ev.get('rule')}): {ev.get('message')}")
+        _log_to_run(ctx, f"knob write REFUSED {ev.get('knob')} = {json.dumps(ev.get('new'))} ({ev.get('rule')}, "
+                         f"{ev.get('author')}: {ev.get('reason')}): {ev.get('message')}")
         raise typer.Exit(EXIT_REFUSED)
     if not ctx.as_json:
         where = f" for gym {ev['gym']}" if ev.get("gym") else ""
@@ -171,6 +215,7 @@ def set_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>."),
         ctx.store.log.append(KnobEvent(knob=name, gym=gym, new=parsed, author=author, reason=reason,
                                        status="rejected", rule="unknown knob", message=str(exc), source="cli",
                                        step_written=ctx.step))
+        _log_to_run(ctx, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
         fail(str(exc), EXIT_REFUSED, as_json, rule="unknown knob")
     try:
         res = ctx.store.set(name, parsed, gym=gym, author=author, reason=reason, recent_metrics=ctx.metrics,
@@ -201,6 +246,52 @@ def add_cmd(name: str = typer.Argument(..., help="New knob name <area>.<name>.")
     except ValueError as exc:
         fail(str(exc), EXIT_REFUSED, as_json)
     _report_write(ctx, res)
+
+
+@app.command("init")
+def init_cmd(folder: Path = typer.Argument(..., help="Folder to create (e.g. knobs-b for a second run)."),
+             as_json: bool = JsonOpt) -> None:
+    """Create a knobs folder from the packaged defaults (a second run side by side needs its own)."""
+    from harness.knobs.folder import copy_defaults, is_knobs_dir
+
+    if is_knobs_dir(folder):
+        fail(f"{folder} is already a knobs folder; `eau knobs reset --knobs-dir {folder}` puts the defaults back",
+             EXIT_REFUSED, as_json)
+    if folder.exists() and any(folder.iterdir()):
+        fail(f"{folder} exists and is not empty", EXIT_REFUSED, as_json)
+    copy_defaults(folder)
+    if as_json:
+        emit_json({"ok": True, "knobs_dir": str(folder)})
+    else:
+        typer.echo(f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} "
+                   f"(or EAU_KNOBS_DIR={folder})")
+
+
+@app.command("reset")
+def reset_cmd(reason: str = typer.Option("reset to the packaged defaults", "--reason", help="Kept in the history."),
+              author: str = typer.Option("human", "--author", help="human | agent | system."),
+              as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
+              runs_dir_: Optional[Path] = RunsDirOpt) -> None:
+    """Put the packaged defaults back (values, schemas, rule files); refused while a run is live on the folder."""
+    from harness.knobs.events import KnobEvent
+    from harness.knobs.folder import reset_to_defaults
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False)
+    if ctx.live:
+        fail(f"run {ctx.run_dir.name} is live on {ctx.kdir}; stop it first (its lent values go back when it ends)",
+             EXIT_REFUSED, as_json)
+    changed = reset_to_defaults(ctx.kdir)
+    for c in changed:
+        ctx.store.log.append(KnobEvent(knob=c["knob"], gym=c.get("gym"), old=c.get("old"), new=c.get("new"),
+                                       author=author, reason=reason, status="accepted", source="cli",
+                                       file=c["file"], message="reset to the packaged default"))
+    if as_json:
+        emit_json({"ok": True, "knobs_dir": str(ctx.kdir), "changed": changed})
+    else:
+        typer.echo(f"{ctx.kdir}: packaged defaults back ({len(changed)} change(s))")
+        for c in changed:
+            typer.echo(f"  {c['knob']}{'[' + c['gym'] + ']' if c.get('gym') else ''}: "
+                       f"{json.dumps(c.get('old'))[:50]} -> {json.dumps(c.get('new'))[:50]}")
 
 
 @app.command("validate")

@@ -34,6 +34,17 @@ for _mod in COMMAND_MODULES:
 
 
 def main() -> None:
+    # transformers' own bars (loading weights, de-quantising) would interleave with the harness's
+    # progress display; the harness reports those phases itself
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
     app()
 
 

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from harness.ppo.config import preset_names
 from harness.cli.common import (EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json,
                                 fail, knobs_dir, runs_dir)
 
@@ -21,7 +22,8 @@ def register(app: typer.Typer) -> None:
 
 
 def train_cmd(
-    preset: str = typer.Option("tiny", "--preset", help="tiny | cpu-small | usergym | colbench | tau2."),
+    preset: str = typer.Option("tiny", "--preset", help="One of: " + ", ".join(preset_names())
+                               + " (harness/ppo/presets/, each file commented). The README main job is cpu-small."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of TrainConfig fields (over the preset)."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set steps=50 --set policy.lora.r=16."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Shorthand for --set steps=N."),
@@ -38,7 +40,7 @@ def train_cmd(
     from harness.knobs.store import KnobError
     from harness.ppo import checkpoint
     from harness.ppo.config import build_config
-    from harness.ppo.trainer import resume_config, train
+    from harness.ppo.trainer import Trainer, resume_config
 
     kdir, rdir = knobs_dir(knobs_dir_), runs_dir(runs_dir_)
     overrides = list(set_)
@@ -72,8 +74,9 @@ def train_cmd(
                     if ck is None:
                         fail(f"run {from_run!r} has no checkpoint to start from", EXIT_NOT_FOUND, as_json)
                     base["init_checkpoint"] = str(ck.resolve())  # absolute: valid from any working folder
-                # knobs are NOT copied from the parent: a new run starts from the current knob files
-                base["agent_knobs"], base["env_knobs"] = {}, {}
+                # the knobs the parent lent (its preset's) start where the parent left them; every
+                # other knob comes from the knob files as they are now (edits made meanwhile included)
+                base["agent_knobs"], base["env_knobs"] = _final_lent_values(parent, pcfg)
                 # precedence: parent config < --config FILE < --set (as preset < file < --set without --from)
                 cfg = build_config(pcfg.preset, None, {**base, **_config_file(config), **dict(_parse(overrides))})
             else:
@@ -84,23 +87,120 @@ def train_cmd(
         fail(str(exc), EXIT_ERROR, as_json)
     if no_progress:
         cfg.progress = False
-    echo = not (cfg.progress and sys.stderr.isatty())
+    from harness.runs.progress import Progress
+
+    progress = Progress(enabled=cfg.progress)
+    echo = not progress.on_terminal  # log lines on stderr too when no live display is shown
+    protocol = None
+    if cfg.evaluation:
+        from harness.eval.protocol import ProtocolError
+        from harness.eval.training import load_run_protocol
+
+        try:
+            protocol = load_run_protocol(cfg.evaluation)  # before any model is loaded: a bad file fails fast
+        except ProtocolError as exc:
+            fail(f"evaluation.protocol: {exc}", EXIT_INVALID, as_json)
     try:
-        trainer = train(cfg, rdir, kdir, resume=bool(resume), echo=echo)
+        trainer = Trainer(cfg, rdir, kdir, resume=bool(resume), echo=echo, progress=progress)
     except KnobError as exc:
+        progress.close()
         fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
     except (ValueError, FileExistsError) as exc:
+        progress.close()
         fail(str(exc), EXIT_ERROR, as_json)
+    evaluation = None
+    with trainer.session():
+        before = _evaluate(trainer, protocol, progress, before=True) if protocol else None
+        trainer.train()
+        if protocol and not trainer.stop_requested:
+            after = _evaluate(trainer, protocol, progress, before=False)
+            if before is not None and after is not None:
+                from harness.eval.training import compare
+
+                evaluation = compare(before, after)
+    progress.close()
+    plot = _plot(trainer) if trainer.dist.main else None
     if as_json and trainer.dist.main:
         from harness.runs import jsonl
 
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
         emit_json({"ok": True, "run_id": trainer.run_id, "run_dir": str(trainer.run_dir),
-                   "steps": cfg.steps, "last_metrics": last[0] if last else None})
+                   "steps": cfg.steps, "last_metrics": last[0] if last else None, "evaluation": evaluation,
+                   "plot": str(plot) if plot else None})
     elif trainer.dist.main:
-        typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
+        _print_summary(trainer, evaluation, plot)
     if trainer.dist.world > 1:
         _exit_after_process_group()
+
+
+def _evaluate(trainer, protocol, progress, before: bool):
+    """The run's held-out evaluation before (the starting policy) or after training (the final
+    checkpoint), on process 0; a stored result of the same checkpoint and protocol is reused (resume)."""
+    from harness.eval.policy import INIT
+    from harness.eval.results import eval_root
+    from harness.eval.training import evaluate_in_memory, stored
+    from harness.ppo import checkpoint
+
+    ev = trainer.cfg.evaluation
+    if not trainer.dist.main or not ev.get("before" if before else "after", True):
+        return None
+    if before:
+        label, step = INIT, None
+    else:
+        ck = checkpoint.latest(trainer.run_dir)
+        if ck is None:
+            return None
+        label, step = ck.name, checkpoint.read_state(ck)["step"]
+    root = eval_root()
+    old = stored(root, trainer.run_id, label, protocol)
+    if old is not None:
+        trainer.writer.log(f"held-out evaluation of {label} on {protocol.name}: already in {root / trainer.run_id}")
+        return old
+    from harness.eval.evaluate import turn_budget
+
+    episodes, budget = sum(g.tasks for g in protocol.gyms) * protocol.trials, turn_budget(protocol)
+    phase_name = "evaluating the starting policy" if before else "evaluating the final policy"
+    trainer.writer.write_status(phase=phase_name, phase_done=0, phase_total=budget, phase_eta_s=None)
+    trainer.writer.log(f"{phase_name} ({label}) on {protocol.name}: {episodes} held-out episodes")
+    with progress.phase(phase_name, total=budget, unit="turns", eta_bound=True) as ph:
+        def on_turn(done: int, n: int, turns: int) -> None:
+            ph.set(turns, f"{done}/{n} episodes done")
+            trainer.writer.write_status(phase_done=turns, phase_eta_s=ph.eta())
+
+        res = evaluate_in_memory(trainer.policy, trainer.tokenizer, trainer.run_id, trainer.cfg.to_dict(), protocol,
+                                 label, step, str(trainer.dist.device), root, progress=on_turn)
+        ph.info = f"{episodes} episodes, success {res['overall']['all']['success_rate']:.3f}"
+    # the score itself stays out of the run folder (the skill reads runs/, never eval_results/)
+    trainer.writer.log(f"{phase_name}: done in {res['wall_s']:.0f}s, result in {res['saved']}")
+    return res
+
+
+def _plot(trainer):
+    """Training curves (reward, success per gym and arm, knob events) in runs/<id>/plot.png."""
+    from harness.analysis.plot import plot_runs
+
+    try:
+        return Path(plot_runs([trainer.run_dir], trainer.run_dir / "plot.png")["path"])
+    except (ValueError, OSError):
+        return None
+
+
+def _print_summary(trainer, evaluation, plot) -> None:
+    from harness.eval.training import summary_lines
+    from harness.runs import jsonl
+
+    rows = jsonl.read(trainer.run_dir / "metrics.jsonl")
+    typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
+    if rows:
+        first, last = rows[0], rows[-1]
+        typer.echo(f"  training: {len(rows)} steps, success {first['success_rate']:.2f} (step {first['step']}) -> "
+                   f"{last['success_rate']:.2f} (step {last['step']}), reward {first['reward_mean']:.3f} -> "
+                   f"{last['reward_mean']:.3f}")
+    if evaluation is not None:
+        for line in summary_lines(evaluation):
+            typer.echo(line)
+    if plot is not None:
+        typer.echo(f"  plot: {plot}")
 
 
 def _exit_after_process_group() -> None:
@@ -113,6 +213,20 @@ def _exit_after_process_group() -> None:
     sys.stderr.flush()
     logging.shutdown()
     os._exit(0)
+
+
+def _final_lent_values(run_dir: Path, cfg) -> tuple[dict, dict]:
+    """The values a finished run had in force at its end for the knobs its config set
+    (``knobs_in_force.json``; its config's own values where that file lacks one)."""
+    import json
+
+    try:
+        final = json.loads((run_dir / "knobs_in_force.json").read_text()).get("values", {})
+    except (OSError, ValueError):
+        final = {}
+    agent = {k: final.get("agent", {}).get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
+    env = {k: final.get("env", {}).get(k, v) for k, v in (cfg.env_knobs or {}).items()}
+    return agent, env
 
 
 def _config_file(path: Optional[Path]) -> dict:
@@ -139,8 +253,8 @@ def sft_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default runs/sft-<preset>-<time>)."),
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
-    """Supervised warm start on scripted oracle demonstrations; start PPO from it with
-    ``eau train --set init_checkpoint=OUT``."""
+    """Supervised warm start on scripted demonstrations; start PPO from it with
+    `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
     import dataclasses
 
     from harness.knobs.store import KnobError, KnobStore

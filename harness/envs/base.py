@@ -27,7 +27,8 @@ import numpy as np
 
 from harness.envs.actions import format_feedback, interact_tool_schema, parse_action, tagged_instructions
 from harness.envs.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
-from harness.knobs.snapshot import KnobSnapshot, repo_knobs_dir
+from harness.knobs.folder import defaults_dir
+from harness.knobs.snapshot import KnobSnapshot
 
 SPLITS = ("train", "eval")
 EVAL_SHARE = 5  # one content hash in EVAL_SHARE goes to the eval split
@@ -62,7 +63,7 @@ class UserCentricEnv(gymnasium.Env):
 
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
-        self.knobs = knobs if knobs is not None else KnobSnapshot.read_dir(repo_knobs_dir())
+        self.knobs = knobs if knobs is not None else KnobSnapshot.read_dir(defaults_dir())
         self.rendering = rendering
         self.split = split
         self.user_factory = user_factory if user_factory is not None else UserFactory()

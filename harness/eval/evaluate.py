@@ -24,6 +24,14 @@ class ProtocolRuntimeError(RuntimeError):
     """The protocol could not be played (e.g. a gym needs a knob the protocol has no value for)."""
 
 
+def turn_budget(protocol: Protocol) -> int:
+    """The most agent turns the protocol's episodes can play in all (each gym's ``max_steps``)."""
+    from harness.knobs.snapshot import resolve
+
+    steps = protocol.knobs.values.get("env", {}).get("max_steps", 16)
+    return sum(g.tasks * protocol.trials * int(resolve(steps, g.name)) for g in protocol.gyms)
+
+
 def rendering_for(protocol: Protocol, run_config: dict[str, Any]) -> str:
     """The protocol's rendering, or the run's own when the protocol says ``run``."""
     if protocol.rendering != "run":
@@ -39,10 +47,10 @@ def user_replies_for(protocol: Protocol, run_config: dict[str, Any]) -> str:
     return str(run_config.get("user_replies") or "user")
 
 
-def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], None] | None = None
+def evaluate_loaded(policy: RunPolicy, protocol: Protocol, progress: Callable[[int, int, int], None] | None = None
                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play and score ``protocol`` with an already loaded policy: ``(result, episode records)``.
-    ``log`` receives a progress line after every batch of episodes."""
+    ``progress(episodes done, episodes, turns played)`` is called after every agent turn."""
     from harness import __version__
     from harness.users import UserFactory
 
@@ -60,8 +68,7 @@ def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], 
             max_episode_tokens=protocol.max_episode_tokens, batch_size=protocol.batch_size,
             user_factory=UserFactory(),  # no LLM backend: the protocol is symbolic-only
             gym_kwargs={g.name: {"data_file": g.data_file} for g in protocol.gyms if g.data_file is not None},
-            progress=None if log is None else (
-                lambda done, total: log(f"  {done}/{total} episodes ({time.perf_counter() - t0:.0f}s)")))
+            progress=progress)
     except KeyError as exc:  # a gym read a knob the frozen protocol does not define
         raise ProtocolRuntimeError(f"{protocol.path}: a gym needs {exc}, which the protocol does not define; "
                                    "add it under knobs: (this makes a new protocol: bump its name)") from exc
@@ -92,9 +99,11 @@ def evaluate_loaded(policy: RunPolicy, protocol: Protocol, log: Callable[[str], 
 
 
 def evaluate_run(run_dir: Path, protocol: Protocol, checkpoint: str | int | None = None, device: str = "auto",
-                 log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Load ``run_dir`` at ``checkpoint`` (None: latest) and evaluate it on ``protocol``."""
-    policy = load_run_policy(Path(run_dir), checkpoint, device)
+                 log: Callable[[str], None] | None = None, progress: Callable[[int, int, int], None] | None = None
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Load ``run_dir`` at ``checkpoint`` (None: latest) and evaluate it on ``protocol``. ``log``:
+    what is evaluated; ``progress``: as in :func:`evaluate_loaded`."""
+    policy = load_run_policy(Path(run_dir), checkpoint, device, log=log or (lambda m: None))
     if log is not None:
         n = sum(g.tasks for g in protocol.gyms) * protocol.trials
         log(f"evaluating {policy.run_id} {policy.label} on {protocol.name} ({protocol.hash[:12]}): "
@@ -102,7 +111,7 @@ def evaluate_run(run_dir: Path, protocol: Protocol, checkpoint: str | int | None
         if policy.device == "cpu" and protocol.path == default_protocol_path().resolve():
             log(f"  this is the full protocol, sized for a GPU; on a CPU, {CPU_PROTOCOL} is a smaller one "
                 "(its own name and hash): eau eval --protocol " + str(CPU_PROTOCOL))
-    return evaluate_loaded(policy, protocol, log)
+    return evaluate_loaded(policy, protocol, progress)
 
 
 # Keys that differ between two evaluations of the same checkpoint even when every score is equal.

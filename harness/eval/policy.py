@@ -1,7 +1,8 @@
 """Rebuild the policy of a run at one of its checkpoints, exactly as the trainer built it.
 
 The trainer builds the policy from the run config (``load_policy(PolicySpec)``), loads the config's
-``init_checkpoint`` (an ``eau sft`` output or a parent run's checkpoint) and trains; checkpoints hold
+``init_checkpoint`` (an ``eau sft`` output or a parent run's checkpoint) or its own warm start
+(``runs/<id>/warm_start/``, config ``warm_start``) and trains; checkpoints hold
 only the trainable tensors. So the policy at ``checkpoints/step_N`` is: build from config, load
 ``init_checkpoint``, load ``step_N/policy.pt``. ``init`` names the policy before any update.
 """
@@ -88,8 +89,10 @@ def pick_device(device: str) -> str:
     return device
 
 
-def load_run_policy(run_dir: Path, which: str | int | None = None, device: str = "auto") -> RunPolicy:
-    """The policy of ``run_dir`` at checkpoint ``which`` (see :func:`resolve_checkpoint`), in eval mode."""
+def load_run_policy(run_dir: Path, which: str | int | None = None, device: str = "auto",
+                    log=lambda m: None) -> RunPolicy:
+    """The policy of ``run_dir`` at checkpoint ``which`` (see :func:`resolve_checkpoint`), in eval mode.
+    ``log`` receives a line if a packaged model is de-quantised on first use."""
     import torch
 
     from harness.ppo import checkpoint
@@ -99,12 +102,14 @@ def load_run_policy(run_dir: Path, which: str | int | None = None, device: str =
     cfg = read_run_config(run_dir)
     label, path, step = resolve_checkpoint(run_dir, which)
     spec = PolicySpec.from_dict(cfg.get("policy"), where=f"{run_dir / 'config.yaml'}: policy")
-    model, tokenizer = load_policy(spec)
+    model, tokenizer = load_policy(spec, log=log)
     init = cfg.get("init_checkpoint")
+    if not init and cfg.get("warm_start") is not None:
+        init = str(run_dir / "warm_start")  # the run made its own warm start (config warm_start)
     if init:
         init_file = Path(init) / "policy.pt"
         if not init_file.is_file():
-            raise FileNotFoundError(f"{run_dir / 'config.yaml'}: init_checkpoint {init} has no policy.pt")
+            raise FileNotFoundError(f"{run_dir / 'config.yaml'}: starting weights {init} have no policy.pt")
         checkpoint.load_trainable(model, torch.load(init_file, weights_only=True), str(init_file))
     if path is not None:
         checkpoint.load_trainable(model, torch.load(path / "policy.pt", weights_only=True), str(path / "policy.pt"))

@@ -38,13 +38,14 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
                     max_new_tokens_per_turn: int = 48, max_episode_tokens: int = 1024, batch_size: int = 32,
                     user_factory: Any = None, task_offset: int = 0, user_replies: str = "user",
                     gym_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
     """Per-gym scores: ``{gym: {reward_mean, success_rate, ..., episodes}}`` plus the raw records.
 
     ``tasks_per_gym``: one count for every gym, or a count per gym. ``trials`` > 1 repeats every task
     (different sampling seeds) and adds ``pass_hat_k`` (the unbiased estimator, :func:`pass_hat_k`).
     ``gym_kwargs``: extra constructor arguments per gym (e.g. colbench's ``data_file``).
-    ``progress(done, total)`` is called after every batch of episodes.
+    ``progress(done, total, turns)`` is called after every agent turn: episodes finished, episodes
+    in all, agent turns played so far (an episode plays at most its gym's ``max_steps`` turns).
     ``user_replies``: in the tool-call rendering, user replies as ``user`` messages or ``tool`` results.
     A record's ``group`` names its task (``<gym>/<split>/<index>``) and ``sample`` its trial.
     """
@@ -56,6 +57,7 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
     records: list[dict[str, Any]] = []
     devices_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
+    turns_before = 0
     try:
         for s in range(0, len(jobs), batch_size):
             chunk = jobs[s:s + batch_size]
@@ -68,11 +70,15 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
                 kws.append({"seed": seed * 1_000_003 + idx * 101 + t, "options": {"task_index": idx, "split": split}})
                 groups.append(f"{g}/{split}/{idx}")
                 samples.append(t)
+            def on_turn(turns: int, live: int, before: int = len(records), n: int = len(chunk),
+                        earlier: int = turns_before) -> None:
+                if progress is not None:
+                    progress(before + n - live, len(jobs), earlier + turns)
+
             res = engine.run(envs, kws, groups, samples, params=params, max_new_tokens_per_turn=max_new_tokens_per_turn,
-                             max_episode_tokens=max_episode_tokens)
+                             max_episode_tokens=max_episode_tokens, on_turn=on_turn)
             records += [e.record for e in res.episodes]
-            if progress is not None:
-                progress(len(records), len(jobs))
+            turns_before += sum(int(e.record.get("num_turns") or 0) for e in res.episodes)
     finally:
         torch.random.set_rng_state(devices_state)
     out: dict[str, Any] = {"gyms": {}, "records": records}

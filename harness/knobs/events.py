@@ -4,11 +4,13 @@ Fields (documented for the skill in skill/references/formats.md):
 ``id`` (``k-`` + 10 hex), ``time`` (ISO 8601 UTC), ``knob`` (``<area>.<name>``, or ``rules.users.<gym>``,
 ``rules.rewards.<stem>``, ``schema.<area>``, or the file name when the file as a whole was refused),
 ``gym`` (null for the global/default value), ``old``, ``new``, ``author`` (human|agent|system),
-``reason``, ``status`` (accepted|rejected), ``rule`` (refusal rule, null when accepted), ``message``,
+``reason``, ``status`` (accepted|rejected|not_applied: accepted for a live run that ended before its next
+step boundary; ``eau train --resume`` writes it again), ``rule`` (refusal rule, null when accepted), ``message``,
 ``file``, ``line`` (1-based when known), ``step_written`` (run step in progress when the write was
 made; null without a run), ``step_effective`` (first step that runs with the value; null when not
 applied to a run), ``applies`` (live|next_run), ``source`` (cli|watch|revert|system), ``ref`` (the
-event a revert undoes).
+event a revert undoes). Author ``system`` with source ``system``: a run lending its preset values to
+the knobs folder at start, and giving them back when it ends (harness.knobs.lease).
 """
 
 from __future__ import annotations

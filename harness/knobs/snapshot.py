@@ -87,6 +87,3 @@ class KnobSnapshot:
         return cls(values=values, user_rules=users, reward_rules=rewards)
 
 
-def repo_knobs_dir() -> Path:
-    """The repository's own ``knobs/`` folder (source checkout or editable install)."""
-    return Path(__file__).resolve().parents[2] / "knobs"

@@ -38,6 +38,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from harness.knobs import yamlio
+from harness.runs import jsonl
 from harness.knobs.checks import check_change
 from harness.knobs.events import AUTHORS, EventLog, KnobEvent, now_iso
 from harness.knobs.schema import (RULE_MISSING, RULE_REQUIRES, RULE_SCHEMA, RULE_UNKNOWN, AreaSchema, KnobSpec,
@@ -137,6 +138,19 @@ def _rule_semantic_check(kind: str, key: str, value: Any) -> str | None:
     except (ValueError, KeyError, TypeError) as exc:
         return str(exc).strip("'\"")
     return None
+
+
+def changed_cells(old_raw: Any, new_raw: Any) -> list[tuple[str | None, Any, Any]]:
+    """The cells (``None`` = the global/default value, else a gym) whose effective value differs
+    between two raw values of a knob: ``[(gym, old, new), ...]``, the default first."""
+    old_cells, new_cells = cells(old_raw), cells(new_raw)
+    out = []
+    for g in sorted(set(old_cells) | set(new_cells), key=lambda x: (x is not None, x or "")):
+        old_v = resolve(old_raw, g) if g is not None else old_cells.get(None)
+        new_v = resolve(new_raw, g) if g is not None else new_cells.get(None)
+        if old_v != new_v:
+            out.append((g, old_v, new_v))
+    return out
 
 
 class KnobStore:
@@ -332,14 +346,31 @@ class KnobStore:
                         self.in_force[area][name] = copy.deepcopy(v)
         self.version += 1
 
+    def restore(self, knob_state: Mapping[str, Any] | None) -> None:
+        """Resume a run: its checkpoint's knob state (values and rules in force) becomes the base of
+        checks, and every file is compared with it again at the next poll (edits made while the run
+        was stopped are then applied or refused like any edit)."""
+        if knob_state:
+            self.load_in_force(knob_state["values"])
+            self.rules = copy.deepcopy(knob_state["rules"])
+            self.version += 1
+        self.forget_file_values()
+
+    def attach_log(self, path: str | Path) -> None:
+        """Write events to ``path`` from now on, carrying over those logged before (in memory)."""
+        earlier = self.log.memory if self.log.path is None else []
+        self.log = EventLog(path)
+        for rec in earlier:
+            jsonl.append(self.log.path, rec)
+
     def in_force_document(self) -> dict[str, Any]:
         return {"version": self.version, "time": now_iso(), "values": copy.deepcopy(self.in_force),
                 "rules": copy.deepcopy(self.rules), "next_run": copy.deepcopy(self.next_run)}
 
     # ------------------------------------------------------------------ one validation path
     def check_cells(self, spec: KnobSpec, old_raw: Any, new_raw: Any, *, recent_metrics: Any,
-                    only_gym: str | None | bool = False, skip_requires: bool = False, skip_delta: bool = False
-                    ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
+                    only_gym: str | None | bool = False, skip_requires: bool = False, skip_delta: bool = False,
+                    skip_scope: bool = False) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
         """Validate a knob's new whole value against the one in force, cell by cell.
 
         Returns the changed cells ``(gym, old, new)`` and the first refusal (None when all pass).
@@ -348,16 +379,12 @@ class KnobStore:
         ref = validate_value(spec, new_raw)
         if ref:
             return [], ref
-        old_cells, new_cells = cells(old_raw), cells(new_raw)
-        overridden = [g for g in new_cells if g is not None]
+        overridden = [g for g in cells(new_raw) if g is not None]
         changed = []
-        for g in sorted(set(old_cells) | set(new_cells), key=lambda x: (x is not None, x or "")):
-            old_v = resolve(old_raw, g) if g is not None else old_cells.get(None)
-            new_v = resolve(new_raw, g) if g is not None else new_cells.get(None)
-            if old_v == new_v:
-                continue
+        for g, old_v, new_v in changed_cells(old_raw, new_raw):
             changed.append((g, old_v, new_v))
-            ref = check_change(spec, g, old_v, new_v, recent_metrics=recent_metrics, run_gyms=self.run_gyms,
+            ref = check_change(spec, g, old_v, new_v, recent_metrics=recent_metrics,
+                               run_gyms=None if skip_scope else self.run_gyms,
                                overridden=[o for o in overridden if o != g], skip_requires=skip_requires,
                                skip_delta=skip_delta)
             if ref:
@@ -371,11 +398,14 @@ class KnobStore:
     def set(self, full_name: str, value: Any, *, gym: str | None = None, author: str = "human", reason: str,
             recent_metrics: Sequence[Mapping[str, Any]] | None = None, step_written: int | None = None,
             run_live: bool = False, source: str = "cli", ref: str | None = None,
-            skip_requires: bool = False, skip_delta: bool = False) -> WriteResult:
-        """Validate and write one knob (the global value, or one gym's value with ``gym``).
+            skip_requires: bool = False, skip_delta: bool = False, whole: bool = False,
+            skip_scope: bool = False) -> WriteResult:
+        """Validate and write one knob (the global value, or one gym's value with ``gym``; with
+        ``whole`` the knob's entire raw value, a scalar or a per-gym mapping, as a preset lends it).
 
         ``skip_requires``/``skip_delta``: for writes that set up a run (presets, author system) or undo a
-        change (revert skips requires); schema, range and gym checks always apply.
+        change (revert skips requires); schema and range checks always apply, gym checks unless
+        ``skip_scope`` (a run giving back values it lent: they belong to the folder, not the run).
         ``run_live``: a trainer is running on this folder; the file is written and the run applies it
         at its next step boundary (and logs the accepted event). Otherwise the accepted event is logged
         here. A refusal is logged here and leaves the file untouched.
@@ -387,7 +417,9 @@ class KnobStore:
         spec = self.spec(full_name)
         path = self._area_path(spec.area)
         old_raw = self.in_force[spec.area][spec.name]
-        if gym is None or gym == DEFAULT_KEY:
+        if whole:
+            gym, new_raw = None, value
+        elif gym is None or gym == DEFAULT_KEY:
             gym = None
             new_raw = {**old_raw, DEFAULT_KEY: value} if isinstance(old_raw, Mapping) else value
         else:
@@ -401,7 +433,7 @@ class KnobStore:
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=r.rule,
                                                    message=r.message, **common)])
         changed, refusal = self.check_cells(spec, old_raw, new_raw, recent_metrics=recent_metrics,
-                                            skip_requires=skip_requires, skip_delta=skip_delta)
+                                            skip_requires=skip_requires, skip_delta=skip_delta, skip_scope=skip_scope)
         if refusal:
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=refusal.rule,
                                                    message=refusal.message, **common)])
@@ -426,6 +458,34 @@ class KnobStore:
                                                 **common).to_dict()], pending=True)
         self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
         return WriteResult(True, self._apply(spec, new_raw, changed, dict(common, file=str(path)), step_effective=None))
+
+    def put(self, full_name: str, raw: Any, *, author: str, reason: str, source: str = "system") -> dict[str, Any] | None:
+        """Write a knob's whole raw value into its file and into force, whatever the file holds now
+        (a pending write included) and whatever is in force: how a run gives back the values it lent.
+        Schema-checked: a value the schema no longer accepts is refused and the file left as it is.
+        Returns the event, or None when the file already holds ``raw``."""
+        spec = self.spec(full_name)
+        path = self._area_path(spec.area)
+        try:
+            doc, _ = yamlio.read_yaml(path)
+        except yamlio.FileProblem:
+            doc = None
+        if not isinstance(doc, dict):
+            doc = yamlio.to_rt(copy.deepcopy(self.in_force[spec.area]))
+        old = yamlio.plain(doc).get(spec.name)
+        if old == raw and self.in_force[spec.area].get(spec.name) == raw:
+            return None
+        common = dict(knob=full_name, author=author, reason=reason, file=str(path), source=source, old=old, new=raw)
+        ref = validate_value(spec, raw)
+        if ref:
+            return self._event(status="rejected", rule=ref.rule, message=ref.message, **common)
+        yamlio.assign(doc, spec.name, raw)
+        text = yamlio.dump(doc)
+        yamlio.atomic_write_text(path, text)
+        self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
+        self.in_force[spec.area][spec.name] = copy.deepcopy(raw)
+        self.version += 1
+        return self._event(status="accepted", message="written", **common)
 
     def _apply(self, spec: KnobSpec, new_raw: Any, changed: list[tuple[str | None, Any, Any]],
                common: dict[str, Any], step_effective: int | None) -> list[dict[str, Any]]:
@@ -538,6 +598,34 @@ class KnobStore:
         return WriteResult(True, [self._event(status="accepted", message="knob added", file=str(spath), **common)])
 
     # ------------------------------------------------------------------ attribution of CLI writes to a live run
+    def unapplied_writes(self, *, take: bool = True) -> list[dict[str, Any]]:
+        """Knob values the files hold that are not in force: writes a live run accepted but has not
+        applied (it applies them at a step boundary), and hand edits it has not polled yet. One entry
+        per cell: ``{knob, gym, in_force, written, author, reason, source, step_written, file}``; a
+        CLI write carries its author and reason (``take``: its attribution note is consumed). Files
+        that cannot be read are skipped (the run reports those as refused edits)."""
+        out = []
+        for area in AREAS:
+            path = self._area_path(area)
+            try:
+                doc, _ = yamlio.read_yaml(path)
+            except yamlio.FileProblem:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            written = yamlio.plain(doc)
+            for name, in_force in self.in_force.get(area, {}).items():
+                if name not in written or written[name] == in_force:
+                    continue
+                full = f"{area}.{name}"
+                for g, old, new in changed_cells(in_force, written[name]):
+                    att = (self._take_attribution if take else self._peek_attribution)(full, g, new) or {}
+                    out.append({"knob": full, "gym": g, "in_force": old, "written": new, "file": str(path),
+                                "author": att.get("author", "human"),
+                                "reason": att.get("reason", f"hand edit of {path.name}"),
+                                "source": att.get("source", "watch"), "step_written": att.get("step_written")})
+        return out
+
     def _pending_dir(self) -> Path:
         return self.dir / ".pending"
 
@@ -551,10 +639,14 @@ class KnobStore:
 
     def _attribution_source(self, knob: str, gym: str | None, new: Any) -> str | None:
         """The ``source`` of a pending CLI write's attribution, without taking it (None: no attribution)."""
+        att = self._peek_attribution(knob, gym, new)
+        return att.get("source") if isinstance(att, dict) else None
+
+    def _peek_attribution(self, knob: str, gym: str | None, new: Any) -> dict[str, Any] | None:
         name = _sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json"
         try:
-            return json.loads((self._pending_dir() / name).read_text()).get("source")
-        except (FileNotFoundError, json.JSONDecodeError, OSError, AttributeError):
+            return json.loads((self._pending_dir() / name).read_text())
+        except (FileNotFoundError, json.JSONDecodeError, OSError):
             return None
 
     def _take_attribution(self, knob: str, gym: str | None, new: Any) -> dict[str, Any] | None:

@@ -20,6 +20,9 @@ import yaml
 from harness.rollout.chat import check_user_replies
 
 PRESET_DIR = Path(__file__).parent / "presets"
+# the eau sft settings a run's warm_start may set (harness.ppo.sft.SFTConfig); the policy, gyms,
+# rendering, user_replies and seed are the run's own
+WARM_START_KEYS = ("demonstrator", "give_up", "episodes", "epochs", "batch_size", "lr", "max_episode_tokens")
 
 
 @dataclass
@@ -44,6 +47,14 @@ class TrainConfig:
     backend: dict[str, Any] = field(default_factory=lambda: {"name": "hf"})
     user_llm: dict[str, Any] | None = None  # LLM user backend (harness.users.backends.make_backend); None: symbolic only
     init_checkpoint: str | None = None  # policy weights to start from (an `eau sft` output or a run checkpoint dir)
+    # a supervised warm start made by the run itself before PPO (when init_checkpoint is unset): eau
+    # sft's settings (WARM_START_KEYS) on the run's policy, gyms and rendering; written to
+    # runs/<id>/warm_start/ and the run's starting policy (reused on resume). None: no warm start
+    warm_start: dict[str, Any] | None = None
+    # held-out evaluation on a fixed protocol around training: {protocol: FILE, before: bool, after:
+    # bool}. before scores the starting policy (after any warm start), after the final one; results
+    # go to eval_results/<run_id>/ and a before -> after summary closes the run. None: no evaluation
+    evaluation: dict[str, Any] | None = None
     agent_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (agent.*)
     env_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (env.*)
     checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
@@ -95,6 +106,27 @@ class TrainConfig:
                                                  or not self.backend.get("continuous", True)):
             raise ValueError("rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
                              "recorded by run_turns); use rollout_stats=auto or recompute")
+        if self.warm_start is not None:
+            if not isinstance(self.warm_start, dict):
+                raise ValueError(f"warm_start must be a mapping of eau sft settings ({', '.join(WARM_START_KEYS)}) "
+                                 f"or null; got {self.warm_start!r}")
+            unknown = sorted(set(self.warm_start) - set(WARM_START_KEYS))
+            if unknown:
+                raise ValueError(f"warm_start: unknown key(s) {', '.join(unknown)}; valid: {', '.join(WARM_START_KEYS)}")
+            if self.init_checkpoint:
+                raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
+                                 "first), not both; --set warm_start=null drops the preset's warm start")
+        if self.evaluation is not None:
+            ev = self.evaluation
+            if not isinstance(ev, dict) or not ev.get("protocol"):
+                raise ValueError(f"evaluation must be a mapping with a protocol file (and before/after: true|false) "
+                                 f"or null; got {ev!r}")
+            unknown = sorted(set(ev) - {"protocol", "before", "after"})
+            if unknown:
+                raise ValueError(f"evaluation: unknown key(s) {', '.join(unknown)}; valid: protocol, before, after")
+            for k in ("before", "after"):
+                if not isinstance(ev.get(k, True), bool):
+                    raise ValueError(f"evaluation.{k} must be true or false, got {ev[k]!r}")
         if len(self.lineage) >= self.max_lineage:
             raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
                              f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")

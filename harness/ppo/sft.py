@@ -13,6 +13,7 @@ task success for PPO to raise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -57,8 +58,9 @@ class SFTConfig:
         check_user_replies(self.rendering, self.user_replies)
 
 
-def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot) -> list[dict[str, Any]]:
-    """Oracle episode records (train split) with the system prompt each started with."""
+def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot, on_demo=None) -> list[dict[str, Any]]:
+    """Scripted episode records (train split) with the system prompt each started with;
+    ``on_demo(n)`` after each."""
     if cfg.demonstrator not in ("oracle", "public"):
         raise ValueError(f"sft demonstrator must be oracle or public; got {cfg.demonstrator!r}")
     rng = np.random.default_rng(cfg.seed)
@@ -73,6 +75,8 @@ def demonstrations(cfg: SFTConfig, knobs: KnobSnapshot) -> list[dict[str, Any]]:
         rec = run_episode(env, act, seed=index, options={"task_index": index, "split": "train", "arm": "symbolic"})
         rec["system_prompt"] = env.system_prompt()
         demos.append(rec)
+        if on_demo is not None:
+            on_demo(len(demos))
     return demos
 
 
@@ -95,28 +99,57 @@ def tokenize_demo(chat: ChatFormat, rec: dict[str, Any], max_tokens: int) -> tup
     return ids[:max_tokens], mask[:max_tokens]
 
 
-def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print) -> dict[str, Any]:
-    """Train on demonstrations; writes ``out_dir/policy.pt`` and ``out_dir/sft.json``."""
+def batches_by_length(lengths: list[int], batch_size: int, rng: random.Random, pool: int = 8) -> list[list[int]]:
+    """One epoch's batches of row indices: rows shuffled, then each pool of ``pool`` batches' worth
+    sorted by length and cut into batches (rows of similar length pad less), batch order shuffled.
+    Every row appears exactly once."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches = []
+    for s in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[s:s + batch_size * pool], key=lambda i: lengths[i])
+        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model=None, tokenizer=None,
+            progress=None) -> dict[str, Any]:
+    """Train on demonstrations; writes ``out_dir/policy.pt`` and ``out_dir/sft.json``.
+
+    ``model``/``tokenizer``: train this already loaded policy in place (``eau train``'s warm start)
+    instead of loading ``cfg.policy``. ``progress(stage, done, total, info)`` reports each stage:
+    ``demonstrations`` (episodes played) and ``updates`` (``info``: epoch and loss)."""
     from harness.ppo.checkpoint import trainable_state_dict
-    from harness.ppo.models import forward_token_stats, load_policy, trainable_parameters
+    from harness.ppo.models import forward_token_stats, frozen_trunk_depth, load_policy, trainable_parameters, trunk_capture
 
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()
-    model, tok = load_policy(cfg.policy)
+    if model is None:
+        model, tok = load_policy(cfg.policy)
+    else:
+        tok = tokenizer
     chat = ChatFormat(tok, cfg.rendering, user_replies=cfg.user_replies)
-    demos = demonstrations(cfg, knobs)
+    report = progress or (lambda stage, done, total, info: None)
+    demos = demonstrations(cfg, knobs, on_demo=lambda done: report("demonstrations", done, cfg.episodes, {}))
     data = [tokenize_demo(chat, d, cfg.max_episode_tokens) for d in demos]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     opt = torch.optim.AdamW(trainable_parameters(model), lr=cfg.lr)
     losses = []
     order_rng = random.Random(cfg.seed)
+    plan = [batches_by_length([len(x) for x, _ in data], cfg.batch_size, order_rng) for _ in range(cfg.epochs)]
+    total = sum(len(p) for p in plan)
+    tokens_per_batch = max(1.0, sum(sum(m) for _, m in data) / max(1, len(plan[0]) if plan else 1))
+    # with LoRA on the top layers only, the frozen layers below give every demonstration the same
+    # states in every epoch: the first epoch's full passes record them, later epochs run the top layers
+    depth = frozen_trunk_depth(model) if cfg.epochs > 1 else 0
+    states: list[torch.Tensor | None] = [None] * len(data)
     model.train()
-    for epoch in range(cfg.epochs):
-        order = list(range(len(data)))
-        order_rng.shuffle(order)
-        for s in range(0, len(order), cfg.batch_size):
-            rows = [data[i] for i in order[s:s + cfg.batch_size]]
+    done = 0
+    for epoch, batches in enumerate(plan):
+        for rows_idx in batches:
+            rows = [data[i] for i in rows_idx]
             T = max(len(r[0]) for r in rows)
             ids = torch.full((len(rows), T), pad, dtype=torch.long)
             am = torch.zeros((len(rows), T), dtype=torch.long)
@@ -126,14 +159,28 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print) -> di
                 am[i, :len(x)] = 1
                 mask[i, :len(m)] = torch.tensor(m, dtype=torch.float32)
             mask[:, 0] = 0
-            st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask)
-            loss = -(st.logprobs * mask).sum() / mask.sum().clamp(min=1)  # action tokens only
+            if depth and all(states[r] is not None for r in rows_idx):
+                trunk = (torch.zeros(len(rows), T, states[rows_idx[0]].shape[-1]), depth)
+                for i, r in enumerate(rows_idx):
+                    trunk[0][i, :len(states[r])] = states[r]
+                st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask, trunk=trunk)
+            else:
+                with trunk_capture(model, depth) if depth else contextlib.nullcontext([]) as grabbed:
+                    st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask)
+                for i, r in enumerate(rows_idx):  # every row starts at column 0: the pass's span is [0, T)
+                    if grabbed:
+                        states[r] = grabbed[-1][i, :len(data[r][0])].clone()
+            # action tokens only, each weighing the same whatever batch it falls in: batches of similar
+            # length would otherwise give a short demonstration's tokens (an early answer) a larger share
+            loss = -(st.logprobs * mask).sum() / tokens_per_batch
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(trainable_parameters(model), 1.0)
             opt.step()
             losses.append(float(loss.detach()))
-        log(f"sft epoch {epoch}: loss {np.mean(losses[-max(1, math.ceil(len(data) / cfg.batch_size)):]):.3f}")
+            done += 1
+            report("updates", done, total, {"epoch": epoch, "loss": losses[-1]})
+        log(f"sft epoch {epoch}: loss {np.mean(losses[-len(batches):]):.3f}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.save(trainable_state_dict(model), out_dir / "policy.pt")

@@ -17,6 +17,7 @@ are averaged by DDP, advantage whitening uses global statistics, and process 0 a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -32,12 +33,14 @@ import torch
 import yaml
 
 from harness.envs.registry import make as make_gym
+from harness.knobs.events import KnobEvent
 from harness.knobs.store import KnobStore
 from harness.knobs.watcher import KnobWatcher
+from harness.knobs.yamlio import atomic_write_text
 from harness.ppo import checkpoint, core
 from harness.ppo.config import TrainConfig, config_from_dict
 from harness.ppo.models import (CriticSpec, PolicySpec, PolicyWithValueHead, batch_token_stats, build_critic,
-                                critic_values,
+                                count_parameters, critic_values, frozen_trunk_depth, trunk_states,
                                 forward_token_stats, load_policy, make_reference, reference_logprobs,
                                 trainable_parameters)
 from harness.rollout.backends import HFBackend, SamplingParams
@@ -45,7 +48,15 @@ from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
 from harness.runs import jsonl
 from harness.runs.metrics import episode_metrics
+from harness.runs.progress import Progress, fmt_duration
 from harness.runs.writer import RunWriter
+
+NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
+
+
+def warm_start_dir(run_dir: Path) -> Path:
+    """Where a run's own warm start lives (``policy.pt``, ``sft.json``, ``metrics.jsonl``)."""
+    return Path(run_dir) / "warm_start"
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -133,6 +144,7 @@ class Batch:
     rollout_logprobs: torch.Tensor | None = None  # recorded while sampling (rollout_stats), 0 off actions
     rollout_values: torch.Tensor | None = None  # the shared critic's values recorded while sampling
     ref_logprobs: torch.Tensor | None = None
+    trunk: torch.Tensor | None = None  # (B, T, H) frozen-trunk states (models.trunk_states), when computed
     old_values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
@@ -195,10 +207,16 @@ def warm_start_format(init: Path) -> dict[str, str] | None:
 
 
 class Trainer:
-    """Owns the models, optimisers, gyms, knob store and run folder of one run."""
+    """Owns the models, optimisers, gyms, knob store and run folder of one run.
+
+    Construction order: knobs (the run's values lent to the knobs folder), the run folder (so
+    ``status.json`` and ``log.txt`` show what happens from the start), the policy and its starting
+    weights (``init_checkpoint``, or a warm start the run makes itself), critic, reference and
+    optimisers, the rollout engine, then on resume the checkpoint. If any of it fails, the lent
+    knob values are given back before the error propagates."""
 
     def __init__(self, cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False,
-                 echo: bool = False):
+                 echo: bool = False, progress: Progress | None = None):
         self.cfg = cfg
         self.dist = Dist()
         self.runs_dir, self.knobs_dir = Path(runs_dir), Path(knobs_dir)
@@ -206,6 +224,8 @@ class Trainer:
         cfg.run_id = self.run_id
         self.run_dir = self.runs_dir / self.run_id
         self.echo = echo
+        self.progress = progress if progress is not None and self.dist.main else Progress(enabled=False)
+        self.resuming = resume
         if cfg.tasks_per_step % self.dist.world:
             raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {self.dist.world} processes")
         if cfg.torch_threads > 0:
@@ -216,32 +236,70 @@ class Trainer:
         self.task_rng = np.random.default_rng(cfg.seed)  # identical on every rank: ranks slice the same draw
         self.start_step = 0
         self.stop_requested = False
+        self.writer: RunWriter | None = None
+        self.lease = None
         if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
-            # before the knob files are touched or a model is loaded (Gemma takes a minute)
+            # before the knob files are touched or a model is loaded (a packaged model takes a while)
             raise ValueError(f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
                              f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
                              "or a run's checkpoints/step_N folder")
+        ck = checkpoint.latest(self.run_dir) if resume else None
+        self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
-        # knobs: the store serves this run (scope checks use its gyms); preset values written at start
+        # knobs: the store serves this run (scope checks use its gyms); the run's own values are lent
         self.store = KnobStore(self.knobs_dir, events_path=None, run_gyms=cfg.gyms)  # in memory until the folder exists
         self.store.live_run = True
-        if self.dist.main and not resume:
-            self._write_preset_knobs()
+        if self.dist.main:
+            self.lease = self._lend_knobs()
+        try:
+            self._build(resume)
+        except BaseException as exc:
+            if self.dist.main:
+                if self.writer is not None:
+                    self.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
+                self.end_knobs()
+            raise
+
+    def _build(self, resume: bool) -> None:
+        cfg = self.cfg
+        # run folder (process 0)
+        if self.dist.main:
+            if resume:
+                offsets = (self.resume_state or {}).get("offsets", {})
+                next_step = int((self.resume_state or {}).get("next_step", 0))
+                self.writer = RunWriter.reopen(self.run_dir, offsets, next_step, echo=self.echo)
+            else:
+                self.writer = RunWriter.create(self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps,
+                                               echo=self.echo)
+            self.store.attach_log(self.run_dir / "knob_events.jsonl")
+            if not resume:
+                self.writer.knobs_in_force(self.store.in_force_document())
+                self.writer.log(f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
+                                f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
+            self._log_lease()
 
         # models
         pspec = PolicySpec.from_dict(cfg.policy)
-        self.policy, self.tokenizer = load_policy(pspec)
+        self._phase_status("loading model")
+        with self.progress.phase(f"loading policy {pspec.model}") as ph:
+            self.policy, self.tokenizer = load_policy(pspec, log=self._note)
+            ph.info = f"{count_parameters(self.policy) / 1e6:.0f}M parameters"
         self.policy.to(self.dist.device)
-        if cfg.init_checkpoint:
-            init = Path(cfg.init_checkpoint)
-            checkpoint.load_trainable(self.policy, torch.load(init / "policy.pt", weights_only=True), str(init))
-            if self.dist.main and not resume and (init / checkpoint.STATE).exists():
-                checkpoint.pin(init, cfg.run_id)  # the parent run's pruning must keep what this run came from
+        start = self._starting_weights()
+        if start is not None:
+            checkpoint.load_trainable(self.policy, torch.load(start / "policy.pt", weights_only=True), str(start))
+            if self.dist.main and not resume and cfg.init_checkpoint and (start / checkpoint.STATE).exists():
+                checkpoint.pin(start, cfg.run_id)  # the parent run's pruning must keep what this run came from
+        elif cfg.warm_start is not None:
+            self._warm_start()
         cspec = CriticSpec.from_dict(cfg.critic)
         self.critic = build_critic(self.policy, cspec).to(self.dist.device)
         self.shared_critic = isinstance(self.critic, PolicyWithValueHead)
         self._first_values_in_update = not self.shared_critic and not has_dropout(self.critic)
-        self.reference = make_reference(self.policy)
+        # the KL anchor is the starting policy: with LoRA adapters already trained (a warm start) it is
+        # a frozen copy with them merged; else the base with adapters off (LoRA) or a frozen copy
+        self.reference = make_reference(self.policy, trained_adapters=start is not None or cfg.warm_start is not None)
+        self.trunk_depth = frozen_trunk_depth(self.policy)
         agent = self.store.snapshot().area("agent")
         if self.shared_critic:
             params = trainable_parameters(self.critic)  # policy adapters + value head, one optimiser
@@ -269,20 +327,168 @@ class Trainer:
         from harness.users import UserFactory
 
         self.user_factory = UserFactory(llm=cfg.user_llm) if cfg.user_llm else UserFactory()
-
-        # run folder (process 0) and resume
         if resume:
             self._resume()
         elif self.dist.main:
-            self.writer = RunWriter.create(self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps, echo=echo)
-            self._attach_event_log()
-            self.writer.knobs_in_force(self.store.in_force_document())
-            self.writer.log(f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
-                            f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
             self._check_warm_start_format()
-        if not self.dist.main:
-            self.writer = None
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    # ------------------------------------------------------------------ knobs lent to the folder
+    def lent_values(self) -> dict[str, Any]:
+        """The knob values this run sets (its config's agent_knobs / env_knobs); on resume, the values
+        its last checkpoint had in force for those knobs (changes made while it ran included)."""
+        values = {f"agent.{k}": v for k, v in (self.cfg.agent_knobs or {}).items()}
+        values.update({f"env.{k}": v for k, v in (self.cfg.env_knobs or {}).items()})
+        in_force = ((self.resume_state or {}).get("knob_state") or {}).get("values") or {}
+        for name in values:
+            area, _, knob = name.partition(".")
+            if knob in in_force.get(area, {}):
+                values[name] = in_force[area][knob]
+        return values
+
+    def _lend_knobs(self) -> Any:
+        """Lend this run's knob values to the knobs folder (harness.knobs.lease): give back a lease
+        left by a run that died, refuse to share the folder with another live run."""
+        from harness.knobs.lease import Lease, lend, lease_is_live, read_lease, settle_stale_lease
+
+        held = read_lease(self.knobs_dir)
+        if held is not None and held.run_id != self.run_id:
+            if lease_is_live(held):
+                raise ValueError(f"run {held.run_id} (pid {held.pid}) is live on the knobs folder {self.knobs_dir}; "
+                                 "a second run needs a knobs folder of its own: --knobs-dir DIR (eau knobs init DIR)")
+            settle_stale_lease(self.knobs_dir, log=self._note)
+            self.store = KnobStore(self.knobs_dir, events_path=None, run_gyms=self.cfg.gyms)
+            self.store.live_run = True
+            held = None
+        lease = held or Lease(run_id=self.run_id, run_dir=str(self.run_dir.resolve()), pid=os.getpid())
+        lease.pid = os.getpid()
+        why = (f"run {self.run_id} resumed: its values lent again" if self.resuming
+               else f"preset {self.cfg.preset}: lent to run {self.run_id}")
+        try:
+            lend(self.store, lease, self.lent_values(), reason=why)
+        except ValueError as exc:
+            from harness.knobs.lease import give_back
+
+            give_back(self.store, lease, reason=f"run {self.run_id} did not start: lent values given back")
+            raise ValueError(f"preset {self.cfg.preset}: {exc}") from None
+        return lease
+
+    def _log_lease(self) -> None:
+        if self.lease is None or not self.lease.knobs:
+            return
+        changed = [f"{k} {json.dumps(v['before'])} -> {json.dumps(v['lent'])}" for k, v in self.lease.knobs.items()
+                   if v["before"] != v["lent"]]
+        if changed:
+            self.writer.log(f"knobs lent to this run (given back when it ends): {'; '.join(changed)}")
+
+    def end_knobs(self) -> None:
+        """At the end of the run (any end): report the writes it accepted but never applied (kept in
+        ``knobs_not_applied.json`` for a resume), then give the lent values back to the knobs folder."""
+        from harness.knobs.lease import give_back
+
+        try:
+            left = self.store.unapplied_writes()
+        except Exception as exc:  # a report must not hide the run's own error
+            left = []
+            self._note(f"knobs: could not check for unapplied writes: {exc}")
+        if left and self.writer is not None:
+            for w in left:
+                rec = self.store.log.append(KnobEvent(
+                    knob=w["knob"], gym=w["gym"], old=w["in_force"], new=w["written"], author=w["author"],
+                    reason=w["reason"], status="not_applied", source=w["source"], file=w["file"],
+                    step_written=w["step_written"], message="accepted for this run, which ended before its next step "
+                    "boundary: `eau train --resume` applies it"))
+                w["event"] = rec["id"]
+                self.writer.log(f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
+                                f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
+                                f"({w['author']}: {w['reason']}); `eau train --resume {self.run_id}` applies it")
+            atomic_write_text(self.run_dir / NOT_APPLIED, json.dumps(left, indent=1, default=str))
+        if self.lease is not None:
+            back = give_back(self.store, self.lease, reason=f"run {self.run_id} ended: the values it lent go back")
+            self.lease = None
+            given = [f"{e['knob']} -> {json.dumps(e['new'])}" for e in back if e.get("status") == "accepted"]
+            if given and self.writer is not None:
+                self.writer.log(f"knobs given back to {self.knobs_dir}: {'; '.join(given)}")
+
+    def _reissue_not_applied(self) -> None:
+        """On resume: writes the run accepted but never applied are written again; the first step
+        boundary applies them (with their author and reason)."""
+        path = self.run_dir / NOT_APPLIED
+        if not path.is_file():
+            return
+        for w in json.loads(path.read_text()):
+            res = self.store.set(w["knob"], w["written"], gym=w["gym"], author=w["author"], reason=w["reason"],
+                                 step_written=self.start_step, run_live=True, source=w.get("source") or "cli",
+                                 skip_requires=True)
+            state = "written again" if res.ok else f"refused now: {res.event.get('message')}"
+            self.writer.log(f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}")
+        path.unlink()
+
+    # ------------------------------------------------------------------ starting weights
+    def _starting_weights(self) -> Path | None:
+        """The folder whose ``policy.pt`` the run starts from: ``init_checkpoint``, or the run's own
+        finished warm start (on resume); None when a warm start is still to be made (or none is set)."""
+        if self.cfg.init_checkpoint:
+            return Path(self.cfg.init_checkpoint)
+        if self.cfg.warm_start is not None and (warm_start_dir(self.run_dir) / "policy.pt").is_file():
+            return warm_start_dir(self.run_dir)
+        return None
+
+    def _warm_start(self) -> None:
+        """Train the loaded policy on scripted demonstrations (``eau sft``) into runs/<id>/warm_start/.
+        Process 0 trains and writes it; the others wait and load it."""
+        from harness.ppo.sft import SFTConfig, run_sft
+
+        out = warm_start_dir(self.run_dir)
+        if self.dist.main:
+            cfg = SFTConfig(policy=self.cfg.policy, gyms=list(self.cfg.gyms), rendering=self.cfg.rendering,
+                            user_replies=self.cfg.user_replies, seed=self.cfg.seed, **self.cfg.warm_start)
+            self._phase_status("warm start")
+            self.writer.log(f"warm start: {cfg.episodes} {cfg.demonstrator} demonstrations x {cfg.epochs} epochs "
+                            f"(give_up {cfg.give_up}) -> {out}")
+            phases: dict[str, Any] = {}
+            labels = {"demonstrations": ("warm start: playing demonstrations", "episodes"),
+                      "updates": ("warm start", "updates")}
+
+            def on_progress(stage: str, done: int, total: int, info: dict[str, Any]) -> None:
+                if stage not in phases:
+                    for other in phases.values():
+                        other.close()
+                    phases.clear()
+                    phases[stage] = self.progress.phase(labels[stage][0], total=total, unit=labels[stage][1])
+                ph = phases[stage]
+                ph.set(done, f"loss {info['loss']:.3f}" if "loss" in info else None)
+                self.writer.write_status(phase=labels[stage][0], phase_done=done, phase_total=total,
+                                         phase_eta_s=ph.eta())
+                if stage == "updates":
+                    self.writer.warm_start_metrics({"update": done, "updates": total, **info,
+                                                    "time_s": round(ph.elapsed(), 1)})
+                    if done in (1, total) or done % max(1, total // 8) == 0:
+                        eta = ph.eta()
+                        self.writer.log(f"warm start: update {done}/{total} loss {info['loss']:.3f}"
+                                        + (f" (ETA {fmt_duration(eta)})" if eta is not None and done < total else ""))
+
+            try:
+                summary = run_sft(cfg, self.store.snapshot(), out, log=self.writer.log, model=self.policy,
+                                  tokenizer=self.tokenizer, progress=on_progress)
+            finally:
+                for ph in phases.values():
+                    ph.close()
+            self.writer.event("warm_start", **{k: v for k, v in summary.items() if k != "config"})
+        self.dist.broadcast(None)  # every rank waits for the warm start on disk
+        if not self.dist.main:
+            checkpoint.load_trainable(self.policy, torch.load(out / "policy.pt", weights_only=True), str(out))
+
+    def _phase_status(self, phase: str) -> None:
+        if self.writer is not None:
+            self.writer.write_status(phase=phase, phase_done=None, phase_total=None, phase_eta_s=None)
+
+    def _note(self, line: str) -> None:
+        """A line for the person watching: in log.txt (when the run folder exists) and on the display."""
+        if self.writer is not None:
+            self.writer.log(line)
+        if not self.echo or self.writer is None:
+            self.progress.plain(line)
 
     def _check_warm_start_format(self) -> None:
         """Alert when the warm start learned another conversation format than this run plays (a
@@ -302,10 +508,10 @@ class Trainer:
             from harness.rollout.backends import VLLMBackend
 
             path = b.pop("model_path", None) or self.cfg.policy.get("model")
-            if path == "gemma3-270m":
-                from harness.ppo.models import gemma_cache_dir
+            from harness.ppo.packaged import MODELS, cache_dir
 
-                path = str(gemma_cache_dir(self.cfg.policy.get("cache_dir")))
+            if path in MODELS:  # vLLM reads the de-quantised cache the harness made of the package's GGUF
+                path = str(cache_dir(path, self.cfg.policy.get("cache_dir")))
             return VLLMBackend(path, seed=self.cfg.seed, **b)
         return HFBackend(self.policy, self.tokenizer, self.dist.device, continuous=bool(b.get("continuous", True)))
 
@@ -316,28 +522,9 @@ class Trainer:
             return False
         return mode == "rollout" or next(self.policy.parameters()).dtype == torch.float32
 
-    def _write_preset_knobs(self) -> None:
-        """The preset's knob values, through the store's validation path (author system)."""
-        for area, values in (("agent", self.cfg.agent_knobs), ("env", self.cfg.env_knobs)):
-            for name, value in (values or {}).items():
-                full = f"{area}.{name}"
-                if self.store.raw(full) == value:
-                    continue
-                res = self.store.set(full, value, author="system", reason=f"preset {self.cfg.preset}",
-                                     skip_requires=True, skip_delta=True, source="system")
-                if not res.ok:
-                    raise ValueError(f"preset {self.cfg.preset}: {full}={value!r} refused: {res.event['message']}")
-
-    def _attach_event_log(self) -> None:
-        """Point the store's event log at the run folder, carrying over events logged before it existed."""
-        from harness.knobs.events import EventLog
-
-        earlier = self.store.log.memory
-        self.store.log = EventLog(self.run_dir / "knob_events.jsonl")
-        for rec in earlier:
-            jsonl.append(self.store.log.path, rec)
-
     def _resume(self) -> None:
+        """Load the latest checkpoint's tensors, RNG and knob state (the run folder was reopened at
+        the same checkpoint's log offsets)."""
         ck = checkpoint.latest(self.run_dir)
         if ck is None:
             state = {"next_step": 0, "offsets": {}, "knob_state": None}
@@ -351,16 +538,11 @@ class Trainer:
                     checkpoint.load_trainable(self.critic, torch.load(critic_file, weights_only=True), str(critic_file))
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * int(state["next_step"]))
         self.start_step = int(state["next_step"])
-        if state.get("knob_state"):
-            self.store.load_in_force(state["knob_state"]["values"])
-            self.store.rules = state["knob_state"]["rules"]
-            self.store.version += 1
-        self.store.forget_file_values()  # re-validate the files against the restored values at the first poll
+        self.store.restore(state.get("knob_state"))  # files are re-validated against it at the first poll
         if self.dist.main:
-            self.writer = RunWriter.reopen(self.run_dir, state.get("offsets", {}), self.start_step, echo=self.echo)
-            self._attach_event_log()
             self.writer.event("resumed", from_checkpoint=str(ck) if ck else None, next_step=self.start_step)
             self.writer.log(f"resumed at step {self.start_step}" + (f" from {ck.name}" if ck else " (no checkpoint)"))
+            self._reissue_not_applied()
 
     # ------------------------------------------------------------------ one step's stages
     def poll_knobs(self, step: int) -> dict[str, Any]:
@@ -388,8 +570,9 @@ class Trainer:
         info["time_s"] = time.perf_counter() - t0
         return info
 
-    def rollout(self, step: int) -> tuple[list[Episode], dict[str, float]]:
-        """This process's share of the step's tasks, ``samples_per_task`` episodes each."""
+    def rollout(self, step: int, bar: Any = None) -> tuple[list[Episode], dict[str, float]]:
+        """This process's share of the step's tasks, ``samples_per_task`` episodes each. ``bar``: a
+        progress phase told how many of the step's episodes have finished."""
         cfg = self.cfg
         draws = self.task_rng.integers(0, 2**31 - 1, size=cfg.tasks_per_step)  # same on every rank
         mine = [i for i in range(cfg.tasks_per_step) if i % self.dist.world == self.dist.rank]
@@ -408,14 +591,41 @@ class Trainer:
         params = SamplingParams(temperature=float(self.knobs["temperature"]), top_p=float(self.knobs["top_p"]),
                                 stop_ids=tuple(self.chat.stop_ids))
         t0 = time.perf_counter()
+        n = len(envs)
+
+        def on_turn(_turns: int, live: int) -> None:
+            if bar is not None:
+                bar.set(step, f"step {step}: rollout {n - live}/{n} episodes")
+
         res = self.engine.run(envs, kws, groups, samples, params=params,
                               max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
                               max_episode_tokens=int(self.knobs["max_episode_tokens"]),
                               with_stats=self.rollout_stats and params.temperature > 0,
-                              seeds=seeds if self.engine.continuous else None)
+                              seeds=seeds if self.engine.continuous else None, on_turn=on_turn)
         dt = time.perf_counter() - t0
         return res.episodes, {"time_rollout_s": dt, "time_generate_s": res.time_generate_s,
                               "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
+
+    @torch.no_grad()
+    def frozen_trunk(self, batch: Batch) -> None:
+        """With LoRA on the top layers only (``policy.lora.top_layers``), the layers below are the same
+        in every pass over this batch: their output is computed once (``batch.trunk``) when the step
+        makes two passes or more (PPO epochs, the KL reference, a scoring pass), and each pass runs the
+        top layers alone. Exact (tests/test_models.py)."""
+        k = self.knobs
+        passes = int(k["ppo_epochs"]) + (float(k["kl_coef"]) > 0) + (batch.rollout_logprobs is None)
+        if self.trunk_depth and passes >= 2:
+            self.policy.eval()
+            batch.trunk = trunk_states(self.policy, batch.input_ids.to(self.dist.device),
+                                       batch.attention_mask.to(self.dist.device), self.trunk_depth,
+                                       int(k["micro_batch_size"])).cpu()
+            self.policy.train()
+
+    def _trunk(self, rows: Batch, sl: slice | torch.Tensor | None = None) -> tuple[torch.Tensor, int] | None:
+        if rows.trunk is None:
+            return None
+        states = rows.trunk if sl is None else rows.trunk[sl]
+        return states.to(self.dist.device), self.trunk_depth
 
     @torch.no_grad()
     def score(self, batch: Batch, values_later: torch.Tensor | None = None) -> dict[str, float]:
@@ -437,11 +647,12 @@ class Trainer:
         if from_rollout:  # recorded while sampling (rollout_stats): only a separate critic still needs its pass
             batch.old_logprobs, batch.old_values = batch.rollout_logprobs, batch.rollout_values
         elif self.shared_critic:
-            st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm)
+            st = batch_token_stats(self.critic, ids, am, temperature=T, micro_batch_size=mb, score_mask=sm,
+                                   trunk=self._trunk(batch, order))
             batch.old_logprobs, batch.old_values = st.logprobs.cpu()[back], st.values.cpu()[back]
         else:
             batch.old_logprobs = batch_token_stats(self.policy, ids, am, temperature=T, micro_batch_size=mb,
-                                                   score_mask=sm).logprobs.cpu()[back]
+                                                   score_mask=sm, trunk=self._trunk(batch, order)).logprobs.cpu()[back]
         if not self.shared_critic:
             batch.old_values = torch.zeros(batch.input_ids.shape)
             need = torch.arange(len(order)) if values_later is None \
@@ -451,7 +662,8 @@ class Trainer:
                                                            zip(ids[need].split(mb), am[need].split(mb))]).cpu()
         if float(k["kl_coef"]) > 0:
             batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=T,
-                                                    micro_batch_size=mb, score_mask=sm).cpu()[back]
+                                                    micro_batch_size=mb, score_mask=sm,
+                                                    trunk=self._trunk(batch, order)).cpu()[back]
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -555,9 +767,11 @@ class Trainer:
                     ids, am = mb.input_ids[sl].to(dev), mb.attention_mask[sl].to(dev)
                     mask = mb.action_mask[sl].to(dev)
                     if self.shared_critic:
-                        st = forward_token_stats(self.train_critic, ids, am, temperature=T, score_mask=mask)
+                        st = forward_token_stats(self.train_critic, ids, am, temperature=T, score_mask=mask,
+                                                 trunk=self._trunk(mb, sl))
                     else:
-                        st = forward_token_stats(self.train_policy, ids, am, temperature=T, score_mask=mask)
+                        st = forward_token_stats(self.train_policy, ids, am, temperature=T, score_mask=mask,
+                                                 trunk=self._trunk(mb, sl))
                     loss, metrics = core.ppo_actor_loss(
                         st.logprobs, mb.old_logprobs[sl].to(dev), mb.advantages[sl].to(dev), mask,
                         clip_low=float(k["clip_ratio"]), clip_high=float(k["clip_ratio_high"]),
@@ -604,20 +818,27 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> dict[str, Any]:
+        """The PPO steps from ``start_step`` to ``cfg.steps`` (or until SIGTERM); the last metrics."""
         cfg = self.cfg
-        progress = _Progress(cfg.steps, self.start_step, enabled=cfg.progress and self.dist.main)
         self._install_signal_handlers()
         last: dict[str, Any] = {}
+        bar = self.progress.phase("train", total=cfg.steps, unit="steps")
+        bar.set(self.start_step)
         try:
             for step in range(self.start_step, cfg.steps):
                 self._step = step
                 t_step = time.perf_counter()
                 if self.dist.main:
-                    self.writer.write_status(step=step, phase="rollout")
+                    self.writer.write_status(step=step, phase="rollout", phase_done=None, phase_total=None,
+                                             phase_eta_s=None)
                 knob_info = self.poll_knobs(step)                       # 1. knobs at the boundary
-                episodes, rollout_t = self.rollout(step)                # 2. rollout
+                episodes, rollout_t = self.rollout(step, bar)           # 2. rollout
+                if self.dist.main:
+                    self.writer.write_status(phase="update")
+                    bar.set(step, f"step {step}: update")
                 t_upd = time.perf_counter()
                 batch = collate(episodes, self.pad_id)
+                self.frozen_trunk(batch)                                # states below the trained layers
                 plan = self.minibatch_plan(batch)                       # the update's mini-batches
                 first = plan[0][0] if self.first_values_in_update() else None
                 adv_stats = self.score(batch, values_later=first)       # 3. old/ref log-probs, values
@@ -634,25 +855,38 @@ class Trainer:
                 if self.dist.main:
                     last = self._log_step(step, all_records, upd_all, adv_stats, rollout_t, time_update,
                                           knob_info, t_step, t_h)
-                    progress.update(step, last)
+                    bar.set(step + 1, f"reward {last['reward_mean']:.3f} success {last['success_rate']:.2f}")
                 if self._should_checkpoint(step):
                     self.save_checkpoint(step)
                 if self.stop_requested:
                     break
+        finally:
+            bar.close()
+        self.dist.close()
+        return last
+
+    @contextlib.contextmanager
+    def session(self):
+        """The run's lifetime around :meth:`train` (and anything done with the policy after it): the
+        knob watcher on process 0, and at the end, however it ends, the run's final state in
+        ``status.json``, unapplied knob writes reported and lent knob values given back."""
+        watcher = KnobWatcher(self.store) if self.dist.main else contextlib.nullcontext()
+        try:
+            with watcher:
+                yield self
         except BaseException as exc:
             if self.dist.main:
                 state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
                 self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
-            progress.close()
+                self.end_knobs()
+            self.progress.close()
             raise
-        progress.close()
-        self.dist.close()
         if self.dist.main:
             if self.stop_requested:
                 self.writer.finish("interrupted", reason="signal")
             else:
-                self.writer.finish("finished", steps=cfg.steps)
-        return last
+                self.writer.finish("finished", steps=self.cfg.steps)
+            self.end_knobs()
 
     def _should_checkpoint(self, step: int) -> bool:
         every = self.cfg.checkpoint_every
@@ -667,6 +901,7 @@ class Trainer:
                                keep=self.cfg.keep_checkpoints, extra={"run_id": self.run_id})
         self.writer.write_status(last_checkpoint=step)
         self.writer.event("checkpoint", path=str(path), next_step=step + 1)
+        self.writer.log(f"checkpoint {path.name} saved (resume continues at step {step + 1})")
 
     def _install_signal_handlers(self) -> None:
         def request_stop(signum: int, _frame: Any) -> None:
@@ -724,35 +959,6 @@ class Trainer:
         return m
 
 
-class _Progress:
-    """A rich progress bar with ETA on the terminal (stderr); silent when disabled or not a TTY."""
-
-    def __init__(self, total: int, start: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            import sys
-
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            console = Console(file=sys.stderr)
-            if console.is_terminal:
-                self.bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console)
-                self.task = self.bar.add_task("train", total=total, completed=start, info="")
-                self.bar.start()
-
-    def update(self, step: int, m: dict[str, Any]) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=step + 1,
-                            info=f"reward {m.get('reward_mean', 0):.3f} success {m.get('success_rate', 0):.2f}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
 def episode_sampling_seed(seed: int, step: int, task_slot: int, sample: int) -> int:
     """The sampling seed of one episode (continuous decoding draws each episode's tokens from its own
     generator): a function of the run's seed, the step, the task's slot in the step and the sample,
@@ -761,13 +967,11 @@ def episode_sampling_seed(seed: int, step: int, task_slot: int, sample: int) -> 
     return int(np.random.SeedSequence([int(seed), int(step), int(task_slot), int(sample)]).generate_state(1)[0])
 
 
-def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False, echo: bool = False) -> Trainer:
-    """Build a trainer and run it (``eau train``); the watcher runs on process 0 only."""
-    trainer = Trainer(cfg, runs_dir, knobs_dir, resume=resume, echo=echo)
-    if trainer.dist.main:
-        with KnobWatcher(trainer.store):
-            trainer.train()
-    else:
+def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False, echo: bool = False,
+          progress: Progress | None = None) -> Trainer:
+    """Build a trainer and run its PPO steps in a session (watcher, final state, knobs given back)."""
+    trainer = Trainer(cfg, runs_dir, knobs_dir, resume=resume, echo=echo, progress=progress)
+    with trainer.session():
         trainer.train()
     return trainer
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import jsonschema
 
-from harness.knobs.snapshot import repo_knobs_dir
+from harness.knobs.folder import defaults_dir
 from harness.rewards.predicates import Predicate, get_predicate
 
 
@@ -39,7 +39,7 @@ class RewardRule:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads((repo_knobs_dir() / "schema" / "reward_rules.schema.json").read_text())
+    schema = json.loads((defaults_dir() / "schema" / "reward_rules.schema.json").read_text())
     return jsonschema.Draft202012Validator(schema)
 
 

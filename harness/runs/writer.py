@@ -10,6 +10,10 @@
     status.json            heartbeat: state, step, pid, host, ETA (rewritten atomically every step)
     log.txt                human-readable, one line per event/step, for ``tail -f``
     checkpoints/step_NNNNNN/  resumable state (harness/ppo/checkpoint.py)
+    warm_start/            the run's own supervised warm start (config warm_start): policy.pt, sft.json,
+                           metrics.jsonl (one line per update: update, updates, epoch, loss, time_s)
+    knobs_not_applied.json knob writes accepted for the run that it ended before applying (a resume
+                           writes them again)
     meta/                  meta-agent sessions (eau supervise)
 
 Every JSONL file is append-only with one complete line per record (harness/runs/jsonl.py). On
@@ -130,6 +134,14 @@ class RunWriter:
         path = traj_path(self.dir, step)
         atomic_write_text(path, "".join(jsonl.dumps(dict(e)) + "\n" for e in episodes))
         return path
+
+    def warm_start_metrics(self, record: Mapping[str, Any]) -> None:
+        """One line per warm-start update (``warm_start/metrics.jsonl``; the first update starts the file anew)."""
+        path = self.dir / "warm_start" / "metrics.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        if record.get("update") == 1:
+            path.write_text("")
+        jsonl.append(path, dict(record))
 
     def knobs_in_force(self, doc: Mapping[str, Any]) -> None:
         atomic_write_text(self.dir / "knobs_in_force.json", json.dumps(doc, indent=1, default=str))

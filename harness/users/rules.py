@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-from harness.knobs.snapshot import repo_knobs_dir
+from harness.knobs.folder import defaults_dir
 from harness.users.personas import Persona, persona_table
 
 DISCLOSURES = ("none", "matched", "next", "matched_or_next")
@@ -67,7 +67,7 @@ class UserRules:
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads((repo_knobs_dir() / "schema" / "user_rules.schema.json").read_text())
+    schema = json.loads((defaults_dir() / "schema" / "user_rules.schema.json").read_text())
     return jsonschema.Draft202012Validator(schema)
 
 

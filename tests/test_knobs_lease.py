@@ -1,0 +1,160 @@
+"""A run lends its preset's knob values to the knobs folder and gives them back when it ends; a write
+accepted for a run that ended first is reported and applied on resume (harness.knobs.lease)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.knobs import yamlio
+from harness.knobs.lease import LEASE_FILE, Lease, lend, read_lease
+from harness.knobs.store import KnobStore
+from harness.runs import jsonl
+
+TINY = ["--set", "tasks_per_step=2", "--set", "samples_per_task=1", "--set", "env_knobs.max_steps=3",
+        "--set", "agent_knobs.max_new_tokens_per_turn=8", "--set", "agent_knobs.max_episode_tokens=400",
+        "--set", "agent_knobs.mini_batch_size=2", "--set", "agent_knobs.micro_batch_size=2",
+        "--set", "policy.tiny.num_hidden_layers=1", "--set", "policy.tiny.hidden_size=32",
+        "--set", "policy.tiny.intermediate_size=64", "--set", "checkpoint_every=1", "--no-progress"]
+
+
+def eau(args, knobs_dir, runs_dir, **kw):
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+def values(kdir: Path) -> dict:
+    return {a: yamlio.plain(yamlio.read_yaml(kdir / f"{a}.yaml")[0]) for a in ("agent", "env", "user", "reward")}
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_run_gives_its_preset_values_back(knobs_dir, tmp_path):
+    before = values(knobs_dir)
+    out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "r", *TINY], knobs_dir, tmp_path / "runs")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert values(knobs_dir) == before  # lr 1e-3, max_steps 3 ... all went back
+    assert not (knobs_dir / LEASE_FILE).exists()
+    run = tmp_path / "runs" / "r"
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["agent_knobs"]["lr"] == 1e-3 and cfg["env_knobs"]["max_steps"] == 3
+    events = jsonl.read(run / "knob_events.jsonl")
+    lent = [e for e in events if e["source"] == "system" and e["knob"] == "agent.lr"]
+    assert [(e["old"], e["new"]) for e in lent] == [(1e-5, 1e-3), (1e-3, 1e-5)]  # lent, then given back
+    log = (run / "log.txt").read_text()
+    assert "knobs lent to this run" in log and "knobs given back" in log and "checkpoint step_000000 saved" in log
+    # the run ran with its preset's values
+    traj = [json.loads(x) for x in (run / "trajectories" / "step_000000.jsonl").read_text().splitlines()]
+    assert {t["knobs"]["env"]["max_steps"] for t in traj} == {3}
+
+
+def test_a_killed_runs_lease_is_given_back_by_the_next_command(knobs_dir, tmp_path):
+    before = values(knobs_dir)
+    store = KnobStore(knobs_dir, events_path=None)
+    lease = Lease(run_id="gone", run_dir=str(tmp_path / "runs" / "gone"), pid=dead_pid())
+    lend(store, lease, {"agent.lr": 3e-4, "env.max_steps": 5}, reason="test")
+    assert values(knobs_dir)["agent"]["lr"] == 3e-4 and read_lease(knobs_dir).run_id == "gone"
+    out = eau(["knobs", "get", "env.max_steps", "--gym", "travel", "--json"], knobs_dir, tmp_path / "runs")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["value"] == 16
+    assert "run gone is no longer running" in out.stderr
+    assert values(knobs_dir) == before and not (knobs_dir / LEASE_FILE).exists()
+    history = jsonl.read(knobs_dir / ".history" / "knob_events.jsonl")
+    assert {e["knob"] for e in history if e["source"] == "system"} == {"agent.lr", "env.max_steps"}
+
+
+def test_a_second_run_on_a_lent_folder_is_refused(knobs_dir, tmp_path):
+    store = KnobStore(knobs_dir, events_path=None)
+    lend(store, Lease(run_id="other", run_dir=str(tmp_path / "other"), pid=os.getpid()), {"agent.lr": 3e-4},
+         reason="test")  # this process is alive: the lease is live
+    out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "r", *TINY], knobs_dir, tmp_path / "runs")
+    assert out.returncode == 1
+    assert "run other" in out.stderr and "--knobs-dir" in out.stderr
+    assert values(knobs_dir)["agent"]["lr"] == 3e-4 and read_lease(knobs_dir).run_id == "other"
+
+
+def test_a_write_for_a_run_that_ended_is_reported_and_applied_on_resume(knobs_dir, tmp_path, monkeypatch):
+    """`eau knobs set` for a live run, after its last step boundary: the run ends without applying it;
+    the write is a not_applied event and a log line, kept in knobs_not_applied.json, the file goes back
+    to the value from before the run, and `eau train --resume` applies it at its first boundary."""
+    from harness.ppo.config import build_config
+    from harness.ppo.trainer import Trainer
+
+    rdir = tmp_path / "runs"
+    monkeypatch.setenv("EAU_KNOBS_DIR", str(knobs_dir))
+    monkeypatch.setenv("EAU_RUNS_DIR", str(rdir))
+    overrides = [x for x in TINY[1::2] if "=" in x] + ["run_id=r", "steps=1", "progress=false"]
+    cfg = build_config("tiny", None, overrides)
+    trainer = Trainer(cfg, rdir, knobs_dir)
+    with trainer.session():
+        trainer.train()
+        # the run is live (this process) and past its last boundary: a CLI write now waits for a boundary
+        out = eau(["knobs", "set", "agent.entropy_coeff", "0.003", "--reason", "more exploration"], knobs_dir, rdir)
+        assert out.returncode == 0, out.stderr
+        assert "next step boundary" in out.stdout
+        got = json.loads(eau(["knobs", "get", "agent.entropy_coeff", "--json"], knobs_dir, rdir).stdout)
+        assert got["value"] == 0.001 and got["in_force_for"] == "r"  # what the run uses
+        assert got["pending"] == {"raw": 0.003, "value": 0.003}  # what it has not applied yet
+        assert got["lent"] == {"run": "r", "before": 0.001}
+        refused = eau(["knobs", "set", "agent.lr", "5", "--reason", "way too big"], knobs_dir, rdir)
+        assert refused.returncode == 3
+    run = rdir / "r"
+    # a refused write never reaches the run, yet log.txt has it (as README and formats.md promise)
+    assert "knob write REFUSED agent.lr = 5 (range, human: way too big)" in (run / "log.txt").read_text()
+    ev = [e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "not_applied"]
+    assert [(e["knob"], e["new"], e["author"], e["reason"]) for e in ev] == [
+        ("agent.entropy_coeff", 0.003, "human", "more exploration")]
+    assert "agent.entropy_coeff = 0.003 NOT APPLIED" in (run / "log.txt").read_text()
+    kept = json.loads((run / "knobs_not_applied.json").read_text())
+    assert kept[0]["written"] == 0.003 and kept[0]["event"] == ev[0]["id"]
+    assert values(knobs_dir)["agent"]["entropy_coeff"] == 0.001  # the folder's value is back
+    got = json.loads(eau(["knobs", "get", "agent.entropy_coeff", "--json"], knobs_dir, rdir).stdout)
+    assert got["value"] == 0.001 and got["pending"] is None and got["in_force_for"] is None
+
+    out = eau(["train", "--resume", "r", "--steps", "2", "--no-progress"], knobs_dir, rdir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    applied = [e for e in jsonl.read(run / "knob_events.jsonl")
+               if e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted" and e["source"] == "cli"]
+    assert [(e["new"], e["step_effective"], e["author"], e["reason"]) for e in applied] == [
+        (0.003, 1, "human", "more exploration")]
+    assert [m["entropy_coeff"] for m in jsonl.read(run / "metrics.jsonl")] == [0.001, 0.003]
+    assert not (run / "knobs_not_applied.json").exists()
+    assert values(knobs_dir)["agent"]["entropy_coeff"] == 0.001 and not (knobs_dir / LEASE_FILE).exists()
+
+
+def test_from_starts_where_the_parent_left_its_lent_knobs(knobs_dir, tmp_path):
+    rdir = tmp_path / "runs"
+    out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "p", *TINY], knobs_dir, rdir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    final = json.loads((rdir / "p" / "knobs_in_force.json").read_text())["values"]
+    child = eau(["train", "--from", "p", "--steps", "1", "--run-id", "c", "--reason", "next", "--no-progress"],
+                knobs_dir, rdir)
+    assert child.returncode == 0, child.stderr[-2000:]
+    cfg = yaml.safe_load((rdir / "c" / "config.yaml").read_text())
+    assert cfg["agent_knobs"]["lr"] == final["agent"]["lr"] == 1e-3
+    assert cfg["env_knobs"]["max_steps"] == final["env"]["max_steps"]
+
+
+@pytest.mark.parametrize("value", [{"default": 6, "colbench": 4}, 7])
+def test_lend_and_give_back_are_exact_for_scalars_and_per_gym_values(knobs_dir, value):
+    store = KnobStore(knobs_dir, events_path=None, run_gyms=["intention", "colbench"])
+    before = values(knobs_dir)
+    lease = Lease(run_id="x", run_dir="/nowhere", pid=os.getpid())
+    lend(store, lease, {"env.max_steps": value}, reason="test")
+    now = values(knobs_dir)["env"]["max_steps"]
+    assert now == (value if isinstance(value, dict) else {"default": 7, "colbench": 10})  # a scalar sets default
+    from harness.knobs.lease import give_back
+
+    give_back(store, lease, reason="done")
+    assert values(knobs_dir) == before
