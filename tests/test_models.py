@@ -154,8 +154,9 @@ def test_position_ids_skip_left_padding_and_count_on_through_right_padding():
 
 @pytest.mark.parametrize("kind", ["plain", "lora", "shared"])
 def test_score_mask_scores_only_masked_tokens_with_the_same_numbers(tiny, batch, kind):
-    """With a score mask the vocabulary projection runs only where it is needed: the masked tokens
-    get exactly the full pass's log-probs and entropies, every other token 0, values unchanged."""
+    """With a score mask the vocabulary projection runs only at the masked (row, position) pairs:
+    they get exactly the full pass's log-probs and entropies, every other token 0 (also a column
+    another row needed), values unchanged."""
     ids, am = batch
     if kind == "lora":
         model, _ = load_policy({"model": "tiny", "tiny": SMALL.to_dict(), "lora": {"r": 4, "alpha": 8}})
@@ -171,9 +172,8 @@ def test_score_mask_scores_only_masked_tokens_with_the_same_numbers(tiny, batch,
     on = sm.bool()
     assert torch.allclose(part.logprobs[on], full.logprobs[on], atol=1e-5)
     assert torch.allclose(part.entropy[on], full.entropy[on], atol=1e-5)
-    unused = ~on.any(0)  # columns no row asked for are not computed
-    assert unused.sum() > 0 and torch.all(part.logprobs[:, unused] == 0) and torch.all(part.entropy[:, unused] == 0)
-    assert part.logprobs[0, 7] != 0  # column 7 is computed for row 1, so row 0 gets its score too
+    assert torch.all(part.logprobs[~on] == 0) and torch.all(part.entropy[~on] == 0)
+    assert part.logprobs[0, 7] == 0 and part.logprobs[1, 7] != 0  # column 7: asked for by row 1 only
     if kind == "shared":
         assert torch.allclose(part.values, full.values, atol=1e-6)
     (part.logprobs * sm).sum().backward()  # gradients flow through the kept columns

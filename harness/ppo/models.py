@@ -572,8 +572,9 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     ``input_ids``, ``attention_mask``: ``(B, T)``. Columns that are padding in every row are cut
     before the pass and the outputs padded back to ``T``. ``score_mask`` ``(B, T)``: the tokens whose
     log-prob and entropy are wanted (the action mask); when given, the vocabulary projection runs only
-    at the positions that predict such a token, and the other tokens score 0. With a 49k-262k
-    vocabulary and long observations this is most of a pass's cost.
+    at the positions that predict such a token (under DDP: at the columns where some row does), and
+    the other tokens score 0. With a 49k-262k vocabulary and long observations this is most of a
+    pass's cost.
     Values are computed at every position either way. ``trunk``: ``(states, depth)``, the
     :func:`trunk_states` of these rows, so only the layers from ``depth`` on run.
     """
@@ -588,21 +589,30 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     t = hi - lo
     valid = (am[:, 1:] * am[:, :-1]).bool()  # a scored token and its predecessor are both real
     raw_values = None
-    fed = trunk_fed(model, trunk[0][:, lo:hi], trunk[1]) if trunk is not None else contextlib.nullcontext()
+    # the scored (row, position) pairs alone go through the vocabulary projection: the last hidden
+    # states are gathered there (with a 49k-262k vocabulary the projection, softmax and entropy are
+    # most of a pass's cost). Under DDP the projection must run inside the wrapped forward (gradient
+    # synchronisation), so the columns some row scores are kept instead (transformers' logits_to_keep)
+    inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    gather = score_mask is not None and inner is model
+    keep = None
+    if score_mask is not None and not gather:
+        keep = score_mask[:, lo + 1:hi].bool().any(0).nonzero().squeeze(1).to(ids.device)
+        if keep.numel() == t - 1:
+            keep = None  # every column is needed: the plain pass (and its last column is dropped below)
+    fed = trunk_fed(inner, trunk[0][:, lo:hi], trunk[1]) if trunk is not None else contextlib.nullcontext()
     with fed:
-        if score_mask is not None:
-            # only the scored tokens go through the vocabulary projection: the last hidden states are
-            # gathered at exactly those (row, position) pairs (with a 49k-262k vocabulary the projection,
-            # softmax and entropy are most of a pass's cost)
+        if gather:
             if isinstance(model, PolicyWithValueHead):
                 hidden, raw_values = model.hidden_and_values(ids, am, pos)
             else:
                 hidden = _final_hidden(model, ids, am, pos)
-        elif isinstance(model, PolicyWithValueHead):
-            logits, raw_values = model(ids, am, pos)
+        elif isinstance(inner, PolicyWithValueHead):
+            logits, raw_values = model(ids, am, pos, logits_to_keep=0 if keep is None else keep)
         else:
-            logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False).logits
-    if score_mask is not None:
+            logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False,
+                           logits_to_keep=0 if keep is None else keep).logits
+    if gather:
         sel = score_mask[:, lo + 1:hi].bool() & valid
         slp, sent = logprobs_and_entropy(project_vocabulary(model, hidden[:, :-1][sel]), ids[:, 1:][sel],
                                          temperature, with_entropy)
@@ -612,9 +622,13 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
         if sent is not None:
             ent = sent.new_zeros(B, t - 1)
             ent[sel] = sent
-    else:
+    elif keep is None:
         # logits[:, i] predicts token i + 1: (B, t, V) -> scores of tokens 1..t-1
         lp, ent = logprobs_and_entropy(logits[:, :-1], ids[:, 1:], temperature, with_entropy)
+    else:
+        klp, kent = logprobs_and_entropy(logits, ids[:, keep + 1], temperature, with_entropy)
+        lp = klp.new_zeros(B, t - 1).index_copy(1, keep, klp)
+        ent = kent.new_zeros(B, t - 1).index_copy(1, keep, kent) if kent is not None else None
     if critic is not None:
         raw_values = critic(ids, am, pos)
 
@@ -640,6 +654,8 @@ class _PassThrough(nn.Module):
 
 def _decoder(model: nn.Module) -> nn.Module:
     """The transformer inside a policy (embeddings, layers, final norm; no LM head)."""
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        model = model.module
     lm = _unwrap(model)
     if _is_peft(lm):
         lm = lm.get_base_model()

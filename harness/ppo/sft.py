@@ -146,6 +146,7 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model
     depth = frozen_trunk_depth(model) if cfg.epochs > 1 else 0
     states: list[torch.Tensor | None] = [None] * len(data)
     model.train()
+    report("updates", 0, total, {})
     done = 0
     for epoch, batches in enumerate(plan):
         for rows_idx in batches:

@@ -255,9 +255,9 @@ class Trainer:
             self._build(resume)
         except BaseException as exc:
             if self.dist.main:
+                self.end_knobs()
                 if self.writer is not None:
                     self.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
-                self.end_knobs()
             raise
 
     def _build(self, resume: bool) -> None:
@@ -458,6 +458,8 @@ class Trainer:
                     phases[stage] = self.progress.phase(labels[stage][0], total=total, unit=labels[stage][1])
                 ph = phases[stage]
                 ph.set(done, f"loss {info['loss']:.3f}" if "loss" in info else None)
+                if stage == "updates" and done == 0:
+                    return
                 self.writer.write_status(phase=labels[stage][0], phase_done=done, phase_total=total,
                                          phase_eta_s=ph.eta())
                 if stage == "updates":
@@ -876,17 +878,17 @@ class Trainer:
                 yield self
         except BaseException as exc:
             if self.dist.main:
+                self.end_knobs()
                 state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
                 self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
-                self.end_knobs()
             self.progress.close()
             raise
         if self.dist.main:
+            self.end_knobs()  # before the final line: `tail -f log.txt` ends with the run's state
             if self.stop_requested:
                 self.writer.finish("interrupted", reason="signal")
             else:
                 self.writer.finish("finished", steps=self.cfg.steps)
-            self.end_knobs()
 
     def _should_checkpoint(self, step: int) -> bool:
         every = self.cfg.checkpoint_every
