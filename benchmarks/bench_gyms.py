@@ -15,8 +15,8 @@ import platform
 import statistics
 import time
 
+from harness.agents.scripted import run_episode
 from harness.envs.registry import make
-from harness.envs.scripted import run_episode
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 

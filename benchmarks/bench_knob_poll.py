@@ -17,10 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.knobs.store import KnobStore
-from harness.knobs.yamlio import atomic_write_text
-from harness.knobs.watcher import KnobWatcher
+import harness.rewards  # noqa: F401  (registers the rule-file checks the knob store runs)
+import harness.users  # noqa: F401
+from harness.io.yamlio import atomic_write_text
 from harness.knobs.folder import defaults_dir
+from harness.knobs.store import KnobStore
+from harness.knobs.watcher import KnobWatcher
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from harness.knobs.folder import defaults_dir
 from pathlib import Path
+
+from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,8 +96,8 @@ def one_seed(seed: int, minutes: float, sft_episodes: int, sft_epochs: int, task
     proc.wait(timeout=600)
     ppo_s = time.perf_counter() - t1
     run = runs_dir / run_id
+    from harness.io import jsonl
     from harness.ppo import checkpoint
-    from harness.runs import jsonl
 
     ck = checkpoint.latest(run)
     metrics = jsonl.read(run / "metrics.jsonl")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.envs.sandbox import Limits, isolation_report, run_source  # noqa: E402
+from harness.sandbox import Limits, isolation_report, run_source  # noqa: E402
 
 TASK = "def score(xs, k=3):\n    s = sorted(xs)\n    return round(sum(s[-k:]) / k, 2) if len(s) >= k else None\n"
 TASK_CALLS = [f"score({list(range(i, i + 6))}, {1 + i % 4})" for i in range(10)]

@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from harness.envs.types import EpisodeState, Fact, Task
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
+from harness.types import EpisodeState, Fact, Task
 from harness.users.rules import compile_user_rules
 from harness.users.symbolic import SymbolicUser
 

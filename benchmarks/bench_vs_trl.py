@@ -88,8 +88,8 @@ TARGET_RATIO = 1.0  # harness step time / TRL step time: not slower
 # ---------------------------------------------------------------------------------------------- TRL side
 def make_environment_class(gym: str, knobs: Any, samples: int, counters: dict[str, Any]) -> type:
     """The TRL environment adapter class around the harness gym ``gym`` (one instance per rollout)."""
+    from harness.agents.scripted import render
     from harness.envs.registry import make as make_gym
-    from harness.envs.scripted import render
 
     probe = make_gym(gym, knobs=knobs, rendering=RENDERING, split="train")
     schema = probe.tool_schema()["function"]
@@ -370,7 +370,7 @@ def main() -> None:
             if name == "trl_grpo":
                 continue
             ratio = side["step_s"]["median"] / trl["step_s"]["median"]
-            def per(key: str) -> float:  # step time per token of that kind, harness over TRL
+            def per(key: str, side: dict = side) -> float:  # step time per token of that kind, harness over TRL
                 return ((side["step_s"]["median"] / max(1e-9, side[key]))
                         / (trl["step_s"]["median"] / max(1e-9, trl[key])))
 

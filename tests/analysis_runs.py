@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from harness.agents.scripted import oracle_action, random_action, render
 from harness.envs.registry import make
-from harness.envs.scripted import oracle_action, random_action, render
 from harness.knobs.folder import defaults_dir
 from harness.knobs.store import KnobStore
 from harness.runs.metrics import episode_metrics
@@ -67,7 +67,7 @@ def _function_answer(env: Any, rng: np.random.Generator) -> str:
 
 def _telepathy_answer(env: Any, rng: np.random.Generator) -> str:
     """An entity consistent with every yes/no answer so far (the only one once narrowed down)."""
-    from harness.envs.scripted import _kb_matrix
+    from harness.agents.scripted import _kb_matrix
     from harness.envs.telepathy_kb import load_kb
 
     names, mat, row = _kb_matrix()
@@ -96,7 +96,7 @@ def search_first(env: Any, rng: np.random.Generator) -> str:
     like this lets a forthcoming user fill in preferences during the searches, so it asks less when
     the user volunteers more: the behaviour behind the method's question-rate drop."""
     if env.name == "travel":
-        from harness.envs.scripted import _travel_listed
+        from harness.agents.scripted import _travel_listed
 
         listed = _travel_listed(env)
         todo = [a for a in env.task.data["content"]["aspects"] if a not in listed]

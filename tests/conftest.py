@@ -4,12 +4,13 @@ left there) and every test sees the same defaults."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from harness.knobs.folder import copy_defaults, defaults_dir
+import harness.rewards  # noqa: F401  (registers the reward rule-file check, as every eau command does)
+import harness.users  # noqa: F401  (registers the user rule-file check)
+from harness.knobs.folder import copy_defaults
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
+
 from harness.knobs.folder import defaults_dir
 
 REPO = Path(__file__).resolve().parents[1]

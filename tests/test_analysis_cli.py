@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from analysis_runs import EFFECT_HARM, HEALTHY, cached_run
 from typer.testing import CliRunner
 
-from analysis_runs import EFFECT_HARM, HEALTHY, cached_run
 from harness.analysis.sample import CLIP_MARK
 from harness.analysis.stats import SPARK_BLOCKS
 from harness.cli.common import EXIT_NOT_FOUND, EXIT_USAGE

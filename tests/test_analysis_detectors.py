@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from analysis_runs import CONTROL_SEARCH_FIRST, HEALTHY, HEALTHY_MIXED, SPECS, cached_run
+
 from harness.analysis.detectors import DETECTORS, DetectorInput
-from harness.analysis.diagnose import diagnose, parse_thresholds, UsageError, window_input
+from harness.analysis.diagnose import UsageError, diagnose, parse_thresholds, window_input
 from harness.analysis.run_data import load_run_dir
 
 WINDOW = 6  # the runs have 12 steps (8 with an LLM user): the window and a preceding window fit

@@ -6,8 +6,8 @@ import shutil
 
 import numpy as np
 import pytest
-
 from analysis_runs import CONTROL_SEARCH_FIRST, EFFECT_HARM, cached_run
+
 from harness.analysis.effect import EffectError, effect, metric_direction
 from harness.analysis.run_data import load_run_dir
 from harness.analysis.stats import bootstrap_noise_floor

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from analysis_runs import HEALTHY, cached_run
 from typer.testing import CliRunner
 
-from analysis_runs import HEALTHY, cached_run
 from harness.analysis.gate import GateUsageError, gate, identify
 from harness.analysis.run_data import load_run_dir
 from harness.cli.common import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE

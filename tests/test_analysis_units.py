@@ -8,16 +8,16 @@ import math
 import shutil
 
 import pytest
-
 from analysis_runs import HEALTHY, cached_run
+
 from harness.analysis.detectors import DETECTORS, DetectorInput
+from harness.analysis.diagnose import UsageError
 from harness.analysis.leakage import episode_leaks, secret_labels
 from harness.analysis.run_data import load_run_dir, num
 from harness.analysis.sample import CLIP_MARK, clip, parse_steps
-from harness.analysis.diagnose import UsageError
 from harness.analysis.stats import distinct_n, normalise_argument, opening, slope, slope_t, sparkline, top_share
 from harness.analysis.tasks import regenerate, task_index
-from harness.envs.types import Task
+from harness.types import Task
 from harness.users.leakguard import tokens
 
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from analysis_runs import RunSpec, build_run
+
 from harness.supervise.autopilot import Autopilot, AutopilotConfig
 from harness.supervise.interventions import load_table
 

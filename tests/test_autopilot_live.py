@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from harness.runs import jsonl
 from test_trainer import FAST
+
+from harness.io import jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -7,7 +7,14 @@ import yaml
 
 from harness.analysis.diagnose import detector_names
 from harness.supervise.autopilot import change_direction, cli_value
-from harness.supervise.interventions import TABLE_PATH, Intervention, TableError, check_detectors, load_table, next_value
+from harness.supervise.interventions import (
+    TABLE_PATH,
+    Intervention,
+    TableError,
+    check_detectors,
+    load_table,
+    next_value,
+)
 
 
 def test_packaged_table_is_valid_and_names_real_detectors_and_knobs(knobs_dir):

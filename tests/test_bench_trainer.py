@@ -13,9 +13,9 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import _common
-import bench_rollout
-import bench_train_step
+import _common  # noqa: E402  (benchmarks/ is put on sys.path just above)
+import bench_rollout  # noqa: E402
+import bench_train_step  # noqa: E402
 
 
 @pytest.mark.parametrize("script", ["bench_rollout.py", "bench_train_step.py", "bench_vs_trl.py",

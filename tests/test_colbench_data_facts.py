@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.envs.colbench_data import ColbenchDataError, load_colbench
-from harness.envs.colbench_facts import KINDS, MAX_SPAN, extract_facts, shares_span
+from harness.envs.colbench.data import ColbenchDataError, load_colbench
+from harness.envs.colbench.facts import KINDS, MAX_SPAN, extract_facts, shares_span
 
 SHARED_FILE = Path(__file__).resolve().parents[1].parent / "shared" / "colbench" / "backend_test.jsonl"
 needs_shared = pytest.mark.skipif(not SHARED_FILE.exists(), reason=f"{SHARED_FILE} is not present")

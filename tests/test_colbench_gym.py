@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness.envs.base import split_of
-from harness.envs.colbench import EXPECTED, ColbenchEnv, CodeTask, extract_code
-from harness.envs.colbench_families import FAMILIES, build, family_names, make_procedural
+from harness.envs.colbench import EXPECTED, CodeTask, ColbenchEnv, extract_code
+from harness.envs.colbench.families import FAMILIES, build, family_names, make_procedural
+from harness.envs.colbench.taskcheck import CheckItem, run_check
 from harness.envs.registry import make
-from harness.envs.taskcheck import CheckItem, run_check
-from harness.envs.types import Task
+from harness.types import Task
 
 SHARED_FILE = Path(__file__).resolve().parents[1].parent / "shared" / "colbench" / "backend_test.jsonl"
 

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from harness.knobs.folder import defaults_dir
+from eval_runs import (
+    TRAIN_OVERRIDES,
+    copy_knobs,
+    one_torch_thread,
+    recording_opens,
+    scratch,
+    small_protocol,
+    trained_run,
+)
 from typer.testing import CliRunner
 
-from eval_runs import (REPO, TRAIN_OVERRIDES, copy_knobs, one_torch_thread, recording_opens, scratch, small_protocol,
-                       trained_run)
 from harness.cli.main import app
 from harness.eval.evaluate import comparable, evaluate_run
 from harness.eval.protocol import load_protocol
+from harness.knobs.folder import defaults_dir
 
 runner = CliRunner()
 

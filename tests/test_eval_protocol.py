@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from eval_runs import EVAL, copy_knobs, protocol_doc
 from typer.testing import CliRunner
 
-from eval_runs import EVAL, copy_knobs, protocol_doc
+from harness.agents.scripted import run_episode
 from harness.cli.main import app
 from harness.envs.registry import make
-from harness.envs.scripted import run_episode
 from harness.eval.protocol import ProtocolError, load_protocol
 from harness.eval.runner import pass_hat_k
-from harness.eval.scoring import score_records, answer_pass_rate
+from harness.eval.scoring import answer_pass_rate, score_records
 from harness.ppo.config import load_preset
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ from gyms_support import env_of, knobs, step
 
 from harness.envs.base import split_of
 from harness.envs.intention import IMPORTANCE_VALUE, REQUESTS, covered_share, make_task
-from harness.envs.types import UserReply
+from harness.types import UserReply
 
 
 def _key(task) -> str:

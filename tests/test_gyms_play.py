@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import pytest
-
 from typer.testing import CliRunner
 
 from harness.cli.main import app

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from gyms_support import env_of
 
+from harness.agents.scripted import oracle_action, random_action, run_episode
 from harness.envs.actions import parse_action
-from harness.envs.scripted import oracle_action, random_action, run_episode
 
 GYMS = ("travel", "function", "telepathy", "intention")
 # Largest random-agent success rate asserted over 100 episodes (measured over 300: travel 0.03,
@@ -128,7 +128,7 @@ def test_max_steps_change_applies_from_the_next_episode(gym):
 
 
 def test_public_planner_solves_intention_without_reading_hidden_facts():
-    from harness.envs.scripted import public_action
+    from harness.agents.scripted import public_action
 
     env = env_of("intention", env={"max_steps": 8})
     records = [run_episode(env, "public", seed) for seed in range(50)]
@@ -150,7 +150,7 @@ def test_public_planner_solves_intention_without_reading_hidden_facts():
 
 
 def test_impatient_planner_gives_up_at_a_random_turn_with_its_own_answer():
-    from harness.envs.scripted import impatient, public_action
+    from harness.agents.scripted import impatient, public_action
 
     env = env_of("intention", env={"max_steps": 8})
     full = [run_episode(env, "public", seed) for seed in range(40)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+from harness.io import jsonl
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
-from harness.runs import jsonl
 
 WRONG_VALUES = ["-1", "1e9", "'text'", "[1, 2, 3]", "{default: 1, nogym: 2}", "{travel: 3}", "null", "true",
                 ".nan", "-.inf", "{default: [}", "0x1F", "~", "[]", "{}", "99999999999999999999999"]

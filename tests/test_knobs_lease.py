@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.knobs import yamlio
+from harness.io import jsonl, yamlio
 from harness.knobs.lease import LEASE_FILE, Lease, lend, read_lease
 from harness.knobs.store import KnobStore
-from harness.runs import jsonl
 
 TINY = ["--set", "tasks_per_step=2", "--set", "samples_per_task=1", "--set", "env_knobs.max_steps=3",
         "--set", "agent_knobs.max_new_tokens_per_turn=8", "--set", "agent_knobs.max_episode_tokens=400",

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.io import jsonl
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
 from harness.knobs.watcher import KnobWatcher
-from harness.runs import jsonl
 
 DEBOUNCE = 0.15
 

@@ -9,9 +9,17 @@ import pytest
 
 from harness.knobs.checks import check_change, check_delta, check_requires, check_scope
 from harness.knobs.folder import defaults_dir
-from harness.knobs.schema import (RULE_DELTA, RULE_GYM, RULE_RANGE, RULE_REQUIRES, RULE_TYPE, SchemaProblem,
-                                  load_schemas, parse_area_schema, validate_value)
-from tests.conftest import REPO
+from harness.knobs.schema import (
+    RULE_DELTA,
+    RULE_GYM,
+    RULE_RANGE,
+    RULE_REQUIRES,
+    RULE_TYPE,
+    SchemaProblem,
+    load_schemas,
+    parse_area_schema,
+    validate_value,
+)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +152,13 @@ def test_x_gyms_scope():
     assert check_change(spec, None, 1, 2, recent_metrics=[], run_gyms=["travel"]).rule == RULE_GYM
 
 
-def test_repo_schemas_are_valid_json_schema_files():
-    for path in (defaults_dir() / "schema").glob("*.json"):
-        json.loads(path.read_text())
+def test_packaged_schemas_are_valid_json_schema_files():
+    from jsonschema import Draft202012Validator
+
+    paths = sorted((defaults_dir() / "schema").glob("*.json"))
+    assert len(paths) == 6
+    for path in paths:
+        Draft202012Validator.check_schema(json.loads(path.read_text()))  # raises SchemaError naming the problem
+    bad = {"type": "object", "properties": {"x": {"type": "numbr"}}}
+    with pytest.raises(Exception, match="numbr"):
+        Draft202012Validator.check_schema(bad)

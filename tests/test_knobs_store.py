@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from harness.io import jsonl
 from harness.knobs.store import KnobError, KnobStore, UnknownKnob, validate_dir
-from harness.runs import jsonl
 
 GOOD_METRICS = [{"success_rate": 0.9, **{f"gym/{g}/success_rate": 0.9 for g in
                                            ("travel", "function", "telepathy", "intention", "colbench")}}] * 5
@@ -23,7 +23,7 @@ def test_set_accepted_writes_file_keeps_comments_and_logs(knobs_dir):
     after = (knobs_dir / "agent.yaml").read_text()
     assert "entropy_coeff: 0.004" in after
     # every comment line survives the write
-    assert [l for l in before.splitlines() if l.startswith("#")] == [l for l in after.splitlines() if l.startswith("#")]
+    assert [x for x in before.splitlines() if x.startswith("#")] == [x for x in after.splitlines() if x.startswith("#")]
     ev = jsonl.read(knobs_dir / ".history" / "knob_events.jsonl")[-1]
     assert EVENT_FIELDS <= set(ev)
     assert (ev["knob"], ev["old"], ev["new"], ev["author"], ev["status"], ev["step_written"]) == (

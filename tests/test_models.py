@@ -1,5 +1,5 @@
 """Models for PPO: the tiny model and tokenizer, chat templates, LoRA, critic, reference, per-token
-passes (harness.ppo.models, harness.ppo.tiny, harness.ppo.chat_templates)."""
+passes (harness.ppo.models, harness.ppo.tiny, harness.rollout.chat_templates)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,28 @@ import json
 import pytest
 import torch
 
+from harness import distributions
 from harness.envs.actions import interact_tool_schema, parse_action
-from harness.ppo import core
-from harness.ppo.chat_templates import ensure_chat_template, load_template, stop_token_ids
-from harness.ppo.models import (CriticSpec, LoraSpec, PolicySpec, PolicyWithValueHead, TinySpec, ValueModel,
-                                batch_token_stats, build_critic, build_tiny, count_parameters, critic_values,
-                                _positions, forward_token_stats, load_policy, make_reference, reference_logprobs)
+from harness.ppo.models import (
+    CriticSpec,
+    LoraSpec,
+    PolicySpec,
+    PolicyWithValueHead,
+    TinySpec,
+    ValueModel,
+    _positions,
+    batch_token_stats,
+    build_critic,
+    build_tiny,
+    count_parameters,
+    critic_values,
+    forward_token_stats,
+    load_policy,
+    make_reference,
+    reference_logprobs,
+)
 from harness.ppo.tiny import ACTION_TOKENS
+from harness.rollout.chat_templates import ensure_chat_template, load_template, stop_token_ids
 
 SMALL = TinySpec(num_hidden_layers=2)
 TEXTS = ["<bos>Plan my trip.\nASK: Which city?<end_of_turn>", "<bos>f(1, 2, 3, 4)?\nANSWER: 17"]
@@ -333,8 +348,8 @@ def test_trl_fused_helper_matches_core_on_this_device(tiny, batch):
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=am).logits[:, :-1]
     lp, ent = trl_utils.selective_log_softmax_and_entropy(logits, ids[:, 1:], temperature=0.8)
-    assert torch.allclose(lp, core.logprobs_from_logits(logits, ids[:, 1:], 0.8), atol=1e-5)
-    assert torch.allclose(ent, core.entropy_from_logits(logits, 0.8), atol=1e-5)
+    assert torch.allclose(lp, distributions.logprobs_from_logits(logits, ids[:, 1:], 0.8), atol=1e-5)
+    assert torch.allclose(ent, distributions.entropy_from_logits(logits, 0.8), atol=1e-5)
 
 
 @pytest.mark.parametrize("lora", [None, {"r": 2}])

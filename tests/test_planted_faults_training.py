@@ -51,8 +51,9 @@ from typing import Any
 
 import pytest
 import yaml
-from harness.knobs.folder import defaults_dir
 from analysis_runs import UserModelServer, chatty_user, farming_rules, unhelpful_user
+
+from harness.knobs.folder import defaults_dir
 
 # the runs are built in a module fixture: its setup (about 15 minutes) counts against every test's timeout
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
 from analysis_runs import RunSpec, build_run, cooperative_user, learner
 from eval_runs import scratch, trained_run
+from typer.testing import CliRunner
+
 from harness.analysis.plot import event_label, knob_marks, layout_labels, plot_runs
 from harness.cli.main import app
+from harness.io import jsonl
 from harness.knobs.store import KnobStore
-from harness.runs import jsonl
 
 runner = CliRunner()
 
@@ -99,14 +99,17 @@ def test_event_labels():
 
 def test_label_layout_never_overlaps():
     rng = np.random.default_rng(0)
-    items = [(float(rng.integers(0, 40)), "k" * int(rng.integers(5, 30))) for _ in range(40)]
+    items = [(float(rng.integers(0, 40)), f"{i}:" + "k" * int(rng.integers(5, 30))) for i in range(40)]
+    event = dict((text, x) for x, text in items)
     placed = layout_labels(items, char_width=0.25, max_rows=6, x_max=40)
     rows: dict[int, list[tuple[float, float]]] = {}
-    for x, text, row in placed:
+    for start, text, row in placed:
         assert 0 <= row < 6
         if not text.startswith("+"):
-            rows.setdefault(row, []).append((x, x + (len(text) + 1) * 0.25))
-            assert x + (len(text) + 1) * 0.25 <= 40 or x < 40  # labels past the right edge end at their event
+            end = start + (len(text) + 1) * 0.25
+            rows.setdefault(row, []).append((start, end))
+            # a label starts at its event and stays inside the plot, or ends at its event
+            assert (start == event[text] and end <= 40) or end == pytest.approx(event[text]), (start, text)
     for spans in rows.values():
         spans.sort()
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))

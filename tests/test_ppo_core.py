@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from harness import distributions
 from harness.ppo import core
 
 T_ = torch.tensor
@@ -250,16 +251,16 @@ def test_kl_estimators_by_hand():
 
 def test_logprobs_and_entropy_by_hand():
     logits = T_([[0.0, math.log(3.0)]])  # p = [1/4, 3/4]
-    assert close(core.logprobs_from_logits(logits, T_([1])), [math.log(0.75)])
+    assert close(distributions.logprobs_from_logits(logits, T_([1])), [math.log(0.75)])
     # H = -(1/4 ln 1/4 + 3/4 ln 3/4) = 0.562335
-    assert close(core.entropy_from_logits(logits), [0.562335])
-    assert close(core.entropy_from_logits(torch.zeros(2, 4)), [math.log(4)] * 2)
+    assert close(distributions.entropy_from_logits(logits), [0.562335])
+    assert close(distributions.entropy_from_logits(torch.zeros(2, 4)), [math.log(4)] * 2)
     # temperature 2 on [0, 2 ln 3] is the same distribution as above
     hot = T_([[0.0, 2 * math.log(3.0)]])
-    assert close(core.logprobs_from_logits(hot, T_([1]), temperature=2.0), [math.log(0.75)])
-    assert close(core.entropy_from_logits(hot, temperature=2.0), [0.562335])
+    assert close(distributions.logprobs_from_logits(hot, T_([1]), temperature=2.0), [math.log(0.75)])
+    assert close(distributions.entropy_from_logits(hot, temperature=2.0), [0.562335])
     with pytest.raises(ValueError, match="temperature"):
-        core.logprobs_from_logits(logits, T_([1]), temperature=0.0)
+        distributions.logprobs_from_logits(logits, T_([1]), temperature=0.0)
 
 
 def test_chunked_logprobs_match_log_softmax_and_trl():
@@ -267,12 +268,12 @@ def test_chunked_logprobs_match_log_softmax_and_trl():
     logits = torch.randn(3, 5, 50, generator=gen) * 3
     labels = torch.randint(0, 50, (3, 5), generator=gen)
     ref = torch.log_softmax(logits / 0.7, -1).gather(-1, labels[..., None]).squeeze(-1)
-    assert close(core.logprobs_from_logits(logits, labels, 0.7, chunk_size=4), ref)
+    assert close(distributions.logprobs_from_logits(logits, labels, 0.7, chunk_size=4), ref)
     ent_ref = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1)
-    assert close(core.entropy_from_logits(logits, chunk_size=2), ent_ref)
+    assert close(distributions.entropy_from_logits(logits, chunk_size=2), ent_ref)
     trl_utils = pytest.importorskip("trl.trainer.utils")
-    assert close(core.logprobs_from_logits(logits, labels, 0.7), trl_utils.selective_log_softmax(logits, labels, 0.7))
-    assert close(core.entropy_from_logits(logits), trl_utils.entropy_from_logits(logits))
+    assert close(distributions.logprobs_from_logits(logits, labels, 0.7), trl_utils.selective_log_softmax(logits, labels, 0.7))
+    assert close(distributions.entropy_from_logits(logits), trl_utils.entropy_from_logits(logits))
 
 
 def test_actor_loss_combines_terms_by_hand():
@@ -301,8 +302,15 @@ def test_actor_loss_combines_terms_by_hand():
 
 
 def test_one_gradient_step_of_the_combined_loss_lowers_it():
-    from harness.ppo.models import (TinySpec, batch_token_stats, build_critic, forward_token_stats, load_policy,
-                                    make_reference, reference_logprobs)
+    from harness.ppo.models import (
+        TinySpec,
+        batch_token_stats,
+        build_critic,
+        forward_token_stats,
+        load_policy,
+        make_reference,
+        reference_logprobs,
+    )
 
     torch.manual_seed(0)
     policy, tok = load_policy({"model": "tiny", "tiny": TinySpec(num_hidden_layers=2)})

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.knobs import yamlio
+from harness.io import yamlio
 from harness.knobs.folder import copy_defaults, defaults_dir, resolve_knobs_dir
 
 REPO = Path(__file__).resolve().parents[1]

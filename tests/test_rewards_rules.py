@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.envs.types import Action, EpisodeState, TurnRecord, UserReply
 from harness.knobs.folder import defaults_dir
 from harness.rewards import RewardModel, RewardRuleError, predicate_names, validate_rule_file
 from harness.rewards.predicates import get_predicate
+from harness.types import Action, EpisodeState, TurnRecord, UserReply
 
 KNOBS = {"default_scale": 1.0, "per_gym_scale": 1.0, "turn_reward_clip": [-1.0, 2.0], "predicate_weight": 0.1}
 
@@ -152,8 +152,9 @@ def test_identical_rules_compile_once():
 
 
 def test_rules_fire_in_a_real_episode():
-    from harness.knobs.snapshot import KnobSnapshot
     from test_users_support import ToyGym, travel_task
+
+    from harness.knobs.snapshot import KnobSnapshot
 
     base = KnobSnapshot.read_dir(defaults_dir())
     values = {a: dict(v) for a, v in base.values.items()}

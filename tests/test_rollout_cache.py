@@ -56,7 +56,7 @@ def test_greedy_rollouts_match_when_episodes_leave_at_different_turns(tiny):
     turns = [len(e.turn_rewards) for e in fresh.episodes]
     assert [e.ids for e in reused.episodes] == [e.ids for e in fresh.episodes]
     assert b1.reused_tokens > 0
-    assert len(set(turns)) > 1 or turns[0] > 1  # rows left at different turns, or the batch ran several turns
+    assert len(set(turns)) > 1  # the premise: rows left the batch at different turns
 
 
 def test_a_prompt_that_continues_no_row_is_encoded_afresh(tiny):

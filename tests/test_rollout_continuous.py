@@ -13,9 +13,9 @@ from harness.rollout.backends import (
     HFBackend,
     SamplingParams,
     _sample_next,
-    inverse_cdf_sample,
     _sampling_warpers,
     distinct_rows,
+    inverse_cdf_sample,
     shared_prefix_len,
 )
 from harness.rollout.chat import ChatFormat
@@ -188,7 +188,8 @@ def test_a_prompt_shared_by_several_episodes_is_encoded_once_and_each_samples_on
         alone = []
         for p, sd in zip(prompts, seeds):
             one: dict[int, list[int]] = {}
-            HFBackend(model, tok).run_turns([p], [6], params, lambda row, ids: one.setdefault(row, list(ids)) and None,
+            HFBackend(model, tok).run_turns([p], [6], params,
+                                            lambda row, ids, one=one: one.setdefault(row, list(ids)) and None,
                                             seeds=[sd])
             alone.append(one[0])
     finally:
@@ -288,8 +289,8 @@ def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperat
     """run(with_stats=True): each action token's log-prob at the sampling temperature and the shared
     critic's value of the state it was sampled in, as one forward over the finished episodes gives
     them (what the trainer's scoring pass would compute); 0 on every other token."""
+    from harness.ppo.batch import collate
     from harness.ppo.models import PolicyWithValueHead, forward_token_stats
-    from harness.ppo.trainer import collate
 
     model, tok = tiny
     torch.manual_seed(1)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from eval_runs import one_torch_thread, recording_opens, scratch, small_protocol, trained_run
 from typer.testing import CliRunner
 
-from eval_runs import one_torch_thread, recording_opens, scratch, small_protocol, trained_run
 from harness.cli.main import app
 
 runner = CliRunner()

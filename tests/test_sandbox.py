@@ -8,9 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.envs.sandbox import (MODULE_ERROR, NOT_RUN, OK, RAISED, TIMEOUT, CallResult, Limits, isolation_report,
-                                  pass_fraction, run_calls, run_source)
-from harness.envs.sandbox_values import decode, numbers_equal, render, values_equal
+from harness.sandbox import (
+    MODULE_ERROR,
+    NOT_RUN,
+    OK,
+    RAISED,
+    TIMEOUT,
+    CallResult,
+    Limits,
+    isolation_report,
+    pass_fraction,
+    run_calls,
+    run_source,
+)
+from harness.sandbox.values import decode, numbers_equal, render, values_equal
 
 LIM = Limits(call_time=2.0, module_time=2.0, total_time=20.0)
 

@@ -18,8 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.envs.sandbox import (CRASHED, MODULE_ERROR, OK, OUTPUT_LIMIT, RAISED, TIMEOUT, TOO_LARGE, UNSUPPORTED,
-                                  CallResult, Limits, isolation_report, run_source)
+from harness.sandbox import (
+    CRASHED,
+    MODULE_ERROR,
+    OK,
+    OUTPUT_LIMIT,
+    RAISED,
+    TIMEOUT,
+    TOO_LARGE,
+    UNSUPPORTED,
+    CallResult,
+    Limits,
+    isolation_report,
+    run_source,
+)
 
 FAST = Limits(call_time=1.0, module_time=1.0, total_time=10.0)
 KERNEL = isolation_report().get("mode") == "kernel"

@@ -18,22 +18,32 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.experience.skill_lint import (DESCRIPTION_MAX, NAME_RE, SKILL_MAX_LINES, check_commands, check_format,
-                                           check_mention, cli_root, mentions_in, parse_front_matter, resolve,
-                                           skill_mentions)
-from harness.knobs.catalogue import render_catalogue
-from harness.knobs.schema import load_schemas
 from harness.knobs.folder import defaults_dir
+from harness.knobs.schema import load_schemas
+from harness.skill.catalogue import render_catalogue
+from harness.skill.lint import (
+    DESCRIPTION_MAX,
+    NAME_RE,
+    SKILL_MAX_LINES,
+    check_commands,
+    check_format,
+    check_mention,
+    mentions_in,
+    parse_front_matter,
+    resolve,
+    skill_mentions,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SKILL = REPO / "skill"
 runner = CliRunner()
 
 MENTIONS = skill_mentions(SKILL)
-ROOT = cli_root()
+ROOT = typer.main.get_command(app)
 
 
 def _command_paths() -> list[tuple[str, ...]]:
@@ -197,7 +207,7 @@ def test_checks_catch_planted_problems(tmp_path):
     assert f"keep it under {SKILL_MAX_LINES}" in fmt
     assert "link 'references/missing.md' does not resolve" in fmt
     assert "references/orphan.md: not linked from SKILL.md" in fmt
-    cmds = "\n".join(check_commands(d))
+    cmds = "\n".join(check_commands(d, ROOT))
     assert "`eau frobnicate`: no such command" in cmds
     assert "`eau knobs set` has no option --nope" in cmds
     assert "`eau knobs frob`: no such command (known:" in cmds and "set" in cmds

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.experience.claude_settings import ALLOW_RULES, DENY_RULES, merge_permissions
-from harness.experience.skill_install import BEGIN_MARK, END_MARK, install, repo_skill_dir, upsert_block
+from harness.skill.claude_settings import ALLOW_RULES, DENY_RULES, merge_permissions
+from harness.skill.install import BEGIN_MARK, END_MARK, install, repo_skill_dir, upsert_block
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()

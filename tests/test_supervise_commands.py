@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.experience.claude_settings import ALLOW_RULES, DENY_RULES
+from harness.skill.claude_settings import ALLOW_RULES, DENY_RULES
 from harness.supervise import prompt as prompt_mod
 from harness.supervise.agents import AgentOptions, agent_kind, build_command, parse_output, session_env
 from harness.supervise.runwatch import Schedule

@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
-from harness.runs import jsonl
 from test_trainer import FAST
+
+from harness.io import jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 REASON = "scripted agent: entropy falling; predict entropy higher after lag 1, success_rate not lower"

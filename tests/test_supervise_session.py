@@ -13,8 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-
-from harness.runs import jsonl
+from harness.io import jsonl
 from harness.runs.writer import RunWriter
 from harness.supervise.agents import AgentOptions, build_command, session_env
 from harness.supervise.session import Session, allocate_dir
@@ -137,7 +136,7 @@ def test_session_attributes_agent_knob_events_and_findings(tmp_path, knobs_dir):
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(f"""
         import json, time
-        from harness.runs import jsonl
+        from harness.io import jsonl
         # a refusal the CLI logs at once, a human write, and a write waiting for the step boundary
         jsonl.append({str(events)!r}, {{"id": "k-ref", "knob": "env.max_steps", "author": "agent",
                                         "status": "rejected", "rule": "requires"}})

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli.common import EXIT_INVALID, EXIT_NOT_FOUND
 from harness.envs.colbench import ColbenchEnv
-from harness.envs.taskcheck import CheckItem, check_item
+from harness.envs.colbench.taskcheck import CheckItem, check_item
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FILE = REPO.parent / "shared" / "colbench" / "backend_test.jsonl"

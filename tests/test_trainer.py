@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
+from harness.io import jsonl
 from harness.knobs.folder import defaults_dir
-from harness.runs import jsonl
 
 FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
         "--set", "agent_knobs.max_new_tokens_per_turn=12", "--set", "agent_knobs.max_episode_tokens=512",
@@ -115,8 +115,8 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
     observation token (user replies, feedback, template markers) is masked out. Both decoding modes."""
     from harness.envs.registry import make
     from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.batch import collate
     from harness.ppo.models import load_policy
-    from harness.ppo.trainer import collate
     from harness.rollout.backends import HFBackend, SamplingParams
     from harness.rollout.chat import ChatFormat
     from harness.rollout.engine import RolloutEngine
@@ -423,7 +423,8 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
     from harness.knobs.snapshot import KnobSnapshot
     from harness.ppo.config import build_config
     from harness.ppo.sft import SFTConfig, run_sft
-    from harness.ppo.trainer import Trainer, warm_start_format
+    from harness.ppo.trainer import Trainer
+    from harness.ppo.warm_start import warm_start_format
 
     small = {"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}}
     sft = tmp_path / "sft"
@@ -446,59 +447,3 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
     ck.mkdir(parents=True)
     assert warm_start_format(ck) == {"rendering": "tool_call", "user_replies": "tool"}  # from the run's config.yaml
 
-
-def test_separate_critic_values_from_the_updates_first_forward_change_nothing(tmp_path, knobs_dir):
-    """A separate critic's old values of the first mini-batch come from its first forward in the
-    update instead of a scoring pass: the same old values, advantages, losses and weights after the
-    update (2 mini-batches x 2 epochs: the others still come from the scoring pass)."""
-    from harness.ppo.config import build_config
-    from harness.ppo.trainer import Trainer, collate, has_dropout
-
-    over = {"steps": 1, "progress": False, "tasks_per_step": 2, "samples_per_task": 2, "env_knobs.max_steps": 3,
-            "policy": {"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}},
-            "agent_knobs.max_new_tokens_per_turn": 12, "agent_knobs.mini_batch_size": 2,
-            "agent_knobs.micro_batch_size": 1, "agent_knobs.ppo_epochs": 2}
-    trainers = {}
-    for name in ("fused", "plain"):
-        kdir = tmp_path / name / "knobs"
-        shutil.copytree(knobs_dir, kdir)
-        trainers[name] = Trainer(build_config("tiny", None, {**over, "run_id": name}), tmp_path / name / "runs", kdir)
-        trainers[name].poll_knobs(0)
-        trainers[name]._step = 0
-    fused, plain = trainers["fused"], trainers["plain"]
-    assert fused.first_values_in_update() and not fused.shared_critic
-    # with dropout a train-mode forward is not the scoring pass's: then the scoring pass stays
-    assert has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1)))
-    assert not has_dropout(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.0)))
-    fused.policy.config.attention_dropout = 0.1
-    assert has_dropout(fused.policy)
-    fused.policy.config.attention_dropout = 0.0
-    for a, b in zip(fused.critic.parameters(), plain.critic.parameters()):
-        assert torch.equal(a, b)  # the same start
-    start = [p.detach().clone() for p in fused.critic.parameters()]
-    episodes, _ = fused.rollout(0)
-    batches, stats = {}, {}
-    for name, t in trainers.items():
-        batch = collate(episodes, t.pad_id)
-        plan = t.minibatch_plan(batch)
-        assert len(plan) == 2 and [len(m) for m in plan[0]] == [2, 2]
-        if name == "fused":
-            t.score(batch, values_later=plan[0][0])
-            assert float(batch.old_values[plan[0][0]].abs().sum()) == 0  # not scored: left to the update
-            done = t.critic_first_minibatch(batch, plan[0][0])
-        else:
-            t.score(batch)
-            done = None
-        t.advantages(batch)
-        stats[name] = t.update(batch, plan, critic_done=done)
-        batches[name] = batch
-    a, b = batches["fused"], batches["plain"]
-    assert torch.allclose(a.old_values, b.old_values, atol=1e-5)
-    assert torch.allclose(a.advantages, b.advantages, atol=1e-4) and torch.allclose(a.returns, b.returns, atol=1e-5)
-    assert stats["fused"].keys() == stats["plain"].keys()
-    for key in ("critic/vf_loss", "critic/vpred_mean", "critic_grad_norm", "actor/pg_loss", "grad_norm"):
-        assert stats["fused"][key] == pytest.approx(stats["plain"][key], rel=1e-4, abs=1e-6), key
-    for m in ("critic", "policy"):
-        for x, y in zip(getattr(fused, m).parameters(), getattr(plain, m).parameters()):
-            assert torch.allclose(x, y, atol=1e-6)
-    assert any(not torch.equal(x, y) for x, y in zip(fused.critic.parameters(), start))  # the critic did step

@@ -7,17 +7,35 @@ import time
 
 import pytest
 import torch
+from test_users_support import (
+    ChatServer,
+    ToyGym,
+    colbench_task,
+    env_knobs,
+    rng,
+    rules,
+    state_with,
+    telepathy_dynamic,
+    telepathy_task,
+    tiny_chat_model,
+    travel_task,
+    user_knobs,
+)
 
-from harness.envs.types import Fact
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
-from harness.users.backends import (BackendError, OpenAIChatBackend, TransformersChatBackend, cut_at_next_speaker,
-                                     make_backend, resolve_chat_template)
+from harness.types import Fact
+from harness.users.backends import (
+    BackendError,
+    OpenAIChatBackend,
+    TransformersChatBackend,
+    cut_at_next_speaker,
+    make_backend,
+    resolve_chat_template,
+)
 from harness.users.llm import BACKEND_FALLBACK_REPLY, LLMUser
 from harness.users.mixture import UserFactory
 from harness.users.personas import DEFAULT_PERSONAS
-from test_users_support import (ChatServer, ToyGym, colbench_task, env_knobs, rng, rules, state_with, telepathy_dynamic,
-                                telepathy_task, tiny_chat_model, travel_task, user_knobs)
 
 
 def backend(server: ChatServer, **kw) -> OpenAIChatBackend:

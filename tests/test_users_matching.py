@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.envs.types import Fact
+from harness.types import Fact
 from harness.users.matching import rank_facts, score_terms, similarity, stem, terms
 
 

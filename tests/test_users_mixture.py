@@ -3,16 +3,16 @@ backend is a clear error only when the LLM arm is actually drawn."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+from test_users_support import ChatServer, ToyGym, travel_task
 
-from harness.envs.registry import BUILTIN_GYMS, make
+from harness.envs.registry import make
+from harness.gyms import BUILTIN_GYMS
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 from harness.users import UserFactory
 from harness.users.backends import OpenAIChatBackend
-from test_users_support import ChatServer, ToyGym, travel_task
 
 GYMS = sorted(BUILTIN_GYMS)
 

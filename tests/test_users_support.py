@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from harness.envs.base import UserCentricEnv
-from harness.envs.types import AnswerResult, EpisodeState, Fact, Task, TurnRecord, Action
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
+from harness.types import Action, AnswerResult, EpisodeState, Fact, Task, TurnRecord
 from harness.users.rules import load_user_rules_file
 
 COLBENCH_FILE = Path(__file__).resolve().parents[2] / "shared" / "colbench" / "backend_test.jsonl"
@@ -183,7 +183,7 @@ class ChatServer:
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> "ChatServer":
+    def __enter__(self) -> ChatServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -7,15 +7,27 @@ import copy
 
 import pytest
 import yaml
+from test_users_support import (
+    RULES_DIR,
+    ToyGym,
+    colbench_task,
+    env_knobs,
+    intention_task,
+    rng,
+    rules,
+    state_with,
+    telepathy_dynamic,
+    telepathy_task,
+    travel_task,
+    user_knobs,
+)
 
-from harness.envs.types import Fact
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
+from harness.types import Fact
 from harness.users import SymbolicUser, UserFactory
 from harness.users.personas import PERSONA_NAMES
 from harness.users.rules import RuleFileError, compile_user_rules
-from test_users_support import (RULES_DIR, ToyGym, colbench_task, env_knobs, intention_task, rng, rules, state_with,
-                                telepathy_dynamic, telepathy_task, travel_task, user_knobs)
 
 
 def make_user(gym: str, task, dynamic=None, seed: int = 0, **knobs) -> SymbolicUser:

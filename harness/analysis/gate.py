@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from harness.analysis.replay import replay_episodes, replay_rewards
 from harness.analysis.run_data import RunData
-from harness.knobs import yamlio
+from harness.io import yamlio
 from harness.knobs.schema import RULE_MISSING, RULE_SCHEMA, RULE_UNKNOWN
 from harness.knobs.snapshot import AREAS
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from harness.envs.types import Fact, Task
+from harness.types import Fact, Task
 from harness.users.leakguard import LeakGuard, normalise
 from harness.users.matching import discloses
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from harness.runs import jsonl
+from harness.io import jsonl
 
 PANELS = {"reward": ("reward_mean", "reward (episode mean)"), "success": ("success_rate", "success rate")}
 _MARKERS = "os^Dv<>Pp*hX"

@@ -25,8 +25,8 @@ from typing import Any, Mapping, Sequence
 
 from harness.analysis.leakage import episode_leaks
 from harness.analysis.tasks import record_snapshot, regenerate
-from harness.envs.types import Action, EpisodeState, TurnRecord, UserReply
 from harness.knobs.snapshot import resolve
+from harness.types import Action, EpisodeState, TurnRecord, UserReply
 
 TOP_MOVED = 5
 

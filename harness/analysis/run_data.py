@@ -16,7 +16,8 @@ from typing import Any, Iterable, Iterator
 
 import yaml
 
-from harness.runs import jsonl, reader
+from harness.io import jsonl
+from harness.runs import reader
 
 _STEP_FILE = re.compile(r"^step_(\d+)\.jsonl$")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from harness.envs.types import Task
 from harness.knobs.snapshot import KnobSnapshot
+from harness.types import Task
 
 _CACHE: dict[str, tuple[Task | None, str | None]] = {}
 _CACHE_MAX = 4096  # tasks kept across calls (a window holds a few hundred distinct tasks)

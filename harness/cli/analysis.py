@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
 
-from harness.cli.common import (EXIT_ERROR, EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE, JsonOpt, KnobsDirOpt, RunsDirOpt,
-                                emit_json, fail, runs_dir)
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    fail,
+    runs_dir,
+)
 
 RunOpt = typer.Option(None, "--run", help="Run id (under --runs-dir) or run folder; default: the newest run.")
 WindowOpt = typer.Option(10, "--window", min=1, help="Recent steps to analyse.")
@@ -66,8 +76,8 @@ def status_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, 
 def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
                  window: int = WindowOpt,
                  until: Optional[int] = typer.Option(None, "--until", help="Last step of the window (default: latest)."),
-                 detector: Optional[List[str]] = typer.Option(None, "--detector", help="Run only this detector (repeatable)."),
-                 threshold: Optional[List[str]] = typer.Option(None, "--threshold",
+                 detector: Optional[list[str]] = typer.Option(None, "--detector", help="Run only this detector (repeatable)."),
+                 threshold: Optional[list[str]] = typer.Option(None, "--threshold",
                                                                help="Override a threshold: NAME.KEY=VALUE (repeatable)."),
                  list_: bool = typer.Option(False, "--list", help="List detectors and their thresholds, then exit."),
                  verbose: bool = typer.Option(False, "--verbose", "-v", help="Show evidence of unflagged detectors too."),
@@ -208,7 +218,7 @@ def _gate_knobs_dir(value: Optional[Path], data: Any) -> Path:
     return knobs_dir(None)
 
 
-def gate_cmd(files: List[str] = typer.Argument(..., help="Candidate files: env.yaml, user.yaml, reward.yaml, agent.yaml, "
+def gate_cmd(files: list[str] = typer.Argument(..., help="Candidate files: env.yaml, user.yaml, reward.yaml, agent.yaml, "
                                                ".../rules/users/<gym>.yaml, .../rules/rewards/<name>.yaml, or FILE=TARGET."),
              steps: int = typer.Option(5, "--steps", min=0, max=1000, help="Recent recorded steps to replay."),
              time_budget: float = typer.Option(30.0, "--time-budget", min=0.0, help="Seconds the replays may take."),

@@ -13,8 +13,17 @@ from typing import Any, Optional
 
 import typer
 
-from harness.cli.common import (EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, JsonOpt, RunsDirOpt, emit_json,
-                                err, fail, runs_dir)
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    JsonOpt,
+    RunsDirOpt,
+    emit_json,
+    err,
+    fail,
+    runs_dir,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -62,7 +71,6 @@ def eval_cmd(
     from harness.eval.evaluate import ProtocolRuntimeError, evaluate_run
     from harness.eval.policy import CheckpointError
     from harness.eval.results import eval_root, write_result
-
     from harness.runs.progress import Progress
 
     progress = Progress(enabled=True)  # on stderr: a live bar on a terminal, plain lines otherwise

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -60,7 +60,7 @@ def add_cmd(title: str = typer.Option(..., "--title", help="One line (<= 120 cha
             change: str = typer.Option(..., "--change", help="What was changed, e.g. 'user.facts_per_reply 1 -> 3', "
                                        "or the diagnosis for verdict n/a."),
             verdict: str = typer.Option(..., "--verdict", help="improved | harmed | inconclusive | n/a."),
-            knob: List[str] = typer.Option([], "--knob", help="Knob or rule file involved (repeatable): "
+            knob: list[str] = typer.Option([], "--knob", help="Knob or rule file involved (repeatable): "
                                            "env.max_steps, rules.users.colbench."),
             run: Optional[str] = typer.Option(None, "--run", help="Run id the evidence comes from."),
             steps: Optional[str] = typer.Option(None, "--steps", help="Steps covered: FIRST:LAST or one step."),
@@ -68,8 +68,8 @@ def add_cmd(title: str = typer.Option(..., "--title", help="One line (<= 120 cha
                                           "(metric, direction, size, lag)."),
             measured: str = typer.Option("", "--measured", help="Effect measured after the lag (eau effect: "
                                          "difference, noise floor); required unless --verdict n/a."),
-            tag: List[str] = typer.Option([], "--tag", help="Keyword (repeatable or comma-separated): deadlock, colbench."),
-            event: List[str] = typer.Option([], "--event", help="Knob event id k-... the finding is about (repeatable)."),
+            tag: list[str] = typer.Option([], "--tag", help="Keyword (repeatable or comma-separated): deadlock, colbench."),
+            event: list[str] = typer.Option([], "--event", help="Knob event id k-... the finding is about (repeatable)."),
             body: Optional[str] = typer.Option(None, "--body", help="Markdown body (evidence, reasoning); '-' reads stdin."),
             author: str = typer.Option("agent", "--author", help="agent | human."),
             source: str = typer.Option("", "--source", help="Where it comes from when not a run of this harness."),
@@ -96,7 +96,7 @@ def add_cmd(title: str = typer.Option(..., "--title", help="One line (<= 120 cha
 
 @app.command("list")
 def list_cmd(status: str = StatusOpt,
-             tag: List[str] = typer.Option([], "--tag", help="Only findings with this tag (repeatable: all must match)."),
+             tag: list[str] = typer.Option([], "--tag", help="Only findings with this tag (repeatable: all must match)."),
              knob: Optional[str] = typer.Option(None, "--knob", help="Only findings about this knob: user.max_reveals, "
                                                 "an area prefix 'user.', or a bare name max_reveals."),
              verdict: Optional[str] = typer.Option(None, "--verdict", help="improved | harmed | inconclusive | n/a."),

@@ -14,8 +14,19 @@ from typing import Any, Optional
 
 import typer
 
-from harness.cli.common import (EXIT_INVALID, EXIT_NOT_FOUND, EXIT_REFUSED, JsonOpt, KnobsDirOpt, RunsDirOpt,
-                                emit_json, err, fail, knobs_dir, runs_dir)
+from harness.cli.common import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    err,
+    fail,
+    knobs_dir,
+    runs_dir,
+)
 
 app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).",
                   no_args_is_help=True)
@@ -79,7 +90,7 @@ class _Ctx:
 
 def _parse_value(text: str) -> Any:
     """A CLI value as YAML (``0.004``, ``true``, ``[-1, 2]``, ``neutral``)."""
-    from harness.knobs import yamlio
+    from harness.io import yamlio
 
     try:
         return yamlio.plain(yamlio.parse_text(Path("<value>"), text))
@@ -158,7 +169,7 @@ def _pending(ctx: _Ctx, spec: Any, gym: Optional[str]) -> Optional[dict[str, Any
     """What the knob file holds for ``spec`` when a live run has not applied it yet (None: nothing pending)."""
     if not ctx.live:
         return None
-    from harness.knobs import yamlio
+    from harness.io import yamlio
     from harness.knobs.snapshot import resolve
 
     try:
@@ -388,8 +399,8 @@ def watch_cmd(interval: float = typer.Option(0.5, "--interval", help="Seconds be
     With a live run: follows what the run accepts and refuses (its knob_events.jsonl). Without one:
     watches the folder itself and validates each edit (logging to the folder's own history).
     """
+    from harness.io import jsonl
     from harness.knobs.watcher import KnobWatcher
-    from harness.runs import jsonl
 
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     t_end = time.monotonic() + duration if duration > 0 else None

@@ -6,6 +6,9 @@ import importlib
 
 import typer
 
+import harness.rewards  # noqa: F401  (registers the reward rule-file check with the knob store)
+import harness.users  # noqa: F401  (registers the user rule-file check with the knob store)
+
 app = typer.Typer(
     name="eau",
     help="EAU harness: train user-centric agents with PPO; knobs, runs, diagnosis and the meta-agent loop.",

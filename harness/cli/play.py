@@ -20,7 +20,16 @@ from typing import Any, Optional, TextIO
 
 import typer
 
-from harness.cli.common import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, KnobsDirOpt, emit_json, fail, knobs_dir
+from harness.cli.common import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOpt,
+    KnobsDirOpt,
+    emit_json,
+    fail,
+    knobs_dir,
+)
 
 CONTINUATION = "\\"
 
@@ -90,8 +99,8 @@ def play(
     from harness.envs.actions import RENDERINGS
     from harness.envs.base import SPLITS
     from harness.envs.registry import gym_class, names
-    from harness.envs.types import ARMS
     from harness.knobs.store import KnobError, KnobStore
+    from harness.types import ARMS
 
     for opt, value, allowed in (("--user", user, ARMS), ("--split", split, SPLITS), ("--format", fmt, RENDERINGS)):
         if value not in allowed:

@@ -26,7 +26,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _source(source: Optional[Path]) -> Path:
-    from harness.experience.skill_install import repo_skill_dir
+    from harness.skill.install import repo_skill_dir
 
     return Path(source) if source is not None else repo_skill_dir()
 
@@ -41,8 +41,8 @@ def install_cmd(target: Path = typer.Option(Path("."), "--target", help="Project
     Puts it at DIR/.claude/skills/<name> and DIR/.agents/skills/<name>, adds a pointer block to
     DIR/AGENTS.md and DIR/CLAUDE.md, and merges the permission set into DIR/.claude/settings.json.
     """
-    from harness.experience.claude_settings import SettingsError
-    from harness.experience.skill_install import InstallError, install
+    from harness.skill.claude_settings import SettingsError
+    from harness.skill.install import InstallError, install
 
     try:
         report = install(target, _source(source), "copy" if copy else "link")
@@ -69,8 +69,8 @@ def catalogue_cmd(out: Optional[Path] = typer.Option(None, "--out", help="File t
     import difflib
 
     from harness.experience.pool import atomic_write
-    from harness.knobs.catalogue import render_catalogue
     from harness.knobs.schema import SchemaProblem
+    from harness.skill.catalogue import render_catalogue
 
     kdir = knobs_dir(knobs_dir_)
     path = Path(out) if out is not None else _source(source) / "references" / "knobs.md"
@@ -109,10 +109,14 @@ def check_cmd(source: Optional[Path] = SourceOpt, as_json: bool = JsonOpt) -> No
     Limits: SKILL.md name and description, under 500 lines. Commands: every `eau ...` written in
     code in SKILL.md and references/ must exist in this CLI with the options written after it.
     """
-    from harness.experience.skill_lint import check_commands, check_format
+    from harness.skill.lint import check_commands, check_format
 
     skill_dir = _source(source)
-    problems = check_format(skill_dir) + check_commands(skill_dir)
+    import typer as _typer
+
+    from harness.cli.main import app
+
+    problems = check_format(skill_dir) + check_commands(skill_dir, _typer.main.get_command(app))
     if as_json:
         emit_json({"ok": not problems, "skill": str(skill_dir), "problems": problems})
     else:

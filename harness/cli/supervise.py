@@ -7,12 +7,22 @@ Exit codes: 0 ok, 1 error, 2 bad option, 5 run not found.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from harness.cli.common import (EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json,
-                                err, fail, runs_dir)
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    err,
+    fail,
+    runs_dir,
+)
 
 PoolDirOpt = typer.Option(None, "--pool-dir", envvar="EAU_POOL_DIR",
                           help="Experience pool the agent writes (default: <cwd>/experience_pool).")
@@ -42,7 +52,7 @@ def supervise_cmd(
     permission_mode: str = typer.Option("dontAsk", "--permission-mode", help="Claude Code --permission-mode "
                                         "(dontAsk: refuse whatever the skill's rules do not allow)."),
     output_format: str = typer.Option("json", "--output-format", help="Claude Code output: json | stream-json."),
-    agent_arg: List[str] = typer.Option([], "--agent-arg", help="Extra argument for the agent command (repeatable)."),
+    agent_arg: list[str] = typer.Option([], "--agent-arg", help="Extra argument for the agent command (repeatable)."),
     prompt_template: Optional[Path] = typer.Option(None, "--prompt-template", help="Prompt template file "
                                                    "($run, $step, $skill, ...; see harness/supervise/prompt.py)."),
     cwd: Path = CwdOpt,
@@ -94,7 +104,7 @@ def autopilot_cmd(
     once: bool = typer.Option(False, "--once", help="Take one turn now and exit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what it would do; write nothing."),
     window: int = typer.Option(10, "--window", help="Steps eau diagnose looks at."),
-    threshold: List[str] = typer.Option([], "--threshold", help="eau diagnose threshold override NAME.KEY=VALUE "
+    threshold: list[str] = typer.Option([], "--threshold", help="eau diagnose threshold override NAME.KEY=VALUE "
                                         "(repeatable)."),
     lag: Optional[int] = typer.Option(None, "--lag", help="Steps after a change before it is measured (default: "
                                       "the table entry's)."),

@@ -1,7 +1,7 @@
 """``eau tasks check GYM``: every reference of a task set passes its own tests, deterministically.
 
 Runs each reference on its test calls in the code sandbox twice (fresh processes) and reports per
-task: passed, or why not (``harness.envs.taskcheck.REASONS``). Exit code 0 when every task passes,
+task: passed, or why not (``harness.envs.colbench.taskcheck.REASONS``). Exit code 0 when every task passes,
 ``EXIT_INVALID`` (4) when any fails or the data file is malformed, ``EXIT_NOT_FOUND`` (5) for an
 unknown gym. Gyms whose tasks are not programs have nothing to check (exit 0, said so).
 """
@@ -15,8 +15,17 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common import (EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json,
-                                err, fail)
+from harness.cli.common import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    err,
+    fail,
+)
 
 app = typer.Typer(help="Check task sets (references against their own tests, in the sandbox).", no_args_is_help=True)
 
@@ -44,9 +53,9 @@ def check(
     runs_dir: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Run every reference against its own tests twice in the sandbox and report failures by reason."""
-    from harness.envs.colbench_data import ColbenchDataError
-    from harness.envs.sandbox import SandboxError, isolation_report
-    from harness.envs.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
+    from harness.envs.colbench.data import ColbenchDataError
+    from harness.envs.colbench.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
+    from harness.sandbox import SandboxError, isolation_report
 
     if data is not None and not data.exists():
         fail(f"--data {data}: no such file", EXIT_USAGE, as_json)

@@ -11,9 +11,19 @@ from typing import Optional
 
 import typer
 
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    fail,
+    knobs_dir,
+    runs_dir,
+)
 from harness.ppo.config import preset_names
-from harness.cli.common import (EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json,
-                                fail, knobs_dir, runs_dir)
 
 
 def register(app: typer.Typer) -> None:
@@ -121,7 +131,7 @@ def train_cmd(
     progress.close()
     plot = _plot(trainer) if trainer.dist.main else None
     if as_json and trainer.dist.main:
-        from harness.runs import jsonl
+        from harness.io import jsonl
 
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
         emit_json({"ok": True, "run_id": trainer.run_id, "run_dir": str(trainer.run_dir),
@@ -187,7 +197,7 @@ def _plot(trainer):
 
 def _print_summary(trainer, evaluation, plot) -> None:
     from harness.eval.training import summary_lines
-    from harness.runs import jsonl
+    from harness.io import jsonl
 
     rows = jsonl.read(trainer.run_dir / "metrics.jsonl")
     typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Sequence
 
-from harness.envs.types import CHOICES, Action
+from harness.types import CHOICES, Action
 
 RENDERINGS = ("tagged", "tool_call")
 TOOL_NAME = "interact"

@@ -26,9 +26,9 @@ import gymnasium
 import numpy as np
 
 from harness.envs.actions import format_feedback, interact_tool_schema, parse_action, tagged_instructions
-from harness.envs.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
+from harness.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
 
 SPLITS = ("train", "eval")
 EVAL_SHARE = 5  # one content hash in EVAL_SHARE goes to the eval split

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
-from harness.envs.types import AnswerResult, Fact, Task, ToolResult, TurnRecord, UserReply
+from harness.types import AnswerResult, Fact, Task, ToolResult, TurnRecord, UserReply
 
 GYM = "function"
 MAX_INPUT = 10**6  # probes beyond this magnitude are malformed (keeps values small and printable)

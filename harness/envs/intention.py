@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
-from harness.envs.types import AnswerResult, Fact, Task, UserReply
+from harness.types import AnswerResult, Fact, Task, UserReply
 
 GYM = "intention"
 IMPORTANCE_VALUE = {1: 1.0, 2: 0.7, 3: 0.4}

@@ -1,9 +1,9 @@
 """Gym registry: ``make("travel", knobs=..., ...)`` builds a gym by name.
 
-Built-in gyms register themselves when their module is imported; ``BUILTIN_GYMS`` lists the modules
-so that ``make`` works without importing them first. A new gym: subclass
-``harness.envs.base.UserCentricEnv``, decorate it with ``@register``, and add its module here (or
-import it before calling ``make``).
+Built-in gyms register themselves when their module is imported; ``harness.gyms.BUILTIN_GYMS`` lists
+the modules so that ``make`` works without importing them first. A new gym: subclass
+``harness.envs.base.UserCentricEnv``, decorate it with ``@register``, and add its module to
+``BUILTIN_GYMS`` (or import it before calling ``make``).
 """
 
 from __future__ import annotations
@@ -12,14 +12,7 @@ import importlib
 from typing import Any
 
 from harness.envs.base import UserCentricEnv
-
-BUILTIN_GYMS = {
-    "travel": "harness.envs.travel",
-    "function": "harness.envs.function",
-    "telepathy": "harness.envs.telepathy",
-    "intention": "harness.envs.intention",
-    "colbench": "harness.envs.colbench",
-}
+from harness.gyms import BUILTIN_GYMS, add_gym_name, gym_names
 
 _REGISTRY: dict[str, type[UserCentricEnv]] = {}
 
@@ -29,6 +22,7 @@ def register(cls: type[UserCentricEnv]) -> type[UserCentricEnv]:
     if not cls.name:
         raise ValueError(f"{cls.__qualname__} has no name")
     _REGISTRY[cls.name] = cls
+    add_gym_name(cls.name)
     return cls
 
 
@@ -47,4 +41,4 @@ def make(name: str, **kwargs: Any) -> UserCentricEnv:
 
 
 def names() -> list[str]:
-    return sorted(set(_REGISTRY) | set(BUILTIN_GYMS))
+    return gym_names()

@@ -25,7 +25,7 @@ from typing import Any
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
 from harness.envs.telepathy_kb import MAYBE, YES, Attribute, Entity, load_kb
-from harness.envs.types import AnswerResult, Fact, Task, TurnRecord, UserReply
+from harness.types import AnswerResult, Fact, Task, TurnRecord, UserReply
 
 GYM = "telepathy"
 _HINT_ATTRS = ("animal", "alive", "big", "fly", "food", "man_made", "red", "water", "europe")

@@ -36,7 +36,7 @@ from typing import Any
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
-from harness.envs.types import AnswerResult, Fact, Task, ToolResult, TurnRecord, UserReply
+from harness.types import AnswerResult, Fact, Task, ToolResult, TurnRecord, UserReply
 
 GYM = "travel"
 SUCCESS_REWARD, COMPLIANT_REWARD = 1.0, 0.8

@@ -16,7 +16,6 @@ from harness.eval.protocol import Protocol, default_protocol_path, scorer_hash
 from harness.eval.runner import evaluate_policy
 from harness.eval.scoring import score_records
 
-
 CPU_PROTOCOL = Path("eval") / "protocol-cpu.yaml"  # relative to the repository root
 
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.runs import jsonl
+from harness.io import jsonl
 
 EVAL_DIR_ENV = "EAU_EVAL_DIR"
 

@@ -168,7 +168,7 @@ class Finding:
     path: Path | None = None
     """The file the finding was read from or written to (not part of the front matter)."""
 
-    def validate(self, where: str = "finding") -> "Finding":
+    def validate(self, where: str = "finding") -> Finding:
         """Check every field; raises FindingError naming the field, the value and what is allowed."""
         try:
             id_number(self.id)

@@ -19,13 +19,11 @@ import contextlib
 import fcntl
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from harness.knobs.yamlio import atomic_write_text
 from typing import Iterator
 
-from harness.experience.finding import (FILE_RE, Finding, FindingError, format_id, id_number, now_iso,
-                                        read_finding)
+from harness.experience.finding import FILE_RE, Finding, FindingError, format_id, id_number, now_iso, read_finding
 from harness.experience.index import render_index
+from harness.io.yamlio import atomic_write_text
 
 INDEX_NAME = "INDEX.md"
 LOCK_NAME = ".lock"

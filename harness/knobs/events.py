@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.runs import jsonl
+from harness.io import jsonl
 
 AUTHORS = ("human", "agent", "system")
 

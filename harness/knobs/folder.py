@@ -74,7 +74,7 @@ def reset_to_defaults(dst: Path) -> list[dict]:
     """Put the packaged defaults back into the knobs folder ``dst`` (values, schemas, rule files;
     added knobs and rule files are removed). Returns what changed: one entry per knob cell
     (``{knob, gym, old, new, file}``) and per file added, changed or removed (``{knob: "file", file}``)."""
-    from harness.knobs import yamlio
+    from harness.io import yamlio
     from harness.knobs.store import changed_cells
 
     def read(path: Path):

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from harness.knobs import yamlio
+from harness.io import yamlio
+from harness.io.processes import pid_alive
 
 LEASE_FILE = ".lease.json"
 
@@ -58,8 +59,6 @@ def read_lease(knobs_dir: Path) -> Lease | None:
 
 def lease_is_live(lease: Lease) -> bool:
     """Whether the run that holds ``lease`` is still running (its trainer process exists on this host)."""
-    from harness.runs.reader import pid_alive
-
     return lease.host == socket.gethostname() and pid_alive(lease.pid)
 
 

@@ -75,7 +75,7 @@ class KnobSnapshot:
         return {k: copy.deepcopy(self.reward_rules[k]) for k in sorted(self.reward_rules)}
 
     @classmethod
-    def read_dir(cls, knobs_dir: str | Path) -> "KnobSnapshot":
+    def read_dir(cls, knobs_dir: str | Path) -> KnobSnapshot:
         """Read a knobs folder without validation (tests, tools). Training uses the validating store."""
         root = Path(knobs_dir)
         values = {}

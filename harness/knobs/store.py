@@ -37,13 +37,25 @@ from typing import Any, Mapping, Sequence
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from harness.knobs import yamlio
-from harness.runs import jsonl
+from harness.io import jsonl, yamlio
 from harness.knobs.checks import check_change
 from harness.knobs.events import AUTHORS, EventLog, KnobEvent, now_iso
-from harness.knobs.schema import (RULE_MISSING, RULE_REQUIRES, RULE_SCHEMA, RULE_UNKNOWN, AreaSchema, KnobSpec,
-                                  Refusal, SchemaProblem, cells, load_area_schema, parse_area_schema, schema_path,
-                                  validate_value)
+from harness.knobs.rule_checks import rule_problem
+from harness.knobs.schema import (
+    RULE_MISSING,
+    RULE_REQUIRES,
+    RULE_SCHEMA,
+    RULE_UNKNOWN,
+    AreaSchema,
+    KnobSpec,
+    Refusal,
+    SchemaProblem,
+    cells,
+    load_area_schema,
+    parse_area_schema,
+    schema_path,
+    validate_value,
+)
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY, KnobSnapshot, resolve
 
 RULE_KINDS = ("users", "rewards")
@@ -121,22 +133,6 @@ def _classify(knobs_dir: Path, path: Path) -> tuple[str, str] | None:
     if (len(parts) == 3 and parts[0] == "rules" and parts[1] in RULE_KINDS and parts[2].endswith(".yaml")
             and not parts[2].startswith(".") and len(parts[2]) > 5):
         return "rules", f"{parts[1]}/{parts[2][:-5]}"
-    return None
-
-
-def _rule_semantic_check(kind: str, key: str, value: Any) -> str | None:
-    """Checks beyond the JSON Schema that the rule consumers define (e.g. known predicate names)."""
-    try:
-        if kind == "rewards":
-            from harness.rewards import validate_rule_file
-            validate_rule_file(value)
-        else:
-            from harness.users import validate_rule_file
-            validate_rule_file(value, gym=key)
-    except ImportError:
-        return None
-    except (ValueError, KeyError, TypeError) as exc:
-        return str(exc).strip("'\"")
     return None
 
 
@@ -274,7 +270,7 @@ class KnobStore:
                 e = errors[0]
                 where = "/".join(str(p) for p in e.path) or "(top level)"
                 return f"rules/{kind}/{key}.yaml at {where}: {e.message}", None
-        msg = _rule_semantic_check(kind, key, value)
+        msg = rule_problem(kind, key, value)
         if msg:
             return f"rules/{kind}/{key}.yaml: {msg}", None
         return None

@@ -39,7 +39,7 @@ class KnobWatcher:
         self.observer = Observer()
         self.observer.daemon = True
 
-    def start(self) -> "KnobWatcher":
+    def start(self) -> KnobWatcher:
         self.observer.schedule(_Handler(self.store), str(self.store.dir), recursive=True)
         self.observer.start()
         return self
@@ -49,7 +49,7 @@ class KnobWatcher:
             self.observer.stop()
             self.observer.join(timeout=5)
 
-    def __enter__(self) -> "KnobWatcher":
+    def __enter__(self) -> KnobWatcher:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -166,7 +166,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ValueError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
-    from harness.knobs.yamlio import parse_text, plain
+    from harness.io.yamlio import parse_text, plain
 
     return key.strip(), plain(parse_text(Path("<--set>"), raw, fast=True))
 

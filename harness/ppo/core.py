@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 import torch
-import torch.nn.functional as F
 
 # ----------------------------------------------------------------------------------------------------
 # masked reductions
@@ -80,6 +79,38 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
     if not shift_mean:
         out = out + mean
     return out * mask
+
+
+def masked_sums(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[sum, sum of squares, count]`` of ``x`` over masked positions: additive, so data-parallel
+    processes can sum theirs before :func:`moments_from_sums`.
+
+    >>> masked_sums(torch.tensor([[1., 2., 3., 50.]]), torch.tensor([[1, 1, 1, 0]]))
+    tensor([ 6., 14.,  3.])
+    """
+    m = mask.to(x.dtype)
+    return torch.stack([(x * m).sum(), (x * x * m).sum(), m.sum()])
+
+
+def moments_from_sums(sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, variance)`` from :func:`masked_sums` (the population variance; 0 for no positions).
+
+    >>> moments_from_sums(torch.tensor([6., 14., 3.]))
+    (tensor(2.), tensor(0.6667))
+    """
+    n = sums[2].clamp(min=1)
+    mean = sums[0] / n
+    return mean, (sums[1] / n - mean**2).clamp(min=0)
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(x - mean) / (std + eps)`` at masked positions, 0 elsewhere (advantage whitening with moments
+    taken over every process's action tokens).
+
+    >>> whiten(torch.tensor([[1., 3., 9.]]), torch.tensor([[1, 1, 0]]), torch.tensor(2.), torch.tensor(1.))
+    tensor([[-1.,  1.,  0.]])
+    """
+    return (x - mean) / (var.sqrt() + eps) * mask.to(x.dtype)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -336,57 +367,6 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.T
     tensor([[1., 0.]])
     """
     return get_kl_estimator(estimator)(logprobs, ref_logprobs) * mask.to(logprobs.dtype)
-
-
-# ----------------------------------------------------------------------------------------------------
-# log-probs and entropy from logits
-# ----------------------------------------------------------------------------------------------------
-
-
-def _rows_per_chunk(vocab: int, chunk_size: int | None) -> int:
-    """Rows per chunk: about 32M logits (128 MiB in float32) when not given."""
-    return chunk_size if chunk_size else max(1, (1 << 25) // max(vocab, 1))
-
-
-def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
-                         chunk_size: int | None = None) -> torch.Tensor:
-    """Log-probability of ``labels`` under ``softmax(logits / temperature)``.
-
-    ``logits (..., V)``, ``labels (...)`` -> ``(...)``. Memory-frugal: log-softmax is taken over
-    ``chunk_size`` rows at a time and only the chosen entry is kept (``logsumexp`` then gather),
-    so no second ``(..., V)`` tensor is materialised at once.
-
-    >>> logprobs_from_logits(torch.tensor([[0.0, 0.0]]), torch.tensor([1]))
-    tensor([-0.6931])
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    V = logits.shape[-1]
-    flat = logits.reshape(-1, V)  # (N, V)
-    idx = labels.reshape(-1, 1)  # (N, 1)
-    out = []
-    n = _rows_per_chunk(V, chunk_size)
-    for rows, ids in zip(flat.split(n), idx.split(n)):
-        rows = rows.float() / temperature if temperature != 1.0 else rows.float()
-        out.append((rows.gather(-1, ids) - torch.logsumexp(rows, dim=-1, keepdim=True)).squeeze(-1))
-    return torch.cat(out).reshape(labels.shape)
-
-
-def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0, chunk_size: int | None = None) -> torch.Tensor:
-    """Entropy (nats) of ``softmax(logits / temperature)`` per row: ``(..., V) -> (...)``, chunked.
-
-    >>> entropy_from_logits(torch.zeros(1, 4))
-    tensor([1.3863])
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    V = logits.shape[-1]
-    out = []
-    for rows in logits.reshape(-1, V).split(_rows_per_chunk(V, chunk_size)):
-        rows = rows.float() / temperature if temperature != 1.0 else rows.float()
-        logp = F.log_softmax(rows, dim=-1)
-        out.append(-(logp.exp() * logp).sum(-1))
-    return torch.cat(out).reshape(logits.shape[:-1])
 
 
 # ----------------------------------------------------------------------------------------------------

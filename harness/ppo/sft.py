@@ -1,7 +1,7 @@
 """``eau sft``: a short supervised warm start on scripted demonstrations.
 
 A fresh tiny model cannot find the action format by sampling, so PPO would see format errors only.
-A scripted agent (``harness.envs.scripted``: the oracle, or the public planner) plays train-split
+A scripted agent (``harness.agents.scripted``: the oracle, or the public planner) plays train-split
 episodes through the real gyms and
 users; each transcript is tokenised exactly as the rollout engine tokenises an episode
 (``ChatFormat``), and the policy is trained with cross-entropy on the action tokens only. The
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.agents.scripted import impatient, oracle_action, public_action, run_episode
 from harness.envs.registry import make as make_gym
-from harness.envs.scripted import impatient, oracle_action, public_action, run_episode
 from harness.knobs.snapshot import KnobSnapshot
 from harness.rollout.chat import ChatFormat, check_user_replies
 
@@ -121,7 +120,13 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model
     instead of loading ``cfg.policy``. ``progress(stage, done, total, info)`` reports each stage:
     ``demonstrations`` (episodes played) and ``updates`` (``info``: epoch and loss)."""
     from harness.ppo.checkpoint import trainable_state_dict
-    from harness.ppo.models import forward_token_stats, frozen_trunk_depth, load_policy, trainable_parameters, trunk_capture
+    from harness.ppo.models import (
+        forward_token_stats,
+        frozen_trunk_depth,
+        load_policy,
+        trainable_parameters,
+        trunk_capture,
+    )
 
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)

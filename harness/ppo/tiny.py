@@ -19,7 +19,7 @@ import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from harness.ppo.chat_templates import END_OF_TURN, START_OF_TURN, ensure_chat_template, stop_token_ids
+from harness.rollout.chat_templates import END_OF_TURN, START_OF_TURN, ensure_chat_template, stop_token_ids
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, START_OF_TURN, END_OF_TURN)
@@ -45,7 +45,7 @@ class TinySpec:
     seed: int = 0  # weight initialisation seed (the tokenizer does not depend on it)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "tiny") -> "TinySpec":
+    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "tiny") -> TinySpec:
         """Build from a mapping; an unknown key raises naming ``where`` and the allowed keys."""
         d = dict(d or {})
         allowed = [f.name for f in fields(cls)]
@@ -184,7 +184,7 @@ def build_tiny_tokenizer(vocab_size: int = TinySpec.vocab_size, chat_template: s
                          ) -> PreTrainedTokenizerFast:
     """Train the byte-level BPE on :func:`tiny_corpus` and wrap it for transformers.
 
-    ``chat_template``: a template name or path (see :mod:`harness.ppo.chat_templates`); None sets
+    ``chat_template``: a template name or path (see :mod:`harness.rollout.chat_templates`); None sets
     ``turns``.
     """
     tok = Tokenizer(models.BPE())

@@ -17,8 +17,8 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from harness.envs.types import EpisodeState, TurnRecord
 from harness.rewards.rules import RewardRule, RewardRuleError, compile_rule_files
+from harness.types import EpisodeState, TurnRecord
 
 
 def _number(knobs: Mapping[str, Any], name: str, default: float | None = None) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from harness.envs.types import EpisodeState, TurnRecord
+from harness.types import EpisodeState, TurnRecord
 
 PredicateFn = Callable[[TurnRecord, EpisodeState, Mapping[str, Any]], bool]
 

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import jsonschema
 
+from harness.gyms import gym_names
 from harness.knobs.folder import defaults_dir
 from harness.rewards.predicates import Predicate, get_predicate
 
@@ -53,9 +54,7 @@ def _where(path: Any) -> str:
 
 
 def _known_gyms() -> list[str]:
-    from harness.envs.registry import names  # local: the registry imports the env base class
-
-    return names()
+    return gym_names()
 
 
 def _check_params(src: str, where: str, pred: Predicate, params: Mapping[str, Any]) -> dict[str, Any]:

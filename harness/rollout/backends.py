@@ -21,7 +21,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
-from harness.ppo.core import logprobs_from_logits
+from harness.distributions import logprobs_from_logits
 from harness.rollout.row_cache import (
     KVBufferPool,
     MaskSpec,
@@ -194,38 +194,19 @@ class HFBackend:
     @torch.no_grad()
     def run_turns(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams,
                   on_turn_end: TurnEnd, with_stats: bool = False, seeds: Sequence[int] | None = None) -> int:
-        """Continuous batching over whole episodes: decode every live row one token per model call,
-        and when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row, ids)``
-        at once; the returned ``(observation ids, next budget)`` are encoded in the next call, beside
-        the other rows' next tokens, and everyone decodes on (``None``: the episode is over, the row
-        leaves the batch).
+        """Continuous batching over whole episodes (docs/rollout.md): decode every live row one token per
+        model call; when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row,
+        ids)`` at once; the returned ``(observation ids, next budget)`` are encoded in the next call,
+        beside the other rows' next tokens (``None``: the episode is over, the row leaves the batch).
+        Sampling follows ``generate``: temperature, then top-p, over float32 logits (greedy at
+        temperature 0). A model the row cache cannot serve is refused (ValueError; such a backend is built
+        with ``continuous`` off and decodes one ``generate`` per turn). Returns the number of model calls.
 
-        Why: with one ``generate`` per turn every turn lasts as long as its longest row, so a batch of
-        episodes pays (turns x longest turn) decode steps; here it pays about its longest episode.
-        Layout: :class:`~harness.rollout.row_cache.RowKVCache`, each row's tokens at columns 0.. of
-        preallocated buffers, written in place (no padding, no copy of the cache per token; a token's
-        column is its position). A call that encodes observations is packed
-        (:meth:`RowKVCache.begin_packed`): the rows' tokens one after another in one sequence, so
-        the decoding rows are not padded to the observation's width and do not wait a call (models
-        whose attention does not go through transformers' ``AttentionInterface``, or with
-        ``pack_observations`` off: the observing rows get a call of their own while the others
-        wait). Identical prompts (the samples of one task) are encoded once, their
-        keys and values copied to the other rows (:meth:`RowKVCache.copy_rows`), and so is the prefix the
-        distinct prompts share (a gym's system prompt and tool descriptions: one call encodes it, the
-        prompt call then only the rest of each; ``share_prompt_prefix``); each row then samples
-        on its own. Sampling follows ``generate``: temperature, then top-p, over float32
-        logits (greedy at temperature 0), drawn by inverse CDF. Models the row cache cannot serve
-        (attention other than sdpa/eager, layers other than full/sliding-window) decode one
-        ``generate`` per turn instead (``continuous`` is switched off with a warning). Returns the
-        number of model calls.
-
-        ``with_stats``: also hand ``on_turn_end`` a third argument, :class:`TurnStats`: each sampled
-        token's log-prob under ``softmax(logits / temperature)`` (the PPO ratio's old log-prob, from
-        the very logits it was sampled from) and, when the backend has a ``value_fn`` (the shared
-        critic's), the value of the state it was sampled in, ``value_fn(last hidden state)``.
-
-        ``seeds``: one sampling seed per prompt (a ``torch.Generator`` per row): a row's draws do not
-        depend on the other rows. Default: the global torch RNG.
+        ``with_stats``: also hand ``on_turn_end`` a :class:`TurnStats`: each sampled token's log-prob
+        under ``softmax(logits / temperature)`` (PPO's old log-prob, from the very logits it was sampled
+        from) and, with a ``value_fn`` (the shared critic's), the value of the state it was sampled in.
+        ``seeds``: one sampling seed per prompt, so a row's draws do not depend on the other rows
+        (default: the global torch RNG).
         """
         spec = self.row_cache_spec
         if isinstance(spec, str):
@@ -639,3 +620,23 @@ def _merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
             model.unmerge_adapter()
         return sd
     return {k: v.detach() for k, v in model.state_dict().items()}
+
+
+def make_backend(spec: dict[str, Any], policy: torch.nn.Module, tokenizer: Any, device: torch.device, seed: int,
+                 model_path: str | None = None) -> Any:
+    """The generation backend a run config asks for: ``{name: hf, continuous: bool}`` (the policy in
+    this process) or ``{name: vllm, ...}`` (vLLM on the weights at ``model_path``, or the spec's own
+    ``model_path``)."""
+    b = dict(spec)
+    if b.pop("name", "hf") == "vllm":
+        return VLLMBackend(b.pop("model_path", None) or model_path, seed=seed, **b)
+    return HFBackend(policy, tokenizer, device, continuous=bool(b.get("continuous", True)))
+
+
+def rollout_records_stats(mode: str, backend: Any, engine: Any, policy: torch.nn.Module) -> bool:
+    """Whether PPO's old log-probs (and a shared critic's values) are recorded while sampling (run
+    config ``rollout_stats``: ``rollout``, ``recompute``, or ``auto`` = recorded when the hf backend
+    decodes continuously with a float32 policy)."""
+    if mode == "recompute" or not isinstance(backend, HFBackend) or not engine.continuous:
+        return False
+    return mode == "rollout" or next(policy.parameters()).dtype == torch.float32

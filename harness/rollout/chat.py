@@ -66,7 +66,7 @@ class ChatFormat:
     _memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)  # text by (messages, gen. prompt)
 
     def __post_init__(self) -> None:
-        from harness.ppo.chat_templates import stop_token_ids
+        from harness.rollout.chat_templates import stop_token_ids
 
         check_user_replies(self.rendering, self.user_replies)
 

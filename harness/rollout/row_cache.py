@@ -18,8 +18,7 @@ in the buffer is finite and a masked column can never turn a softmax into NaN.
 
 On CPU the buffers' storage is kept between rollouts (:class:`KVBufferPool`, owned by the backend):
 torch's CPU allocator caches nothing, so a fresh multi-megabyte buffer comes from the OS and every
-page of it faults on first touch (measured: ~7% of a 16-episode tiny rollout went to zero-filling
-new buffers). A reused buffer is not cleared: its unwritten columns hold an earlier rollout's keys
+page of it faults on first touch (BENCHMARKS.md has the profile). A reused buffer is not cleared: its unwritten columns hold an earlier rollout's keys
 and values, finite numbers that the masks hide as they hide padding.
 
 A call where some rows encode an observation and the others decode one token is PACKED
@@ -82,7 +81,7 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
     if "sliding_attention" in distinct and not window:
         return "sliding_attention layers without a sliding_window"
     # additive float masks for sdpa too: given a bool mask, sdpa converts it to a float one in every
-    # layer (torch.where, ~3% of a 16-episode tiny rollout); this one is built once per call
+    # layer; this one is built once per call
     dtype = next(model.parameters()).dtype
     n_layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     kinds = tuple(types) if types is not None else (distinct[0],) * n_layers
@@ -218,7 +217,7 @@ def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
 def _grouped_sdpa_applies(module: torch.nn.Module, query: torch.Tensor, kwargs: dict[str, Any]) -> bool:
     """Several queries per row on a grouped-query model, with nothing but a mask and a scale: there
     transformers' sdpa path copies every key and value head ``num_key_value_groups`` times
-    (``repeat_kv``; ~3% of a 16-episode tiny rollout) where :func:`_grouped_sdpa` copies nothing."""
+    (``repeat_kv``) where :func:`_grouped_sdpa` copies nothing."""
     return (query.shape[2] > 1 and getattr(module, "num_key_value_groups", 1) > 1
             and not kwargs.get("dropout") and kwargs.get("softcap") is None
             and kwargs.get("position_bias") is None and not kwargs.get("output_attentions"))

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from harness.runs import jsonl
+from harness.io import jsonl
 from harness.runs.reader import read_json, status
 
 AREAS = ("env", "user", "reward", "agent")

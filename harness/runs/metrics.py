@@ -99,3 +99,19 @@ def episode_metrics(episodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         out[f"gym/{g}/arm/{a}/reward_mean"] = st["reward_mean"]
         out[f"gym/{g}/arm/{a}/success_rate"] = st["success_rate"]
     return out
+
+
+def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, Any]) -> dict[str, float]:
+    """The optimisation part of a ``metrics.jsonl`` line: the update's statistics (averaged over
+    processes) under their documented names, and the knob values the step ran with."""
+    upd = {key: float(sum(u[key] for u in updates if key in u) / sum(1 for u in updates if key in u))
+           for key in updates[0]} if updates else {}
+    return {
+        "entropy": upd.get("actor/entropy", 0.0), "kl": upd.get("actor/kl", 0.0),
+        "policy_loss": upd.get("actor/pg_loss", 0.0), "value_loss": upd.get("critic/vf_loss", 0.0),
+        "clip_frac": upd.get("actor/clip_frac", 0.0), "approx_kl": upd.get("actor/approx_kl", 0.0),
+        "grad_norm": upd.get("grad_norm", 0.0), "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
+        "value_mean": upd.get("critic/vpred_mean", 0.0), "explained_var": upd.get("critic/explained_var", 0.0),
+        "lr": knobs["lr"], "critic_lr": knobs["critic_lr"], "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
+        "entropy_coeff": knobs["entropy_coeff"], "kl_coef": knobs["kl_coef"], "temperature": knobs["temperature"],
+    }

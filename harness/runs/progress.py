@@ -37,7 +37,7 @@ def eta_seconds(done: float, total: float, elapsed: float) -> float | None:
 class Phase:
     """One phase of a :class:`Progress`: ``advance`` it, ``update`` its info text, ``close`` it."""
 
-    def __init__(self, owner: "Progress", name: str, total: int | None, unit: str, eta_bound: bool = False):
+    def __init__(self, owner: Progress, name: str, total: int | None, unit: str, eta_bound: bool = False):
         self.owner, self.name, self.total, self.unit = owner, name, total, unit
         self.eta_bound = eta_bound  # total is an upper bound (e.g. turns when episodes may end early)
         self.done = 0
@@ -102,7 +102,7 @@ class Phase:
         else:
             self.owner.plain(self.text(final=True))
 
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -126,8 +126,15 @@ class Progress:
         console = Console(file=self.stream, force_terminal=terminal) if terminal is not None \
             else Console(file=self.stream)
         if console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, SpinnerColumn,
-                                       TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self.bar = RichProgress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                                     MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
@@ -139,7 +146,7 @@ class Progress:
     def on_terminal(self) -> bool:
         return self.bar is not None
 
-    def phase(self, name: str, total: int | None = None, unit: str = "", eta_bound: bool = False) -> Phase | "_Null":
+    def phase(self, name: str, total: int | None = None, unit: str = "", eta_bound: bool = False) -> Phase | _Null:
         """Start a phase (use as a context manager, or ``close()`` it). ``eta_bound``: ``total`` is an
         upper bound, so the ETA is one too."""
         if not self.enabled:
@@ -182,7 +189,7 @@ class _Null:
     def elapsed(self) -> float:
         return 0.0
 
-    def __enter__(self) -> "_Null":
+    def __enter__(self) -> _Null:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -8,12 +8,12 @@ harness/runs/writer.py and skill/references/formats.md).
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
-from harness.runs import jsonl
+from harness.io import jsonl
+from harness.io.processes import pid_alive
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -26,18 +26,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 def status(run_dir: Path) -> dict[str, Any] | None:
     return read_json(Path(run_dir) / "status.json")
-
-
-def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_live(st: dict[str, Any] | None) -> bool:

@@ -16,7 +16,7 @@
                            writes them again)
     meta/                  meta-agent sessions (eau supervise)
 
-Every JSONL file is append-only with one complete line per record (harness/runs/jsonl.py). On
+Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py). On
 resume, each log is cut back to the byte offset recorded in the checkpoint, so the run continues
 with no gap, torn line or duplicate.
 """
@@ -35,8 +35,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from harness.knobs.yamlio import atomic_write_text
-from harness.runs import jsonl
+from harness.io import jsonl
+from harness.io.yamlio import atomic_write_text
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
 
@@ -60,7 +60,7 @@ class RunWriter:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def create(cls, run_dir: Path, config: Mapping[str, Any], knobs_dir: Path, gyms: list[str],
-               total_steps: int, echo: bool = False) -> "RunWriter":
+               total_steps: int, echo: bool = False) -> RunWriter:
         run_dir = Path(run_dir)
         if run_dir.exists() and any(run_dir.iterdir()):
             raise FileExistsError(f"run folder {run_dir} exists and is not empty; choose another --run-id "
@@ -82,7 +82,7 @@ class RunWriter:
         return w
 
     @classmethod
-    def reopen(cls, run_dir: Path, offsets: Mapping[str, int], next_step: int, echo: bool = False) -> "RunWriter":
+    def reopen(cls, run_dir: Path, offsets: Mapping[str, int], next_step: int, echo: bool = False) -> RunWriter:
         """Resume: cut each log back to ``offsets`` and drop trajectories of steps >= ``next_step``."""
         run_dir = Path(run_dir)
         w = cls(run_dir, echo=echo)

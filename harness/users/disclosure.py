@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from harness.envs.types import EpisodeState, Fact, Task
+from harness.types import EpisodeState, Fact, Task
 from harness.users.leakguard import LeakGuard
 from harness.users.matching import rank_facts
 
@@ -44,7 +44,7 @@ class DisclosurePolicy:
     volunteer_interval: int
 
     @classmethod
-    def from_knobs(cls, knobs: Mapping[str, Any]) -> "DisclosurePolicy":
+    def from_knobs(cls, knobs: Mapping[str, Any]) -> DisclosurePolicy:
         kinds = knobs.get("reveal_kinds")
         if not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds):
             raise ValueError(f"user knob reveal_kinds={kinds!r} is invalid; expected a list of fact kinds")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.envs.types import EpisodeState, Fact, UserReply
+from harness.types import EpisodeState, Fact, UserReply
 from harness.users.backends import BackendError, ChatBackend
 from harness.users.base import DynamicFacts, SimulatedUser
 from harness.users.matching import discloses, similarity

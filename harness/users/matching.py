@@ -28,7 +28,7 @@ terms (``|R ∩ T| / |T| >= 0.5``): a reply is long, so sharing a keyword ("hote
 must state the fact. A fact whose text has no content terms ("Yes.", "No.") is disclosed when all
 of its words occur in the reply.
 
->>> from harness.envs.types import Fact
+>>> from harness.types import Fact
 >>> f = Fact("pref.hotel.budget", "preference", "My hotel budget is under 150 a night.", ("budget", "hotel", "price"))
 >>> round(similarity("What is your budget for the hotel?", f), 2)
 1.0
@@ -42,7 +42,7 @@ import re
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from harness.envs.types import Fact
+from harness.types import Fact
 
 KEYWORD_WEIGHT = 0.7
 KEYWORD_SATURATION = 2  # keyword hits that give full keyword credit

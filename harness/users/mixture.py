@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.envs.types import ARMS
+from harness.types import ARMS
 from harness.users.base import SimulatedUser
 from harness.users.rules import RuleFileError, compile_user_rules
 from harness.users.symbolic import SymbolicUser

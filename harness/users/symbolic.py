@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.envs.types import EpisodeState, UserReply
+from harness.types import EpisodeState, UserReply
 from harness.users.base import SimulatedUser
 
 

@@ -25,9 +25,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from harness.envs.sandbox import (CRASHED, MODULE_ERROR, OK, OUTPUT_LIMIT, RAISED, TIMEOUT, TOO_LARGE, UNSUPPORTED,
-                                  CallResult, Limits, run_source)
-from harness.envs.sandbox_values import render, values_equal
+from harness.sandbox import (
+    CRASHED,
+    MODULE_ERROR,
+    OK,
+    OUTPUT_LIMIT,
+    RAISED,
+    TIMEOUT,
+    TOO_LARGE,
+    UNSUPPORTED,
+    CallResult,
+    Limits,
+    run_source,
+)
+from harness.sandbox.values import render, values_equal
 
 REASONS = ("unavailable_module", "syntax_error", "module_error", "raised", "timeout", "crashed", "output_limit",
            "unsupported_value", "too_large", "nondeterministic", "no_tests")

@@ -1,7 +1,7 @@
 """Child side of the code sandbox, run as ``python -s -S -c <this file's text> JOB_FD RESULT_FD``.
 
 This file imports nothing from ``harness``: it runs in a fresh interpreter started by
-``harness.envs.sandbox`` and must work before (and after) it has dropped every privilege.
+``harness.sandbox`` and must work before (and after) it has dropped every privilege.
 
 Sequence:
 
@@ -27,7 +27,7 @@ Sequence:
 
 Values are serialised canonically (see ``encode``): only plain data types are accepted, read
 through their base type's own methods, so an object that overrides ``__eq__``/``__repr__`` cannot
-fake an equal result. The caller (``harness.envs.sandbox_values``) compares the encoded values.
+fake an equal result. The caller (``harness.sandbox.values``) compares the encoded values.
 
 Code written here could try to write forged result lines to ``RESULT_FD`` itself. That gains
 nothing: a forged value is one the code could have returned, and malformed lines make the caller
@@ -165,7 +165,7 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _expose(libc: "_Libc", targets: list[str], report: dict) -> None:
+def _expose(libc: _Libc, targets: list[str], report: dict) -> None:
     """Make every target folder reachable by the sandbox uid. A folder on the way that others may
     not traverse (e.g. /root is 0700 while Python lives in /root/.pyenv; pytest's temp folders
     are 0700) is covered, in this mount namespace only, by a tmpfs that holds nothing but bind
@@ -199,7 +199,7 @@ def _expose(libc: "_Libc", targets: list[str], report: dict) -> None:
         report.setdefault("rebound", []).append(anc)
 
 
-def _hide_except(libc: "_Libc", path: str, keeps: list[str]) -> None:
+def _hide_except(libc: _Libc, path: str, keeps: list[str]) -> None:
     """Cover ``path`` with an empty tmpfs, then bind the ``keeps`` under it back in place (opened
     before the cover, so the originals are reached). Everything else under ``path`` stays hidden."""
     tops = [k for k in keeps if not any(k != o and _under(k, o) for o in keeps)]

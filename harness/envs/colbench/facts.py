@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from harness.envs.types import Fact
+from harness.types import Fact
 
 KINDS = ("signature", "shape", "return", "edge_case", "constant")
 MAX_SPAN = 40  # no fact text may contain this many consecutive characters of the reference

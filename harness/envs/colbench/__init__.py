@@ -1,15 +1,15 @@
 """``colbench``: write a Python function from an incomplete description, asking a collaborator.
 
-Tasks come from the built-in procedural families (``colbench_families``; the default) or from a
-ColBench backend-programming JSONL file (``data_file=``; ``colbench_data``). The agent sees the
+Tasks come from the built-in procedural families (``families``; the default) or from a
+ColBench backend-programming JSONL file (``data_file=``; ``data``). The agent sees the
 problem description (which ends with the signature) and may:
 
 * ``ask`` — the collaborator (either user arm) answers from facts extracted from the reference
-  (``colbench_facts``: signature, shape, return, edge_case, constant); it never pastes code;
+  (``facts``: signature, shape, return, edge_case, constant); it never pastes code;
 * ``answer`` — the complete code, after ``ANSWER:`` (fenced or not; text around a fenced block is
   ignored). The answer ends the episode.
 
-Scoring runs the answer in the sandbox (``harness.envs.sandbox``) on the task's test calls and
+Scoring runs the answer in the sandbox (``harness.sandbox``) on the task's test calls and
 compares each outcome with the reference's (computed in the sandbox as well, once per task and
 cached): pass = share of tests whose outcomes match; success = every test passed; the task reward
 is the pass share. Module-level imports, helper functions, classes and recursion in an answer work
@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.envs.base import SPLITS, UserCentricEnv, split_of
-from harness.envs.colbench_data import ColbenchRecord, load_colbench
-from harness.envs.colbench_facts import KINDS, extract_facts
-from harness.envs.colbench_families import FamilyTask, make_procedural
+from harness.envs.colbench.data import ColbenchRecord, load_colbench
+from harness.envs.colbench.facts import KINDS, extract_facts
+from harness.envs.colbench.families import FamilyTask, make_procedural
 from harness.envs.registry import register
-from harness.envs.sandbox import OK, RAISED, CallResult, Limits, run_calls, run_source
-from harness.envs.types import AnswerResult, Task
+from harness.sandbox import OK, RAISED, CallResult, Limits, run_calls, run_source
+from harness.types import AnswerResult, Task
 
 GYM = "colbench"
 # Per-call budget as in ColBench-style evaluators; references and answers run under the same limits.
@@ -76,14 +76,14 @@ class CodeTask:
     family: str | None = None
 
     @classmethod
-    def from_record(cls, rec: ColbenchRecord) -> "CodeTask":
+    def from_record(cls, rec: ColbenchRecord) -> CodeTask:
         return cls(task_id=f"{GYM}-data-{rec.index}-{rec.content_key[:8]}", split=split_of(rec.content_key),
                    origin="data", index=rec.index, prompt=rec.problem_description, reference=rec.ground_truth,
                    hidden=rec.hidden_information, function=rec.function_name, calls=rec.tests,
                    test_names=rec.test_names)
 
     @classmethod
-    def from_family(cls, ft: FamilyTask, split: str, index: int) -> "CodeTask":
+    def from_family(cls, ft: FamilyTask, split: str, index: int) -> CodeTask:
         return cls(task_id=f"{GYM}-{ft.family}-{ft.content_key[:10]}", split=split, origin="procedural",
                    index=index, prompt=ft.description, reference=ft.reference, hidden=ft.reference,
                    function=ft.function, calls=ft.calls, test_names=tuple(f"test{i + 1}" for i in range(len(ft.calls))),

@@ -2,7 +2,7 @@
 
 A template is named by one string:
 
-* ``turns``: the harness's own template (``harness/ppo/templates/turns.jinja``): Gemma-style
+* ``turns``: the harness's own template (``harness/rollout/templates/turns.jinja``): Gemma-style
   ``<start_of_turn>ROLE ... <end_of_turn>`` blocks, any role order, ``tools=`` listed in a system
   block and assistant ``tool_calls`` rendered as ``<tool_call>{json}</tool_call>`` (the form
   :func:`harness.envs.actions.parse_action` reads). Fine for both action renderings.

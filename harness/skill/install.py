@@ -7,7 +7,7 @@ For a target project folder DIR it
    source folder (edits and a regenerated catalogue are seen at once) or as copies;
 2. adds a short marked block to ``DIR/AGENTS.md`` and ``DIR/CLAUDE.md`` naming the skill and the
    one rule that must hold even without it (evaluation data is off-limits);
-3. merges the permission set of :mod:`harness.experience.claude_settings` into
+3. merges the permission set of :mod:`harness.skill.claude_settings` into
    ``DIR/.claude/settings.json``.
 
 Re-running is safe: a link or copy already in place is left alone (or refreshed when the source
@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from harness.experience.claude_settings import load_settings, merge_permissions
 from harness.experience.pool import atomic_write
+from harness.skill.claude_settings import load_settings, merge_permissions
 
 MODES = ("link", "copy")
 BEGIN_MARK = "<!-- eau-harness skill: begin (managed by `eau skill install`; edits inside are replaced) -->"

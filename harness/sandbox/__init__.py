@@ -1,6 +1,6 @@
 """The code sandbox: run untrusted task code (references and agent answers) in a separate process.
 
-Every run starts a fresh interpreter (``python -s -S -c <runner>``, see ``sandbox_child.py`` for what
+Every run starts a fresh interpreter (``python -s -S -c <runner>``, see ``child.py`` for what
 the child does) in a new session, with stdin from /dev/null, a minimal environment, its own
 throw-away working directory, resource limits and, when the caller is root (as in our
 containers), kernel isolation: new pid/net/mount/IPC/UTS namespaces, a read-only file system
@@ -19,7 +19,7 @@ Public API::
     pass_fraction(reference, candidate) -> float           # share of calls whose outcomes match
     isolation_report() -> dict                             # active isolation layers (cached)
 
-Equality of values: ``harness.envs.sandbox_values`` (Python ``==`` on plain data, float tolerance).
+Equality of values: ``harness.sandbox.values`` (Python ``==`` on plain data, float tolerance).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.envs.sandbox_values import render, values_equal, well_formed
+from harness.sandbox.values import render, values_equal, well_formed
 
-CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
+CHILD_SCRIPT = Path(__file__).with_name("child.py")
 ISOLATION_MODES = ("auto", "kernel", "process")
 
 # Call statuses. Only "ok" and "raised" are outcomes of the code itself that can match a
@@ -167,7 +167,7 @@ class CallResult:
     def ok(self) -> bool:
         return self.status == OK
 
-    def matches(self, reference: "CallResult") -> bool:
+    def matches(self, reference: CallResult) -> bool:
         """Whether this outcome counts as passing against ``reference``'s outcome of the same call:
         equal values, or the same exception type raised by both."""
         if self.status == OK and reference.status == OK:
@@ -220,7 +220,7 @@ _RUNNER_LOCK = threading.Lock()
 
 def _runner_source() -> str:
     # The runner is passed with -c so that no folder of this package lands on the child's
-    # sys.path (harness/envs/types.py would shadow the standard library's ``types``).
+    # sys.path (a module of the package, such as harness/types.py, could shadow a standard-library one).
     # Interpreter flags: -s (no user site), -S (no site processing; see _site_dirs).
     global _RUNNER_SOURCE
     with _RUNNER_LOCK:
@@ -379,7 +379,7 @@ class _Attempt:
         end = phase_started + budget
         return end if flight == "startup" else min(end, self.total_deadline)
 
-    def _talk(self, proc: subprocess.Popen, fds: "_Fds", job_bytes: bytes) -> None:
+    def _talk(self, proc: subprocess.Popen, fds: _Fds, job_bytes: bytes) -> None:
         out_fd, job_w, res_r = proc.stdout.fileno(), fds.job_w, fds.res_r
         os.set_blocking(job_w, False)
         sel = selectors.DefaultSelector()

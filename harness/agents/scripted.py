@@ -39,7 +39,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from harness.envs.base import UserCentricEnv
-from harness.envs.types import Fact
+from harness.types import Fact
 
 Policy = Union[str, Callable[[UserCentricEnv], str]]
 FILLER_QUESTION = "Is there anything important I have not asked about yet?"

@@ -168,18 +168,9 @@ def check_mention(root: Any, m: Mention) -> list[str]:
             for opt in m.options if opt not in known]
 
 
-def cli_root() -> Any:
-    """The click (typer) group behind the ``eau`` console script."""
-    import typer
-
-    from harness.cli.main import app
-
-    return typer.main.get_command(app)
-
-
-def check_commands(skill_dir: Path, root: Any = None) -> list[str]:
-    """Problems with every ``eau`` command the skill names (see :func:`check_mention`)."""
-    root = root or cli_root()
+def check_commands(skill_dir: Path, root: Any) -> list[str]:
+    """Problems with every ``eau`` command the skill names (see :func:`check_mention`); ``root``: the
+    CLI's click group (``typer.main.get_command(app)``)."""
     problems: list[str] = []
     for m in skill_mentions(skill_dir):
         problems += check_mention(root, m)

@@ -1,6 +1,6 @@
 """Equality and display of the canonical values the sandbox child produces.
 
-The child (``harness.envs.sandbox_child.encode``) turns a returned value into ``[tag, payload...]``
+The child (``harness.sandbox.child.encode``) turns a returned value into ``[tag, payload...]``
 using only plain data types. Reference and candidate go through the same encoder, and a test
 passes when :func:`values_equal` holds. The rule is Python's ``==`` on plain data, which is also
 what ColBench's own evaluator used, with one deliberate difference:

@@ -1,0 +1,75 @@
+"""A rollout batch as padded tensors, and how the update cuts it into mini-batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.rollout.engine import Episode
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a rollout batch, all ``(B, T)`` (right padding) unless said otherwise."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    action_mask: torch.Tensor  # 1 on the policy's own tokens (never the first token of a row)
+    rewards: torch.Tensor  # each turn's reward on its last action token
+    turn_ends: torch.Tensor  # 1 on each turn's last action token
+    old_logprobs: torch.Tensor | None = None  # the rollout policy's log-probs (PPO's ratio denominator)
+    rollout_logprobs: torch.Tensor | None = None  # recorded while sampling (rollout_stats), 0 off actions
+    rollout_values: torch.Tensor | None = None  # the shared critic's values recorded while sampling
+    ref_logprobs: torch.Tensor | None = None  # the KL reference's log-probs
+    trunk: torch.Tensor | None = None  # (B, T, H) frozen-trunk states (models.trunk_states), when computed
+    old_values: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+
+    def rows(self, idx: torch.Tensor) -> Batch:
+        """The batch restricted to rows ``idx`` (every tensor field sliced alike)."""
+        pick = {k: (v[idx] if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        return Batch(**pick)
+
+
+def collate(episodes: list[Episode], pad_id: int) -> Batch:
+    """Episodes -> padded tensors. Masks are 0 on padding; action mask 1 on generated tokens only."""
+    seq_len = max(len(e.ids) for e in episodes)
+    rows = len(episodes)
+    ids = torch.full((rows, seq_len), pad_id, dtype=torch.long)
+    am = torch.zeros((rows, seq_len), dtype=torch.long)
+    act = torch.zeros((rows, seq_len), dtype=torch.float32)
+    rew = torch.zeros((rows, seq_len), dtype=torch.float32)
+    ends = torch.zeros((rows, seq_len), dtype=torch.float32)
+    for i, e in enumerate(episodes):
+        n = len(e.ids)
+        ids[i, :n] = torch.tensor(e.ids)
+        am[i, :n] = 1
+        act[i, :n] = torch.tensor(e.action_mask, dtype=torch.float32)
+        for t, r in zip(e.turn_last_token, e.turn_rewards):
+            rew[i, t] += r
+            ends[i, t] = 1.0
+    act[:, 0] = 0.0  # the first token has no predecessor: never scored
+    batch = Batch(ids, am, act, rew, ends)
+    # the rollout's own log-probs / values, when every episode has them (one unscored turn: none used)
+    for name in ("logprobs", "values"):
+        if all(getattr(e, name) is not None for e in episodes):
+            t = torch.zeros((rows, seq_len), dtype=torch.float32)
+            for i, e in enumerate(episodes):
+                t[i, :len(e.ids)] = torch.tensor(getattr(e, name), dtype=torch.float32)
+            setattr(batch, f"rollout_{name}", t * act)
+    return batch
+
+
+def minibatch_plan(lengths: torch.Tensor, minibatch_size: int, epochs: int, seed: int) -> list[list[torch.Tensor]]:
+    """The update's mini-batches, epoch by epoch: rows shuffled (``seed``), each mini-batch sorted by
+    length (micro-batches of similar lengths pad less; their gradients sum to the same mini-batch's)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = len(lengths)
+    size = max(1, min(minibatch_size, rows))
+    plan = []
+    for _epoch in range(epochs):
+        order = torch.randperm(rows, generator=gen)
+        plan.append([idx[torch.argsort(lengths[idx], stable=True)] for idx in order.split(size)])
+    return plan
