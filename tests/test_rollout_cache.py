@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -22,11 +24,19 @@ def tiny():
     return load_policy(SMALL)
 
 
-def rollout(model, tok, reuse: bool, gyms=("intention", "travel", "telepathy", "function"), n=6, tokens=12):
+def with_max_steps(snap: KnobSnapshot, max_steps: int) -> KnobSnapshot:
+    values = {area: dict(v) for area, v in snap.values.items()}
+    values["env"]["max_steps"] = max_steps
+    return dataclasses.replace(snap, values=values)
+
+
+def rollout(model, tok, reuse: bool, gyms=("intention", "travel", "telepathy", "function"), n=6, tokens=12,
+            max_steps: list[int] | None = None):
     chat = ChatFormat(tok, "tagged")
     backend = HFBackend(model, tok, reuse_cache=reuse, continuous=False)  # the per-turn generate path
     snap = KnobSnapshot.read_dir(defaults_dir())
-    envs = [make(gyms[i % len(gyms)], knobs=snap) for i in range(n)]
+    envs = [make(gyms[i % len(gyms)], knobs=with_max_steps(snap, max_steps[i]) if max_steps else snap)
+            for i in range(n)]
     res = RolloutEngine(backend, chat).run(
         envs, [{"seed": i, "options": {"task_index": i}} for i in range(n)], [str(i) for i in range(n)], [0] * n,
         params=SamplingParams(0.0, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=tokens, max_episode_tokens=900)
@@ -51,8 +61,9 @@ def test_greedy_rollouts_match_when_episodes_leave_at_different_turns(tiny):
     """Episodes that finish drop out of the batch; the rest keep their rows' cache."""
     model, tok = tiny
     gyms = ("intention",)
-    fresh, _ = rollout(model, tok, reuse=False, gyms=gyms, n=5, tokens=24)
-    reused, b1 = rollout(model, tok, reuse=True, gyms=gyms, n=5, tokens=24)
+    limits = [3, 5, 4, 6, 3]  # turn limits per episode: the untrained model never answers, so each runs to its own
+    fresh, _ = rollout(model, tok, reuse=False, gyms=gyms, n=5, tokens=24, max_steps=limits)
+    reused, b1 = rollout(model, tok, reuse=True, gyms=gyms, n=5, tokens=24, max_steps=limits)
     turns = [len(e.turn_rewards) for e in fresh.episodes]
     assert [e.ids for e in reused.episodes] == [e.ids for e in fresh.episodes]
     assert b1.reused_tokens > 0
