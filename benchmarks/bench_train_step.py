@@ -66,7 +66,7 @@ def model_cache_state(preset: str, cache_root: str | None) -> dict[str, Any] | N
     from harness.ppo.config import build_config
     from harness.ppo.packaged import MODELS, cache_complete, default_cache_root
 
-    name = build_config(preset).policy.get("model")
+    name = build_config(preset).policy.model
     if name not in MODELS:
         return None
     folder = (Path(cache_root) if cache_root else default_cache_root()) / name

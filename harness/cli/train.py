@@ -23,17 +23,17 @@ from harness.cli.common import (
     knobs_dir,
     runs_dir,
 )
-from harness.ppo.config import preset_names
+from harness.ppo.config import help_epilog, preset_names
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train")(train_cmd)
+    app.command("train", epilog=help_epilog())(train_cmd)
     app.command("sft")(sft_cmd)
 
 
 def train_cmd(
     preset: str = typer.Option("tiny", "--preset", help="One of: " + ", ".join(preset_names())
-                               + " (harness/ppo/presets/, each file commented). The README main job is cpu-small."),
+                               + " (listed below). The README main job is cpu-small."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of TrainConfig fields (over the preset)."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set steps=50 --set policy.lora.r=16."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Shorthand for --set steps=N."),
@@ -152,7 +152,7 @@ def _evaluate(trainer, protocol, progress, before: bool):
     from harness.ppo import checkpoint
 
     ev = trainer.cfg.evaluation
-    if not trainer.dist.main or not ev.get("before" if before else "after", True):
+    if not trainer.dist.main or not (ev.before if before else ev.after):
         return None
     if before:
         label, step = INIT, None
@@ -265,11 +265,10 @@ def sft_cmd(
 ) -> None:
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
-    import dataclasses
-
     from harness.knobs.store import KnobError, KnobStore
     from harness.ppo.config import load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
+    from harness.ppo.specs import from_mapping
     from harness.ppo.trainer import default_run_id
 
     try:
@@ -279,11 +278,7 @@ def sft_cmd(
         for o in set_:
             k, v = parse_override(o)
             data[k] = v
-        valid = {f.name for f in dataclasses.fields(SFTConfig)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown SFT key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
-        cfg = SFTConfig(**data)
+        cfg = from_mapping(SFTConfig, data, "sft")
         store = KnobStore(knobs_dir(knobs_dir_), events_path=None)
     except KnobError as exc:
         fail(str(exc), EXIT_INVALID, as_json)

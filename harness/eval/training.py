@@ -16,6 +16,7 @@ from harness.eval.evaluate import evaluate_loaded
 from harness.eval.policy import INIT, RunPolicy
 from harness.eval.protocol import Protocol, load_protocol, repo_root
 from harness.eval.results import read_result, write_result
+from harness.ppo.specs import EvaluationSpec
 
 
 def protocol_file(path: str | Path) -> Path:
@@ -27,9 +28,9 @@ def protocol_file(path: str | Path) -> Path:
     return repo_root() / p
 
 
-def load_run_protocol(evaluation: Mapping[str, Any]) -> Protocol:
+def load_run_protocol(evaluation: EvaluationSpec) -> Protocol:
     """The protocol a run config's ``evaluation`` names (ProtocolError when invalid)."""
-    return load_protocol(protocol_file(evaluation["protocol"]))
+    return load_protocol(protocol_file(evaluation.protocol))
 
 
 def evaluate_in_memory(model: Any, tokenizer: Any, run_id: str, config: Mapping[str, Any], protocol: Protocol,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.ppo.models import trunk_states
 from harness.rollout.engine import Episode
 
 
@@ -23,6 +24,7 @@ class Batch:
     rollout_values: torch.Tensor | None = None  # the shared critic's values recorded while sampling
     ref_logprobs: torch.Tensor | None = None  # the KL reference's log-probs
     trunk: torch.Tensor | None = None  # (B, T, H) frozen-trunk states (models.trunk_states), when computed
+    trunk_depth: int = 0  # decoder layers the trunk states have passed through
     old_values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
@@ -31,6 +33,27 @@ class Batch:
         """The batch restricted to rows ``idx`` (every tensor field sliced alike)."""
         pick = {k: (v[idx] if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
         return Batch(**pick)
+
+    def trunk_for(self, rows: slice | torch.Tensor | None, device: torch.device) -> tuple[torch.Tensor, int] | None:
+        """``(states, depth)`` of ``rows`` (all rows: None) for a forward pass, or None without states."""
+        if self.trunk is None:
+            return None
+        return (self.trunk if rows is None else self.trunk[rows]).to(device), self.trunk_depth
+
+    @torch.no_grad()
+    def share_frozen_trunk(self, policy: torch.nn.Module, depth: int, passes: int, micro_batch_size: int,
+                           device: torch.device) -> None:
+        """With LoRA on the top layers only (``policy.lora.top_layers``) the ``depth`` layers below are
+        the same in every pass over this batch: when the step makes two passes or more (PPO epochs, the
+        KL reference, a scoring pass) their output is computed once here and each pass runs the top
+        layers alone. Exact (tests/test_models.py)."""
+        if not depth or passes < 2:
+            return
+        policy.eval()
+        self.trunk = trunk_states(policy, self.input_ids.to(device), self.attention_mask.to(device), depth,
+                                  micro_batch_size).cpu()
+        self.trunk_depth = depth
+        policy.train()
 
 
 def collate(episodes: list[Episode], pad_id: int) -> Batch:

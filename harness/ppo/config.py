@@ -1,82 +1,87 @@
 """Run configuration: presets (commented YAML files in ``harness/ppo/presets/``) plus overrides.
 
 One precedence rule: preset < ``--config FILE`` < ``--set key=value`` (dotted keys, YAML values).
-Unknown keys are errors that list the valid ones. Optimisation hyperparameters that may change
-while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs`` and
-``env_knobs`` are written there at run start (author ``system``), so the knob files always show
-what is in force.
+Unknown keys and wrong types are errors that name the dotted key and what is allowed. The parts with
+parts of their own (policy, critic, backend, user_llm, warm_start, evaluation) are typed specs
+(:mod:`harness.ppo.specs`), every field documented where it is defined. Optimisation hyperparameters
+that may change while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs``
+and ``env_knobs`` are lent to the knob folder for the run's lifetime (:mod:`harness.knobs.lease`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from harness.ppo.specs import (
+    BackendSpec,
+    CriticSpec,
+    EvaluationSpec,
+    PolicySpec,
+    UserLLMSpec,
+    WarmStartSpec,
+    doc,
+    field_docs,
+    from_mapping,
+    to_plain,
+)
 from harness.rollout.chat import check_user_replies
 
 PRESET_DIR = Path(__file__).parent / "presets"
-# the eau sft settings a run's warm_start may set (harness.ppo.sft.SFTConfig); the policy, gyms,
-# rendering, user_replies and seed are the run's own
-WARM_START_KEYS = ("demonstrator", "give_up", "episodes", "epochs", "batch_size", "lr", "max_episode_tokens")
 
 
 @dataclass
 class TrainConfig:
-    """Everything about a run that is fixed for its lifetime (``runs/<id>/config.yaml``)."""
+    """Everything about a run that is fixed for its lifetime (``runs/<id>/config.yaml``). Values that
+    may change while the run is live (learning rates, KL and entropy coefficients, clip ranges, token
+    budgets, ...) are knobs instead (``knobs/agent.yaml``, ``knobs/env.yaml``)."""
 
-    preset: str = "tiny"  # preset this config started from (informational)
-    run_id: str | None = None  # run folder name; None: <preset>-<UTC time>
-    seed: int = 0  # seeds task draws, user arms, sampling and model init
-    steps: int = 20  # PPO steps (one rollout batch + its update each)
-    gyms: list[str] = field(default_factory=lambda: ["intention"])  # gyms trained on (tasks round-robin)
-    tasks_per_step: int = 8  # distinct tasks per step, over all processes
-    samples_per_task: int = 2  # episodes per task (n); they form a group sharing the task
-    rendering: str = "tagged"  # action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native tool calls)
-    # tool_call rendering only: the user's replies as user messages (user) or as the result of the
-    # tool call that asked (tool; how TRL's environment_factory and UserRL render them)
-    user_replies: str = "user"
-    policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
-    critic: dict[str, Any] = field(default_factory=lambda: {"mode": "separate", "init": "policy"})  # CriticSpec
-    # hf | vllm (+ VLLMBackend options). hf option continuous (default true): a row's next turn starts
-    # as soon as its last one ended (HFBackend.run_turns) instead of one generate per turn
-    backend: dict[str, Any] = field(default_factory=lambda: {"name": "hf"})
-    user_llm: dict[str, Any] | None = None  # LLM user backend (harness.users.backends.make_backend); None: symbolic only
-    init_checkpoint: str | None = None  # policy weights to start from (an `eau sft` output or a run checkpoint dir)
-    # a supervised warm start made by the run itself before PPO (when init_checkpoint is unset): eau
-    # sft's settings (WARM_START_KEYS) on the run's policy, gyms and rendering; written to
-    # runs/<id>/warm_start/ and the run's starting policy (reused on resume). None: no warm start
-    warm_start: dict[str, Any] | None = None
-    # held-out evaluation on a fixed protocol around training: {protocol: FILE, before: bool, after:
-    # bool}. before scores the starting policy (after any warm start), after the final one; results
-    # go to eval_results/<run_id>/ and a before -> after summary closes the run. None: no evaluation
-    evaluation: dict[str, Any] | None = None
-    agent_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (agent.*)
-    env_knobs: dict[str, Any] = field(default_factory=dict)  # knob values written at start (env.*)
-    checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
-    keep_checkpoints: int = 3  # most recent checkpoints kept
-    adv_estimator: str = "gae"  # harness.ppo.core registry: gae | reinforce
-    # where PPO's old log-probs (and, with the shared critic, old values) come from. rollout: recorded
-    # by the hf backend's continuous decoding from the very logits each token was sampled from (and the
-    # value head on that call's hidden state), so the scoring pass before the update skips that forward;
-    # recompute: one more forward over the batch before the update (how vLLM and per-turn decoding
-    # always work); auto: rollout when the hf backend decodes continuously with a float32 policy, else
-    # recompute (in bf16/fp16 the rollout's and the update's kernels round differently, and a ratio
-    # that is not 1 at the first mini-batch is clipped for nothing)
-    rollout_stats: str = "auto"
-    loss_agg: str = "token-mean"  # harness.ppo.core.agg_loss mode
-    metrics_window: int = 20  # recent metric lines given to knob checks (x-requires)
-    progress: bool = True  # rich progress bar on the terminal (log.txt is written either way)
-    device: str = "auto"  # auto | cpu | cuda
-    torch_threads: int = 0  # CPU threads for torch (0: torch's default); 1 is much faster for tiny models
-    parent: str | None = None  # run this one evolved from (eau train --from)
-    parent_reason: str | None = None  # why the new run was started
-    lineage: list[str] = field(default_factory=list)  # ancestors, oldest first
-    max_lineage: int = 5  # cap on inter-run iterations in one lineage (the method used 5)
+    preset: str = doc("tiny", help="preset this config started from (informational)")
+    run_id: str | None = doc(None, help="run folder name; null: <preset>-<UTC time>")
+    seed: int = doc(0, help="seeds task draws, user arms, sampling and model init")
+    steps: int = doc(20, help="PPO steps (one rollout batch and its update each)")
+    gyms: list[str] = doc(help="gyms trained on (tasks round-robin)", factory=lambda: ["intention"])
+    tasks_per_step: int = doc(8, help="distinct tasks per step, over all processes")
+    samples_per_task: int = doc(2, help="episodes per task; they form a group sharing the task")
+    rendering: str = doc("tagged", help="action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native "
+                                        "tool calls)")
+    user_replies: str = doc("user", help="tool_call rendering only: the user's replies as user messages (user) or "
+                                         "as the result of the tool call that asked (tool; as TRL and UserRL do)")
+    policy: PolicySpec = doc(help="the policy model", factory=PolicySpec)
+    critic: CriticSpec = doc(help="the learned value model", factory=CriticSpec)
+    backend: BackendSpec = doc(help="the rollout's generation backend", factory=BackendSpec)
+    user_llm: UserLLMSpec | None = doc(None, help="the LLM user's backend; null: symbolic users only")
+    init_checkpoint: str | None = doc(None, help="policy weights to start from (an eau sft output or a run "
+                                                 "checkpoint folder)")
+    warm_start: WarmStartSpec | None = doc(None, help="a supervised warm start made by the run itself before PPO, "
+                                                      "written to runs/<id>/warm_start/ (reused on resume); null: none")
+    evaluation: EvaluationSpec | None = doc(None, help="held-out evaluation before and after training; null: none")
+    agent_knobs: dict[str, Any] = doc(help="agent.* knob values the run lends to the knob folder for its lifetime",
+                                      factory=dict)
+    env_knobs: dict[str, Any] = doc(help="env.* knob values the run lends to the knob folder for its lifetime",
+                                    factory=dict)
+    checkpoint_every: int = doc(10, help="steps between checkpoints (0: only at the end)")
+    keep_checkpoints: int = doc(3, help="most recent checkpoints kept")
+    adv_estimator: str = doc("gae", help="advantage estimator (harness.ppo.core registry): gae | reinforce")
+    rollout_stats: str = doc("auto", help=(
+        "where PPO's old log-probs (and a shared critic's old values) come from. rollout: recorded while "
+        "sampling (hf continuous decoding), so scoring skips that forward; recompute: one more forward before "
+        "the update (vLLM, per-turn decoding); auto: rollout for a float32 policy decoded continuously, else "
+        "recompute (in bf16 the rollout's and the update's kernels round differently)"))
+    loss_agg: str = doc("token-mean", help="loss aggregation (harness.ppo.core.agg_loss)")
+    metrics_window: int = doc(20, help="recent metric lines given to knob checks (x-requires)")
+    progress: bool = doc(True, help="live progress display on a terminal (log.txt is written either way)")
+    device: str = doc("auto", help="auto | cpu | cuda")
+    torch_threads: int = doc(0, help="CPU threads for torch (0: torch's default)")
+    parent: str | None = doc(None, help="the run this one evolved from (eau train --from)")
+    parent_reason: str | None = doc(None, help="why the new run was started")
+    lineage: list[str] = doc(help="ancestors, oldest first", factory=list)
+    max_lineage: int = doc(5, help="cap on inter-run iterations in one lineage (the method used 5)")
 
     def validate(self) -> None:
         """Cross-field checks with messages that say what to fix."""
@@ -92,51 +97,54 @@ class TrainConfig:
         if self.rendering not in ("tagged", "tool_call"):
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
         check_user_replies(self.rendering, self.user_replies)
-        if self.backend.get("name", "hf") not in ("hf", "vllm"):
-            raise ValueError(f"backend.name must be hf or vllm, got {self.backend.get('name')!r}")
-        if self.backend.get("name", "hf") == "hf":
-            extra = sorted(set(self.backend) - {"name", "continuous"})
-            if extra:
-                raise ValueError(f"backend (hf) takes name and continuous; unknown: {extra}")
-            if not isinstance(self.backend.get("continuous", True), bool):
-                raise ValueError(f"backend.continuous must be true or false, got {self.backend['continuous']!r}")
         if self.rollout_stats not in ("auto", "rollout", "recompute"):
             raise ValueError(f"rollout_stats must be auto, rollout or recompute, got {self.rollout_stats!r}")
-        if self.rollout_stats == "rollout" and (self.backend.get("name", "hf") != "hf"
-                                                 or not self.backend.get("continuous", True)):
+        if self.rollout_stats == "rollout" and (self.backend.name != "hf" or not self.backend.continuous):
             raise ValueError("rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
                              "recorded by run_turns); use rollout_stats=auto or recompute")
-        if self.warm_start is not None:
-            if not isinstance(self.warm_start, dict):
-                raise ValueError(f"warm_start must be a mapping of eau sft settings ({', '.join(WARM_START_KEYS)}) "
-                                 f"or null; got {self.warm_start!r}")
-            unknown = sorted(set(self.warm_start) - set(WARM_START_KEYS))
-            if unknown:
-                raise ValueError(f"warm_start: unknown key(s) {', '.join(unknown)}; valid: {', '.join(WARM_START_KEYS)}")
-            if self.init_checkpoint:
-                raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
-                                 "first), not both; --set warm_start=null drops the preset's warm start")
-        if self.evaluation is not None:
-            ev = self.evaluation
-            if not isinstance(ev, dict) or not ev.get("protocol"):
-                raise ValueError(f"evaluation must be a mapping with a protocol file (and before/after: true|false) "
-                                 f"or null; got {ev!r}")
-            unknown = sorted(set(ev) - {"protocol", "before", "after"})
-            if unknown:
-                raise ValueError(f"evaluation: unknown key(s) {', '.join(unknown)}; valid: protocol, before, after")
-            for k in ("before", "after"):
-                if not isinstance(ev.get(k, True), bool):
-                    raise ValueError(f"evaluation.{k} must be true or false, got {ev[k]!r}")
+        if self.warm_start is not None and self.init_checkpoint:
+            raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
+                             "first), not both; --set warm_start=null drops the preset's warm start")
         if len(self.lineage) >= self.max_lineage:
             raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
                              f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain, YAML-safe data (the frozen ``config.yaml``)."""
+        return to_plain(self)
 
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def preset_summary(name: str) -> str:
+    """The first sentence of a preset file's leading comment (what ``eau train --help`` shows)."""
+    lines = []
+    for line in (PRESET_DIR / f"{name}.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    text = " ".join(lines)
+    text = text.split(":", 1)[1].strip() if text.startswith(f"{name}:") else text
+    sentences = text.replace(". ", ".\n").splitlines()
+    out = ""
+    for sentence in sentences:  # whole sentences, at least a line's worth
+        out = f"{out} {sentence}".strip()
+        if len(out) >= 60:
+            break
+    return out
+
+
+def help_epilog() -> str:
+    """``eau train --help``'s list of presets and config fields, generated from the preset files and
+    the fields' own documentation."""
+    parts = ["Presets (harness/ppo/presets/, every value commented):"]
+    parts += [f"  {name}: {preset_summary(name)}" for name in preset_names()]
+    parts.append("Config fields (--set KEY=VALUE, or a --config file of them; KEY = default: what it is):")
+    parts += [f"  {key} = {default}: {text}" if default else f"  {key}: {text}"
+              for key, default, text in field_docs(TrainConfig)]
+    return "\n".join(parts)
 
 
 def load_preset(name: str) -> dict[str, Any]:
@@ -187,10 +195,14 @@ def build_config(preset: str = "tiny", config_file: str | Path | None = None,
 
 
 def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
-    valid = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(data) - valid)
+    """A validated TrainConfig from plain data: unknown keys and wrong types raise naming the key."""
+    data = copy.deepcopy(dict(data))
+    if isinstance(data.get("policy"), str):  # policy: smollm2-135m is short for policy: {model: ...}
+        data["policy"] = {"model": data["policy"]}
+    valid = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(map(str, data)) - set(valid))
     if unknown:
         raise ValueError(f"unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
-    cfg = TrainConfig(**copy.deepcopy(dict(data)))
+    cfg = from_mapping(TrainConfig, data, "")
     cfg.validate()
     return cfg

@@ -24,7 +24,7 @@ import contextlib
 import copy
 import os
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -35,7 +35,8 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 from harness.distributions import entropy_from_logits, logprobs_from_logits
 from harness.ppo.packaged import MODELS as PACKAGED
-from harness.ppo.tiny import TinySpec, build_tiny
+from harness.ppo.specs import CriticSpec, LoraSpec, PolicySpec, TinySpec
+from harness.ppo.tiny import build_tiny
 from harness.rollout.chat_templates import ensure_chat_template, stop_token_ids
 
 MODEL_TINY = "tiny"
@@ -44,131 +45,10 @@ DTYPES: dict[str, torch.dtype | None] = {"float32": torch.float32, "bfloat16": t
 _VALUE_HEAD_FILE = "value_head.safetensors"
 
 
-def _check_keys(cls: type, d: Mapping[str, Any], where: str) -> None:
-    allowed = [f.name for f in fields(cls)]
-    unknown = sorted(set(d) - set(allowed))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
-
-
 def _dtype(name: str, where: str) -> torch.dtype | None:
     if name not in DTYPES:
         raise ValueError(f"{where}: unknown dtype {name!r}; allowed: {', '.join(DTYPES)}")
     return DTYPES[name]
-
-
-# ----------------------------------------------------------------------------------------------------
-# specs
-# ----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """LoRA adapters (peft) on a model; only the adapters (and a value head) are trained."""
-
-    r: int = 16  # adapter rank
-    alpha: float = 32.0  # scaling numerator: adapters are scaled by alpha / r
-    dropout: float = 0.0  # adapter dropout; 0 keeps rollout and update log-probs identical
-    target_modules: str | tuple[str, ...] = "all-linear"  # module names, or "all-linear" (every linear but the LM head)
-    # adapters only in the last N transformer layers (None: every layer). Backpropagation then stops
-    # below them, and the frozen layers' output can be computed once and reused (trunk_states)
-    top_layers: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "lora") -> LoraSpec:
-        """Build from a mapping; unknown keys and bad values raise naming ``where``."""
-        if not isinstance(d, Mapping):
-            raise ValueError(f"{where} must be a mapping with keys r, alpha, dropout, target_modules; got {d!r}")
-        _check_keys(cls, d, where)
-        d = dict(d)
-        if isinstance(d.get("target_modules"), list):
-            d["target_modules"] = tuple(d["target_modules"])
-        spec = cls(**d)
-        if not isinstance(spec.r, int) or spec.r < 1:
-            raise ValueError(f"{where}.r must be a positive integer; got {spec.r!r}")
-        if not isinstance(spec.alpha, (int, float)) or spec.alpha <= 0:
-            raise ValueError(f"{where}.alpha must be > 0; got {spec.alpha!r}")
-        if not isinstance(spec.dropout, (int, float)) or not 0 <= spec.dropout < 1:
-            raise ValueError(f"{where}.dropout must be in [0, 1); got {spec.dropout!r}")
-        if not spec.target_modules:
-            raise ValueError(f"{where}.target_modules must be 'all-linear' or a non-empty list of module names")
-        if spec.top_layers is not None and (not isinstance(spec.top_layers, int) or spec.top_layers < 1):
-            raise ValueError(f"{where}.top_layers must be a positive integer or null; got {spec.top_layers!r}")
-        return spec
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """Which policy to load and how. Every field has a default; ``from_dict`` rejects unknown keys."""
-
-    model: str = MODEL_TINY  # "tiny", a packaged model (smollm2-135m, gemma3-270m) or a local transformers folder
-    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (the checkpoint's own dtype)
-    lora: LoraSpec | None = None  # None trains all weights; a LoRA spec trains adapters (reference = adapters off)
-    chat_template: str | None = None  # None keeps the tokenizer's template (``turns`` if it has none); or a name/path
-    tiny: TinySpec = field(default_factory=TinySpec)  # architecture when model == "tiny"
-    cache_dir: str | None = None  # a packaged model's cache folder; None: $EAU_CACHE_DIR/<model> or ~/.cache/eau/<model>
-    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, more compute
-    attn_implementation: str | None = None  # e.g. "sdpa", "eager"; None lets transformers choose
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | str | None, where: str = "policy") -> PolicySpec:
-        """Build from a mapping (or a bare model string); nested ``lora``/``tiny`` mappings allowed."""
-        if d is None:
-            return cls()
-        if isinstance(d, str):
-            d = {"model": d}
-        if not isinstance(d, Mapping):
-            raise ValueError(f"{where} must be a mapping or a model string; got {d!r}")
-        _check_keys(cls, d, where)
-        d = dict(d)
-        if d.get("lora") is not None and not isinstance(d["lora"], LoraSpec):
-            d["lora"] = LoraSpec.from_dict(d["lora"], f"{where}.lora")
-        if not isinstance(d.get("tiny", TinySpec()), TinySpec):
-            d["tiny"] = TinySpec.from_dict(d["tiny"], f"{where}.tiny")
-        spec = cls(**d)
-        _dtype(spec.dtype, f"{where}.dtype")
-        if not isinstance(spec.model, str) or not spec.model:
-            raise ValueError(f"{where}.model must be 'tiny', a packaged model ({', '.join(PACKAGED)}) or a local "
-                             f"directory; got {spec.model!r}")
-        return spec
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain mapping (for the frozen run config)."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class CriticSpec:
-    """The learned value model."""
-
-    mode: str = "separate"  # separate: its own backbone and optimiser; shared: a value head on the policy backbone
-    init: str = "policy"  # separate only: policy (copy of the policy's backbone), tiny (fresh small backbone), or a local directory
-    lora: LoraSpec | None = None  # separate only: train the critic backbone through LoRA (the head is always trained)
-    # 0: zero head, every initial value is exactly 0 (the backbone starts learning once the head has
-    # moved), robust to backbones whose hidden states are large (Gemma's reach the tens); > 0: normal weights
-    head_init_std: float = 0.0
-    tiny: TinySpec = field(default_factory=TinySpec)  # backbone size when init == "tiny" (vocabulary follows the policy)
-
-    MODES = ("separate", "shared")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "critic") -> CriticSpec:
-        """Build from a mapping; unknown keys and impossible combinations raise naming ``where``."""
-        d = dict(d or {})
-        _check_keys(cls, d, where)
-        if d.get("lora") is not None and not isinstance(d["lora"], LoraSpec):
-            d["lora"] = LoraSpec.from_dict(d["lora"], f"{where}.lora")
-        if not isinstance(d.get("tiny", TinySpec()), TinySpec):
-            d["tiny"] = TinySpec.from_dict(d["tiny"], f"{where}.tiny")
-        spec = cls(**d)
-        if spec.mode not in cls.MODES:
-            raise ValueError(f"{where}.mode: unknown {spec.mode!r}; allowed: {', '.join(cls.MODES)}")
-        if spec.mode == "shared" and (spec.init != "policy" or spec.lora is not None):
-            raise ValueError(f"{where}: mode 'shared' uses the policy backbone itself; drop init/lora or use "
-                             "mode 'separate'")
-        if spec.head_init_std < 0:
-            raise ValueError(f"{where}.head_init_std must be >= 0; got {spec.head_init_std}")
-        return spec
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import contextlib
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +27,22 @@ import torch
 from harness.agents.scripted import impatient, oracle_action, public_action, run_episode
 from harness.envs.registry import make as make_gym
 from harness.knobs.snapshot import KnobSnapshot
+from harness.ppo.specs import PolicySpec, WarmStartSpec, doc
 from harness.rollout.chat import ChatFormat, check_user_replies
 
 
 @dataclass
-class SFTConfig:
-    """Warm-start settings (every field overridable with ``eau sft --set key=value``)."""
+class SFTConfig(WarmStartSpec):
+    """Warm-start settings (every field overridable with ``eau sft --set key=value``): the
+    demonstrations and optimisation of :class:`~harness.ppo.specs.WarmStartSpec` (a run config's
+    ``warm_start``) plus what a run gives its own warm start."""
 
-    policy: dict[str, Any] = field(default_factory=lambda: {"model": "tiny"})  # harness.ppo.models.PolicySpec
-    gyms: list[str] = field(default_factory=lambda: ["intention"])  # gyms the demonstrations come from
-    # scripted agent that plays the demonstrations: "oracle" (privileged: it sees the hidden facts;
-    # every gym) or "public" (sees only what the agent sees; intention only). A student imitating the
-    # oracle learns to stop asking as early as the oracle, which knew when every hidden fact was in.
-    demonstrator: str = "oracle"
-    # probability that the demonstrator gives up at a turn and answers at once (with what it knows):
-    # the student learns the demonstrator's questions at every position but stops at a random point,
-    # so what PPO has to learn is when to stop asking (0: the demonstrator as it is)
-    give_up: float = 0.0
-    episodes: int = 64  # demonstration episodes (train split), spread over the gyms
-    epochs: int = 2  # passes over the demonstrations
-    batch_size: int = 8  # episodes per optimiser step
-    lr: float = 1e-3  # AdamW learning rate
-    rendering: str = "tagged"  # action rendering of the demonstrations
-    user_replies: str = "user"  # tool_call rendering: user replies as user messages or tool results (user | tool)
-    max_episode_tokens: int = 1024  # demonstrations longer than this are cut
-    seed: int = 0  # demonstration draws and shuffling
+    policy: PolicySpec = doc(help="the policy trained", factory=PolicySpec)
+    gyms: list[str] = doc(help="gyms the demonstrations come from", factory=lambda: ["intention"])
+    rendering: str = doc("tagged", help="action rendering of the demonstrations")
+    user_replies: str = doc("user", help="tool_call rendering: user replies as user messages or tool results "
+                                         "(user | tool)")
+    seed: int = doc(0, help="demonstration draws and shuffling")
 
     def __post_init__(self) -> None:
         check_user_replies(self.rendering, self.user_replies)

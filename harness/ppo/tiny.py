@@ -12,70 +12,19 @@ Everything is deterministic given the seed, and ``save_pretrained`` works for bo
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from harness.ppo.specs import TinySpec
 from harness.rollout.chat_templates import END_OF_TURN, START_OF_TURN, ensure_chat_template, stop_token_ids
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, START_OF_TURN, END_OF_TURN)
 # Not special: they are ordinary text the model writes and the decoder must keep.
 ACTION_TOKENS = ("ASK:", "SEARCH:", "ANSWER:", "<tool_call>", "</tool_call>")
-
-
-@dataclass(frozen=True)
-class TinySpec:
-    """Architecture and tokenizer of the tiny model.
-
-    Defaults give about 1M parameters: fast enough for several PPO steps a minute on two CPU cores.
-    """
-
-    vocab_size: int = 2048  # BPE vocabulary target (bytes + merges + special tokens); the corpus may yield fewer
-    hidden_size: int = 128  # model width
-    intermediate_size: int = 384  # MLP width (3x hidden, as in Llama's ratio)
-    num_hidden_layers: int = 4  # decoder blocks
-    num_attention_heads: int = 4  # query heads (head_dim = hidden_size / heads)
-    num_key_value_heads: int = 2  # grouped-query attention, as the real small models use
-    max_position_embeddings: int = 8192  # longest sequence (>= the max_episode_tokens knob)
-    tie_word_embeddings: bool = True  # share input and output embeddings (halves the embedding cost)
-    seed: int = 0  # weight initialisation seed (the tokenizer does not depend on it)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None, where: str = "tiny") -> TinySpec:
-        """Build from a mapping; an unknown key raises naming ``where`` and the allowed keys."""
-        d = dict(d or {})
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(allowed))
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
-        spec = cls(**d)
-        spec.validate(where)
-        return spec
-
-    def validate(self, where: str = "tiny") -> None:
-        """Check value ranges and combinations; the message says what to fix."""
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{where}.{name} must be a positive integer; got {v!r}")
-        if self.vocab_size < 256 + len(SPECIAL_TOKENS):
-            raise ValueError(f"{where}.vocab_size must be >= {256 + len(SPECIAL_TOKENS)} (256 bytes + special "
-                             f"tokens); got {self.vocab_size}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"{where}.hidden_size ({self.hidden_size}) must be divisible by "
-                             f"num_attention_heads ({self.num_attention_heads})")
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{where}.num_attention_heads ({self.num_attention_heads}) must be divisible by "
-                             f"num_key_value_heads ({self.num_key_value_heads})")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain mapping (for run configs)."""
-        return asdict(self)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -37,8 +37,6 @@ from harness.ppo.batch import Batch, collate, minibatch_plan
 from harness.ppo.config import TrainConfig, config_from_dict
 from harness.ppo.distributed import Dist, seed_everything
 from harness.ppo.models import (
-    CriticSpec,
-    PolicySpec,
     PolicyWithValueHead,
     batch_token_stats,
     build_critic,
@@ -49,17 +47,15 @@ from harness.ppo.models import (
     load_policy,
     make_reference,
     reference_logprobs,
-    trainable_parameters,
-    trunk_states,
 )
-from harness.ppo.optim import clip_and_step
+from harness.ppo.optim import clip_and_step, make_optimizers
 from harness.ppo.packaged import model_folder
 from harness.ppo.run_knobs import RunKnobs, lent_values
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
 from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
-from harness.runs.metrics import episode_metrics, update_metrics
+from harness.runs.metrics import step_line, step_metrics
 from harness.runs.progress import Progress
 from harness.runs.writer import RunWriter
 from harness.users import UserFactory  # also registers the user rule-file check
@@ -143,10 +139,9 @@ class Trainer:
                                 f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
             self.knobs_link.attach(self.writer, resumed=resume)
 
-        pspec = PolicySpec.from_dict(cfg.policy)                        # the policy and where it starts
         self._phase("loading model")
-        with self.progress.phase(f"loading policy {pspec.model}") as ph:
-            self.policy, self.tokenizer = load_policy(pspec, log=self._note)
+        with self.progress.phase(f"loading policy {cfg.policy.model}") as ph:  # the policy and where it starts
+            self.policy, self.tokenizer = load_policy(cfg.policy, log=self._note)
             ph.info = f"{count_parameters(self.policy) / 1e6:.0f}M parameters"
         self.policy.to(self.dist.device)
         start = starting_weights(cfg, self.run_dir)
@@ -163,36 +158,23 @@ class Trainer:
                 ws = starting_weights(cfg, self.run_dir)
                 checkpoint.load_trainable(self.policy, torch.load(ws / "policy.pt", weights_only=True), str(ws))
 
-        self.critic = build_critic(self.policy, CriticSpec.from_dict(cfg.critic)).to(self.dist.device)
+        self.critic = build_critic(self.policy, cfg.critic).to(self.dist.device)
         self.shared_critic = isinstance(self.critic, PolicyWithValueHead)
         # the KL anchor is the starting policy: with LoRA adapters already trained (a warm start) a
         # frozen copy with them merged; else the base with adapters off (LoRA) or a frozen copy
         self.reference = make_reference(self.policy, trained_adapters=start is not None or cfg.warm_start is not None)
         self.trunk_depth = frozen_trunk_depth(self.policy)
-        lr = self.store.snapshot().area("agent")
-        if self.shared_critic:  # policy adapters + value head, one optimiser
-            self.optimizers = {"policy": torch.optim.AdamW(trainable_parameters(self.critic), lr=lr["lr"])}
-        else:
-            self.optimizers = {"policy": torch.optim.AdamW(trainable_parameters(self.policy), lr=lr["lr"]),
-                               "critic": torch.optim.AdamW(trainable_parameters(self.critic), lr=lr["critic_lr"])}
-        self.train_policy, self.train_critic = self.policy, self.critic
-        if self.dist.accelerator is not None:
-            acc = self.dist.accelerator
-            if self.shared_critic:
-                self.train_critic, self.optimizers["policy"] = acc.prepare(self.critic, self.optimizers["policy"])
-            else:
-                (self.train_policy, self.train_critic, self.optimizers["policy"],
-                 self.optimizers["critic"]) = acc.prepare(self.policy, self.critic, self.optimizers["policy"],
-                                                          self.optimizers["critic"])
+        self.optimizers, self.train_policy, self.train_critic = make_optimizers(
+            self.policy, self.critic, self.shared_critic, self.store.snapshot().area("agent"), self.dist.accelerator)
 
         self.chat = ChatFormat(self.tokenizer, cfg.rendering, user_replies=cfg.user_replies)  # the rollout
-        self.backend = make_backend(cfg.backend, self.policy, self.tokenizer, self.dist.device, cfg.seed,
-                                    model_folder(cfg.policy.get("model"), cfg.policy.get("cache_dir")))
+        self.backend = make_backend(cfg.backend.options(), self.policy, self.tokenizer, self.dist.device, cfg.seed,
+                                    model_folder(cfg.policy.model, cfg.policy.cache_dir))
         self.engine = RolloutEngine(self.backend, self.chat)
         self.rollout_stats = rollout_records_stats(cfg.rollout_stats, self.backend, self.engine, self.policy)
         if self.rollout_stats and self.shared_critic:
             self.backend.value_fn = self.critic.values_from_hidden
-        self.user_factory = UserFactory(llm=cfg.user_llm) if cfg.user_llm else UserFactory()
+        self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         if resume:
             self._resume()
@@ -241,7 +223,7 @@ class Trainer:
                 bar.set(step, f"step {step}: update")
                 t_upd = time.perf_counter()
                 batch = collate(episodes, self.pad_id)
-                self.frozen_trunk(batch)                                # 3. states below the trained layers
+                self.share_trunk(batch)                                 # 3. states below the trained layers
                 score_stats = self.score(batch)                         # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))              # 5. GAE over action tokens
                 upd = self.update(batch, step)                          # 6. PPO update
@@ -330,26 +312,12 @@ class Trainer:
         return res.episodes, {"time_rollout_s": time.perf_counter() - t0, "time_generate_s": res.time_generate_s,
                               "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
 
-    @torch.no_grad()
-    def frozen_trunk(self, batch: Batch) -> None:
-        """With LoRA on the top layers only (``policy.lora.top_layers``) the layers below are the same in
-        every pass over this batch: their output is computed once (``batch.trunk``) when the step makes
-        two passes or more (PPO epochs, the KL reference, a scoring pass), and each pass runs the top
-        layers alone. Exact (tests/test_models.py)."""
+    def share_trunk(self, batch: Batch) -> None:
+        """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top
+        layers only): PPO epochs, the KL reference, a scoring pass."""
         k = self.knobs
         passes = int(k["ppo_epochs"]) + (float(k["kl_coef"]) > 0) + (batch.rollout_logprobs is None)
-        if self.trunk_depth and passes >= 2:
-            self.policy.eval()
-            batch.trunk = trunk_states(self.policy, batch.input_ids.to(self.dist.device),
-                                       batch.attention_mask.to(self.dist.device), self.trunk_depth,
-                                       int(k["micro_batch_size"])).cpu()
-            self.policy.train()
-
-    def _trunk(self, batch: Batch, rows: slice | torch.Tensor | None = None) -> tuple[torch.Tensor, int] | None:
-        """``(states, depth)`` of ``rows`` of the batch for a pass, or None without frozen-trunk states."""
-        if batch.trunk is None:
-            return None
-        return (batch.trunk if rows is None else batch.trunk[rows]).to(self.dist.device), self.trunk_depth
+        batch.share_frozen_trunk(self.policy, self.trunk_depth, passes, int(k["micro_batch_size"]), self.dist.device)
 
     @torch.no_grad()
     def score(self, batch: Batch) -> dict[str, float]:
@@ -369,7 +337,7 @@ class Trainer:
             batch.old_logprobs, batch.old_values = batch.rollout_logprobs, batch.rollout_values
         else:
             st = batch_token_stats(self.critic if self.shared_critic else self.policy, ids, am, temperature=temperature,
-                                   micro_batch_size=micro, score_mask=scored, trunk=self._trunk(batch, order))
+                                   micro_batch_size=micro, score_mask=scored, trunk=batch.trunk_for(order, dev))
             batch.old_logprobs = st.logprobs.cpu()[back]
             if self.shared_critic:
                 batch.old_values = st.values.cpu()[back]
@@ -379,7 +347,7 @@ class Trainer:
         if float(k["kl_coef"]) > 0:
             batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=temperature,
                                                     micro_batch_size=micro, score_mask=scored,
-                                                    trunk=self._trunk(batch, order)).cpu()[back]
+                                                    trunk=batch.trunk_for(order, dev)).cpu()[back]
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -421,7 +389,7 @@ class Trainer:
                     mask = mini.action_mask[rows].to(dev)
                     net = self.train_critic if self.shared_critic else self.train_policy
                     st = forward_token_stats(net, ids, am, temperature=temperature, score_mask=mask,
-                                             trunk=self._trunk(mini, rows))
+                                             trunk=mini.trunk_for(rows, dev))
                     loss, metrics = core.ppo_actor_loss(
                         st.logprobs, mini.old_logprobs[rows].to(dev), mini.advantages[rows].to(dev), mask,
                         clip_low=float(k["clip_ratio"]), clip_high=float(k["clip_ratio_high"]),
@@ -481,22 +449,15 @@ class Trainer:
                   knob_info: dict[str, Any], t_step: float, t_log: float) -> dict[str, Any]:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
-        m: dict[str, Any] = {"step": step, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                             **episode_metrics(records), **update_metrics(updates, self.knobs), **score_stats,
-                             "time_rollout_s": rollout_t["time_rollout_s"],
-                             "time_generate_s": rollout_t["time_generate_s"], "time_env_s": rollout_t["time_env_s"],
-                             "time_update_s": time_update,
-                             "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
-                             "knob_version": self.snapshot.version, "knob_changes": knob_info["applied"]}
+        m = step_metrics(step, records, updates, self.knobs, score_stats, rollout_t, time_update,
+                         knob_version=self.snapshot.version, knob_changes=knob_info["applied"])
         self.writer.trajectories(step, records)
         m["time_harness_s"] = knob_info["time_s"] + (time.perf_counter() - t_log)
         m["time_step_s"] = time.perf_counter() - t_step
         self.writer.metrics(m)
         self.writer.write_status(step=step + 1, phase="between steps", eta_s=(self.cfg.steps - step - 1) * m["time_step_s"],
                                  last_metrics={x: m[x] for x in ("reward_mean", "success_rate", "entropy", "kl")})
-        self.writer.log(f"step {step}: reward {m['reward_mean']:.3f} success {m['success_rate']:.2f} "
-                        f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
-                        f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)")
+        self.writer.log(step_line(m))
         return m
 
     # ------------------------------------------------------------------ what the person sees

@@ -4,6 +4,7 @@ own policy, gyms and rendering, into ``runs/<id>/warm_start/``, reused on resume
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Mapping
@@ -63,7 +64,7 @@ def make_warm_start(cfg: Any, policy: Any, tokenizer: Any, knobs: Any, run_dir: 
 
     out = warm_start_dir(run_dir)
     sft = SFTConfig(policy=cfg.policy, gyms=list(cfg.gyms), rendering=cfg.rendering, user_replies=cfg.user_replies,
-                    seed=cfg.seed, **cfg.warm_start)
+                    seed=cfg.seed, **dataclasses.asdict(cfg.warm_start))
     writer.write_status(phase="warm start", phase_done=None, phase_total=None, phase_eta_s=None)
     writer.log(f"warm start: {sft.episodes} {sft.demonstrator} demonstrations x {sft.epochs} epochs "
                f"(give_up {sft.give_up}) -> {out}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 SPLIT_METRICS = ("reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean")
@@ -115,3 +116,23 @@ def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, A
         "lr": knobs["lr"], "critic_lr": knobs["critic_lr"], "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
         "entropy_coeff": knobs["entropy_coeff"], "kl_coef": knobs["kl_coef"], "temperature": knobs["temperature"],
     }
+
+
+def step_metrics(step: int, records: Sequence[Mapping[str, Any]], updates: Sequence[Mapping[str, float]],
+                 knobs: Mapping[str, Any], score_stats: Mapping[str, float], rollout_t: Mapping[str, float],
+                 time_update: float, knob_version: int, knob_changes: int) -> dict[str, Any]:
+    """One step's line of ``metrics.jsonl`` (before the harness and step times are added): the
+    episodes', the update's and the scoring pass's metrics, the step's timings and the knob version."""
+    return {"step": step, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **episode_metrics(records), **update_metrics(updates, knobs), **score_stats,
+            "time_rollout_s": rollout_t["time_rollout_s"], "time_generate_s": rollout_t["time_generate_s"],
+            "time_env_s": rollout_t["time_env_s"], "time_update_s": time_update,
+            "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
+            "knob_version": knob_version, "knob_changes": knob_changes}
+
+
+def step_line(m: Mapping[str, Any]) -> str:
+    """A step's line in ``log.txt``."""
+    return (f"step {m['step']}: reward {m['reward_mean']:.3f} success {m['success_rate']:.2f} "
+            f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
+            f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)")
