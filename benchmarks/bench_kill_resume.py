@@ -5,10 +5,12 @@ that every event and every write's attribution survived. Prints JSON figures.
 
 Two campaigns, each a real ``eau train --preset tiny`` in a subprocess on a private knobs folder:
 
-* ``kills``: one run (``--steps``, a checkpoint every ``--checkpoint-every`` steps) killed with
-  SIGKILL ``--kills`` times, each after a random delay from its (re)start (start-up, rollout,
-  update, checkpoint writes: wherever the delay lands), and resumed with ``eau train --resume``
-  after each kill; the last resume runs to the end. A writer thread issues
+* ``kills``: a run (``--steps``, a checkpoint every ``--checkpoint-every`` steps) killed with
+  SIGKILL ``--kills`` times and resumed with ``eau train --resume`` after each kill; the last resume
+  runs to the end (a run that ends before its next kill is checked and a new one takes its place).
+  Each kill lands a random delay after the attempt went live (its pid in ``status.json``: rollout,
+  update, knob polls, checkpoint writes, wherever it lands) or, for ``--startup-share`` of them,
+  after its start (imports, knob lending, model building), so the spread does not depend on load. A writer thread issues
   ``eau knobs set agent.entropy_coeff V --author agent --reason ... --json`` every 0.5-2.5 s while
   the run is live (a write can be in flight when the kill lands).
 * ``before_first_checkpoint``: a run with no checkpoint before its end, killed after an agent write
@@ -152,6 +154,13 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _status_pid(run: Path) -> int | None:
+    try:
+        return json.loads((run / "status.json").read_text()).get("pid")
+    except (OSError, ValueError):
+        return None
+
+
 def snapshot(run: Path) -> dict[str, Any]:
     try:
         st = json.loads((run / "status.json").read_text())
@@ -264,7 +273,7 @@ def check_timeline(run: Path, problems: list[str]) -> int:
 
 # ---------------------------------------------------------------------------- campaigns
 def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, seed: int, min_delay: float,
-                  max_delay: float, cli_effects: int, timeout: float) -> dict[str, Any]:
+                  max_delay: float, cli_effects: int, timeout: float, startup_share: float = 0.25) -> dict[str, Any]:
     """``kills`` SIGKILLs at random delays after each (re)start; a run that reaches its last step
     before the next kill is checked and a new run takes its place (so the count of kill points does
     not depend on the machine's speed)."""
@@ -275,7 +284,7 @@ def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, 
     while done < kills and len(runs) < 3 * kills:  # (a machine so fast that no run is ever killed stops too)
         run_id = f"kill{len(runs)}"
         doc = _one_run(work, kdir, rdir, run_id, rng, kills - done, steps, checkpoint_every, min_delay, max_delay,
-                       cli_effects, timeout)
+                       cli_effects, timeout, startup_share)
         runs.append(doc)
         done += doc["kills"]
         points += [{"run": run_id, **p} for p in doc.pop("kill_points")]
@@ -299,7 +308,7 @@ def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, 
 
 def _one_run(work: Path, kdir: Path, rdir: Path, run_id: str, rng: random.Random, kills: int, steps: int,
              checkpoint_every: int, min_delay: float, max_delay: float, cli_effects: int,
-             timeout: float) -> dict[str, Any]:
+             timeout: float, startup_share: float) -> dict[str, Any]:
     run = rdir / run_id
     log = work / f"{run_id}.log"
     writer = Writer(kdir, rdir, run, rng.randrange(1 << 30))
@@ -313,6 +322,12 @@ def _one_run(work: Path, kdir: Path, rdir: Path, run_id: str, rng: random.Random
             # killed before its run folder existed: nothing to resume, the run starts again
             fresh = not (run / "config.yaml").exists()
             proc = start(args if fresh else ["train", "--resume", run_id, "--no-progress"], kdir, rdir, log)
+            t_start = time.monotonic()
+            # a quarter of the kills land at a random time from the start (start-up: imports, knob lending,
+            # model building); the rest at a random time after this attempt is live (its pid in status.json)
+            in_startup = rng.random() < startup_share
+            if not in_startup:
+                wait_for(lambda p=proc: p.poll() is not None or _status_pid(run) == p.pid, timeout)
             delay = rng.uniform(min_delay, max_delay)
             try:
                 rc = proc.wait(timeout=delay)
@@ -321,11 +336,13 @@ def _one_run(work: Path, kdir: Path, rdir: Path, run_id: str, rng: random.Random
                 break  # the run ended before the kill
             except subprocess.TimeoutExpired:
                 pass
+            live_at_kill = _status_pid(run) == proc.pid
             kill(proc)
             writer.pause()
             snap = snapshot(run)
             snaps.append(snap)
-            points.append({"kill": k, "delay_s": round(delay, 1), "phase": snap["phase"], "step": snap["step"],
+            points.append({"kill": k, "after_s": round(time.monotonic() - t_start, 1), "aimed_at_startup": in_startup,
+                           "phase": snap["phase"] if live_at_kill else "start-up", "step": snap["step"],
                            "metrics_lines": snap["metrics_steps"]})
             writer.resume()
         if not finished:
@@ -381,8 +398,9 @@ def main() -> None:
     ap.add_argument("--checkpoint-every", type=int, default=1)
     ap.add_argument("--early-steps", type=int, default=8, help="Steps of the run killed before its first checkpoint.")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--min-delay", type=float, default=2.0, help="Seconds after a (re)start, at least.")
-    ap.add_argument("--max-delay", type=float, default=30.0, help="Seconds after a (re)start, at most.")
+    ap.add_argument("--min-delay", type=float, default=0.0, help="Seconds after a (re)start or going live, at least.")
+    ap.add_argument("--max-delay", type=float, default=20.0, help="Seconds after a (re)start or going live, at most.")
+    ap.add_argument("--startup-share", type=float, default=0.25, help="Share of kills timed from the start (start-up).")
     ap.add_argument("--cli-effects", type=int, default=3, help="Writes checked through `eau effect` too.")
     ap.add_argument("--timeout", type=float, default=1800.0, help="Seconds the last resume may take.")
     ap.add_argument("--workdir", type=Path, default=None)
@@ -394,7 +412,7 @@ def main() -> None:
     print(json.dumps(doc["before_first_checkpoint"], default=str), file=sys.stderr, flush=True)
     doc["kills"] = kill_campaign(work / "kills", kills=a.kills, steps=a.steps, checkpoint_every=a.checkpoint_every,
                                  seed=a.seed, min_delay=a.min_delay, max_delay=a.max_delay,
-                                 cli_effects=a.cli_effects, timeout=a.timeout)
+                                 cli_effects=a.cli_effects, timeout=a.timeout, startup_share=a.startup_share)
     doc["ok"] = not doc["kills"]["problems"] and not doc["before_first_checkpoint"]["problems"]
     text = json.dumps(doc, indent=1, default=str)
     if a.out:

@@ -116,6 +116,7 @@ def test_nan_rewards_skip_the_update_alert_names_the_knob_and_a_fix_lets_trainin
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
 
 
+@pytest.mark.slow  # ~35 s: a second real run (the NaN-reward test above is the default suite's)
 def test_consecutive_bad_steps_stop_the_run_with_the_last_good_policy_checkpointed(tmp_path, knobs_dir, monkeypatch):
     def poison(trainer, step):  # a NaN learning rate: finite gradients, non-finite parameters after the step
         return force_value(trainer.store, "agent.lr", float("nan"), step)
