@@ -397,6 +397,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="Steps of each run (a run that ends is replaced).")
     ap.add_argument("--checkpoint-every", type=int, default=1)
     ap.add_argument("--early-steps", type=int, default=8, help="Steps of the run killed before its first checkpoint.")
+    ap.add_argument("--skip-early", action="store_true", help="Leave out the kill before the first checkpoint.")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-delay", type=float, default=0.0, help="Seconds after a (re)start or going live, at least.")
     ap.add_argument("--max-delay", type=float, default=20.0, help="Seconds after a (re)start or going live, at most.")
@@ -408,7 +409,8 @@ def main() -> None:
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="eau-kill-"))
     doc: dict[str, Any] = {"command": " ".join(sys.argv), "workdir": str(work)}
-    doc["before_first_checkpoint"] = before_first_checkpoint(work / "early", steps=a.early_steps, timeout=a.timeout)
+    doc["before_first_checkpoint"] = ({"problems": [], "skipped": True} if a.skip_early else
+                                      before_first_checkpoint(work / "early", steps=a.early_steps, timeout=a.timeout))
     print(json.dumps(doc["before_first_checkpoint"], default=str), file=sys.stderr, flush=True)
     doc["kills"] = kill_campaign(work / "kills", kills=a.kills, steps=a.steps, checkpoint_every=a.checkpoint_every,
                                  seed=a.seed, min_delay=a.min_delay, max_delay=a.max_delay,
