@@ -134,13 +134,15 @@ def train_cmd(
         from harness.io import jsonl
 
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
-        emit_json({"ok": True, "run_id": trainer.run_id, "run_dir": str(trainer.run_dir),
+        emit_json({"ok": not trainer.guard.stopped, "run_id": trainer.run_id, "run_dir": str(trainer.run_dir),
                    "steps": cfg.steps, "last_metrics": last[0] if last else None, "evaluation": evaluation,
                    "plot": str(plot) if plot else None})
     elif trainer.dist.main:
         _print_summary(trainer, evaluation, plot)
     if trainer.dist.world > 1:
         _exit_after_process_group()
+    if trainer.guard.stopped:  # the numeric guard stopped the run (harness/ppo/guards.py)
+        raise typer.Exit(EXIT_ERROR)
 
 
 def _evaluate(trainer, protocol, progress, before: bool):

@@ -33,8 +33,9 @@ def dumps(record: Any) -> str:
         return json.dumps(_finite(record), ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
 
 
-def append(path: str | Path, record: Any) -> None:
-    """Append one record as one line."""
+def append(path: str | Path, record: Any, *, durable: bool = False) -> None:
+    """Append one record as one line; ``durable``: on disk (fsync) before this returns, for records a
+    resume or an audit relies on (a power loss after the call keeps them)."""
     data = (dumps(record) + "\n").encode("utf-8")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +45,8 @@ def append(path: str | Path, record: Any) -> None:
         while view:
             n = os.write(fd, view)
             view = view[n:]
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -68,6 +71,25 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def read(path: str | Path) -> list[dict[str, Any]]:
     return list(iter_records(path))
+
+
+def read_from(path: str | Path, offset: int) -> list[dict[str, Any]]:
+    """Complete records from byte ``offset`` on (an offset a checkpoint recorded: a line boundary)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, int(offset)))
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for raw in data.split(b"\n")[:-1]:  # the piece after the last newline is a torn line or empty
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
 
 
 def tail(path: str | Path, n: int, chunk: int = 1 << 16) -> list[dict[str, Any]]:

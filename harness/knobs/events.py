@@ -30,8 +30,12 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def new_event_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:10]
+
+
 def new_id() -> str:
-    return "k-" + uuid.uuid4().hex[:10]
+    return new_event_id("k-")
 
 
 @dataclass
@@ -74,14 +78,16 @@ class EventLog:
         rec = event.to_dict()
         self.memory.append(rec)
         if self.path is not None:
-            jsonl.append(self.path, rec)
+            jsonl.append(self.path, rec, durable=True)
         return rec
 
     def read(self) -> list[dict[str, Any]]:
         return jsonl.read(self.path) if self.path is not None else list(self.memory)
 
     def find(self, event_id: str) -> dict[str, Any] | None:
-        for rec in self.read():
+        """The last record of ``event_id`` (a write applied again after a resume is logged again under
+        its id; the last record says how it stands)."""
+        for rec in reversed(self.read()):
             if rec.get("id") == event_id:
                 return rec
         return None

@@ -39,7 +39,7 @@ from jsonschema.exceptions import SchemaError
 
 from harness.io import jsonl, yamlio
 from harness.knobs.checks import check_change
-from harness.knobs.events import AUTHORS, EventLog, KnobEvent, now_iso
+from harness.knobs.events import AUTHORS, EventLog, KnobEvent, new_id, now_iso
 from harness.knobs.rule_checks import rule_problem
 from harness.knobs.schema import (
     RULE_MISSING,
@@ -395,7 +395,7 @@ class KnobStore:
             recent_metrics: Sequence[Mapping[str, Any]] | None = None, step_written: int | None = None,
             run_live: bool = False, source: str = "cli", ref: str | None = None,
             skip_requires: bool = False, skip_delta: bool = False, whole: bool = False,
-            skip_scope: bool = False) -> WriteResult:
+            skip_scope: bool = False, event_id: str | None = None) -> WriteResult:
         """Validate and write one knob (the global value, or one gym's value with ``gym``; with
         ``whole`` the knob's entire raw value, a scalar or a per-gym mapping, as a preset lends it).
 
@@ -403,8 +403,9 @@ class KnobStore:
         change (revert skips requires); schema and range checks always apply, gym checks unless
         ``skip_scope`` (a run giving back values it lent: they belong to the folder, not the run).
         ``run_live``: a trainer is running on this folder; the file is written and the run applies it
-        at its next step boundary (and logs the accepted event). Otherwise the accepted event is logged
-        here. A refusal is logged here and leaves the file untouched.
+        at its next step boundary (and logs the accepted event under the id this call returns, or
+        ``event_id`` when given: a write carried over a resume keeps its id). Otherwise the accepted
+        event is logged here. A refusal is logged here and leaves the file untouched.
         """
         if author not in AUTHORS:
             raise ValueError(f"author must be one of {', '.join(AUTHORS)}, got {author!r}")
@@ -445,13 +446,14 @@ class KnobStore:
             doc = yamlio.to_rt(copy.deepcopy(self.in_force[spec.area]))
         yamlio.assign(doc, spec.name, new_raw)
         if run_live:
-            self._write_attribution(spec.full_name, changed, author, reason, step_written, source, ref)
+            ids = self._write_attribution(spec.full_name, changed, author, reason, step_written, source, ref,
+                                          event_id=event_id)
         text = yamlio.dump(doc)
         yamlio.atomic_write_text(path, text)
         if run_live:
             return WriteResult(True, [KnobEvent(status="accepted", old=old_v, new=value, applies="live",
                                                 message="written; the live run applies it at its next step boundary",
-                                                **common).to_dict()], pending=True)
+                                                id=ids[0], **common).to_dict()], pending=True)
         self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
         return WriteResult(True, self._apply(spec, new_raw, changed, dict(common, file=str(path)), step_effective=None))
 
@@ -539,12 +541,12 @@ class KnobStore:
             return WriteResult(False, [self._event(status="rejected", rule=RULE_SCHEMA, message=err[0], **common)])
         text = yamlio.dump(yamlio.to_rt(value))
         if run_live:
-            self._write_attribution(f"rules.{kind}.{key}", [(None, old, value)], author, reason, step_written,
-                                    source, ref)
+            ids = self._write_attribution(f"rules.{kind}.{key}", [(None, old, value)], author, reason, step_written,
+                                          source, ref)
         yamlio.atomic_write_text(path, text)
         if run_live:
             return WriteResult(True, [KnobEvent(status="accepted", message="written; the live run applies it at "
-                                                "its next step boundary", **common).to_dict()], pending=True)
+                                                "its next step boundary", id=ids[0], **common).to_dict()], pending=True)
         self._file_view[path.resolve()] = (_sha(text), value)
         self.rules[kind][key] = value
         self.version += 1
@@ -575,8 +577,9 @@ class KnobStore:
         path = self._area_path(area)
         doc, _ = yamlio.read_yaml(path)
         yamlio.assign(doc, name, value)
+        ids = [new_id()]
         if run_live:
-            self._write_attribution(full, [(None, None, value)], author, reason, None, "cli", None)
+            ids = self._write_attribution(full, [(None, None, value)], author, reason, None, "cli", None)
         stext = json.dumps(raw, indent=2) + "\n"
         text = yamlio.dump(doc)
         # value first, then schema: a live run processes the schema first and finds the value there
@@ -584,7 +587,7 @@ class KnobStore:
         yamlio.atomic_write_text(spath, stext)
         if run_live:
             return WriteResult(True, [KnobEvent(status="accepted", message="written; the live run adds it at its "
-                                                "next step boundary", file=str(spath), **common).to_dict()],
+                                                "next step boundary", file=str(spath), id=ids[0], **common).to_dict()],
                                pending=True)
         self.schemas[area] = new_area
         self._file_view[spath.resolve()] = (_sha(stext), raw)
@@ -619,19 +622,55 @@ class KnobStore:
                     out.append({"knob": full, "gym": g, "in_force": old, "written": new, "file": str(path),
                                 "author": att.get("author", "human"),
                                 "reason": att.get("reason", f"hand edit of {path.name}"),
-                                "source": att.get("source", "watch"), "step_written": att.get("step_written")})
+                                "source": att.get("source", "watch"), "step_written": att.get("step_written"),
+                                "id": att.get("id")})
         return out
 
     def _pending_dir(self) -> Path:
         return self.dir / ".pending"
 
     def _write_attribution(self, knob: str, changed: list[tuple[str | None, Any, Any]], author: str, reason: str,
-                           step_written: int | None, source: str, ref: str | None) -> None:
-        for g, _, n in changed:
-            rec = {"knob": knob, "gym": g, "new": n, "author": author, "reason": reason,
+                           step_written: int | None, source: str, ref: str | None, *, event_id: str | None = None,
+                           first_applied_at: int | None = None) -> list[str]:
+        """One note per changed cell: who wrote it, why, and the event id the run logs it under (the first
+        cell gets ``event_id`` when given). Returns the ids. ``first_applied_at``: a write a resumed run
+        applies again (it was in force from that step in steps the resume runs again)."""
+        ids = []
+        for i, (g, _, n) in enumerate(changed):
+            eid = event_id if event_id and i == 0 else new_id()
+            rec = {"knob": knob, "gym": g, "new": n, "author": author, "reason": reason, "id": eid,
                    "step_written": step_written, "source": source, "ref": ref, "time": time.time()}
-            name = _sha(f"{knob}|{g}|{json.dumps(n, sort_keys=True, default=str)}") + ".json"
-            yamlio.atomic_write_text(self._pending_dir() / name, json.dumps(rec))
+            if first_applied_at is not None:
+                rec["first_applied_at"] = first_applied_at
+            yamlio.atomic_write_text(self._note_path(knob, g, n), json.dumps(rec))
+            ids.append(eid)
+        return ids
+
+    def _note_path(self, knob: str, gym: str | None, new: Any) -> Path:
+        return self._pending_dir() / (_sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json")
+
+    def carry_over(self, record: Mapping[str, Any], first_applied_at: int | None) -> None:
+        """Keep a logged write's author, reason and event id for the next time a run applies it (a
+        resumed run applies again the writes of the steps it runs again; a run that ended before
+        applying a write hands it to its resume)."""
+        self._write_attribution(record["knob"], [(record.get("gym"), None, record.get("new"))], record["author"],
+                                record["reason"], record.get("step_written"), record.get("source") or "cli",
+                                record.get("ref"), event_id=record["id"], first_applied_at=first_applied_at)
+
+    def drop_attribution(self, knob: str, gym: str | None, new: Any) -> None:
+        self._note_path(knob, gym, new).unlink(missing_ok=True)
+
+    def carried_over(self) -> list[dict[str, Any]]:
+        """Notes of writes a resumed run was to apply again that are still waiting (see :meth:`carry_over`)."""
+        out = []
+        for p in sorted(self._pending_dir().glob("*.json")) if self._pending_dir().is_dir() else []:
+            try:
+                rec = json.loads(p.read_text())
+            except (json.JSONDecodeError, OSError):
+                continue
+            if isinstance(rec, dict) and "first_applied_at" in rec:
+                out.append(rec)
+        return out
 
     def _attribution_source(self, knob: str, gym: str | None, new: Any) -> str | None:
         """The ``source`` of a pending CLI write's attribution, without taking it (None: no attribution)."""
@@ -639,15 +678,13 @@ class KnobStore:
         return att.get("source") if isinstance(att, dict) else None
 
     def _peek_attribution(self, knob: str, gym: str | None, new: Any) -> dict[str, Any] | None:
-        name = _sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json"
         try:
-            return json.loads((self._pending_dir() / name).read_text())
+            return json.loads(self._note_path(knob, gym, new).read_text())
         except (FileNotFoundError, json.JSONDecodeError, OSError):
             return None
 
     def _take_attribution(self, knob: str, gym: str | None, new: Any) -> dict[str, Any] | None:
-        name = _sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json"
-        path = self._pending_dir() / name
+        path = self._note_path(knob, gym, new)
         try:
             rec = json.loads(path.read_text())
             path.unlink()
@@ -736,12 +773,32 @@ class KnobStore:
         return yamlio.top_level_key_lines(text), value, sha
 
     def _attributed(self, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
-        att = self._take_attribution(knob, gym, new)
-        if att:
-            return {"author": att["author"], "reason": att["reason"], "step_written": att.get("step_written"),
-                    "source": att.get("source", "cli"), "ref": att.get("ref")}
+        """Author, reason, ... (and event id) of the write behind a changed cell: its CLI note, else a hand
+        edit. The note stays until :meth:`_event_of` has logged the event (a kill in between keeps it)."""
+        att = self._peek_attribution(knob, gym, new)
+        if isinstance(att, dict) and "author" in att and "reason" in att:
+            out = {"author": att["author"], "reason": att["reason"], "step_written": att.get("step_written"),
+                   "source": att.get("source", "cli"), "ref": att.get("ref"),
+                   "_note": self._note_path(knob, gym, new)}
+            if att.get("id"):
+                out["id"] = att["id"]
+            if att.get("first_applied_at") is not None:
+                out["_again"] = att["first_applied_at"]
+            return out
         return {"author": "human", "reason": f"hand edit of {path.name}", "step_written": self.current_step,
                 "source": "watch", "ref": None}
+
+    def _event_of(self, att: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """Log an event attributed by :meth:`_attributed`, then consume the write's note."""
+        att = dict(att)
+        note, again = att.pop("_note", None), att.pop("_again", None)
+        if again is not None:
+            kw["message"] = (kw.get("message") or "") + (f" (again: the run resumed from a checkpoint before step "
+                                                         f"{again}, where it was first applied)")
+        rec = self._event(**kw, **att)
+        if note is not None:
+            note.unlink(missing_ok=True)
+        return rec
 
     def _poll_area(self, area: str, path: Path, step: int, metrics: Any, result: PollResult) -> None:
         if area not in self.schemas:
@@ -795,10 +852,10 @@ class KnobStore:
             if refusal:
                 g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)
                 att = self._attributed(spec.full_name, g, n, path)
-                result.refused.append(self._event(
-                    knob=spec.full_name, gym=g, old=o, new=n, status="rejected", rule=refusal.rule,
+                result.refused.append(self._event_of(
+                    att, knob=spec.full_name, gym=g, old=o, new=n, status="rejected", rule=refusal.rule,
                     message=refusal.message + f"; {resolve(in_force, g)!r} stays in force", file=str(path),
-                    line=line, **att))
+                    line=line))
                 continue
             evs = []
             hot = spec.hot
@@ -809,10 +866,10 @@ class KnobStore:
                 self.next_run[spec.full_name] = copy.deepcopy(new_raw)
             for g, o, n in changed:
                 att = self._attributed(spec.full_name, g, n, path)
-                evs.append(self._event(
-                    knob=spec.full_name, gym=g, old=o, new=n, status="accepted", file=str(path), line=line,
+                evs.append(self._event_of(
+                    att, knob=spec.full_name, gym=g, old=o, new=n, status="accepted", file=str(path), line=line,
                     message="applied" if hot else "accepted; x-hot is false so it takes effect at the next run",
-                    applies="live" if hot else "next_run", step_effective=step if hot else None, **att))
+                    applies="live" if hot else "next_run", step_effective=step if hot else None))
             (result.applied if hot else result.next_run).extend(evs)
 
     def _poll_rules(self, kind: str, key: str, path: Path, step: int, result: PollResult) -> None:
@@ -828,13 +885,14 @@ class KnobStore:
         att = self._attributed(knob, None, value, path)
         err = self._rule_problem(kind, key, value)
         if err:
-            result.refused.append(self._event(knob=knob, status="rejected", rule=RULE_SCHEMA, file=str(path), line=err[1],
-                                              message=err[0] + "; the rules in force stay", old=old, new=value, **att))
+            result.refused.append(self._event_of(att, knob=knob, status="rejected", rule=RULE_SCHEMA, file=str(path),
+                                                 line=err[1], message=err[0] + "; the rules in force stay", old=old,
+                                                 new=value))
             return
         self.rules[kind][key] = value
         self.version += 1
-        result.applied.append(self._event(knob=knob, status="accepted", file=str(path), old=old, new=value,
-                                          message="applied", step_effective=step, **att))
+        result.applied.append(self._event_of(att, knob=knob, status="accepted", file=str(path), old=old, new=value,
+                                             message="applied", step_effective=step))
 
     def _poll_schema(self, area: str, path: Path, step: int, result: PollResult) -> None:
         knob = f"schema.{area}"

@@ -1,5 +1,7 @@
 """The optimisers of a run, and one optimiser step per PPO mini-batch: gradients clipped, the
-learning rate set from the knobs (times the warm-up factor of ``agent.lr_warmup_steps``), then the step."""
+learning rate set from the knobs (times the warm-up factor of ``agent.lr_warmup_steps``), then the
+step. The trainer's numeric guard (harness/ppo/guards.py) clips first, looks at the norms, and steps
+only when every one is finite."""
 
 from __future__ import annotations
 
@@ -40,23 +42,40 @@ def updates_done(opt: torch.optim.Optimizer) -> int:
     return 0
 
 
-def clip_and_step(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
-    """Clip each optimiser's gradients to ``max_grad_norm``, set its learning rate (``lr`` for
-    ``policy``, ``critic_lr`` for ``critic``, times the warm-up factor of its own update count, which
-    travels in checkpoints), step it. Returns ``grad_norm`` / ``lr_warmup_factor`` (``critic_``-prefixed
-    for the critic's optimiser)."""
+def _prefix(name: str) -> str:
+    return "" if name == "policy" else "critic_"
+
+
+def clip_grads(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
+    """Clip each optimiser's gradients to ``max_grad_norm``; returns each one's norm before clipping
+    (``grad_norm``, ``critic_grad_norm``; non-finite when a gradient is)."""
     out = {}
     max_norm = float(knobs["max_grad_norm"])
     for name, opt in optimizers.items():
         params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-        if not params:
+        if params:
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
+            out[f"{_prefix(name)}grad_norm"] = float(norm)
+    return out
+
+
+def step_all(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
+    """Set each optimiser's learning rate (``lr`` for ``policy``, ``critic_lr`` for ``critic``, times the
+    warm-up factor of its own update count, which travels in checkpoints) and step it. Returns
+    ``lr_warmup_factor`` (``critic_``-prefixed for the critic's optimiser)."""
+    out = {}
+    for name, opt in optimizers.items():
+        if not any(p.grad is not None for g in opt.param_groups for p in g["params"]):
             continue
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
         factor = core.warmup_factor(updates_done(opt), int(knobs.get("lr_warmup_steps", 0) or 0))
         base = float(knobs["lr"] if name == "policy" else knobs["critic_lr"])
         for g in opt.param_groups:
             g["lr"] = base * factor
-        prefix = "" if name == "policy" else "critic_"
-        out[f"{prefix}grad_norm"], out[f"{prefix}lr_warmup_factor"] = float(norm), factor
+        out[f"{_prefix(name)}lr_warmup_factor"] = factor
         opt.step()
     return out
+
+
+def clip_and_step(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`clip_grads` then :func:`step_all` (no check of the norms: the trainer uses its guard)."""
+    return {**clip_grads(optimizers, knobs), **step_all(optimizers, knobs)}

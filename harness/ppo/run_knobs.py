@@ -12,12 +12,31 @@ from typing import Any, Callable, Mapping
 
 from harness.io import jsonl
 from harness.io.yamlio import atomic_write_text
-from harness.knobs.events import KnobEvent
+from harness.knobs.events import KnobEvent, new_id
 from harness.knobs.lease import Lease, give_back, lease_is_live, lend, read_lease, settle_stale_lease
 from harness.knobs.snapshot import KnobSnapshot
 from harness.knobs.store import KnobStore
+from harness.ppo import checkpoint
 
 NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
+AT_START = "knobs_at_start.json"        # in a run folder: the knob state its step 0 ran with (a resume with no
+                                        # checkpoint starts from it)
+KNOB_LOG = "knob_events.jsonl"
+
+
+def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> list[dict[str, Any]]:
+    """The knob and rule writes a resumed run must apply again: those whose last record says they were
+    applied live at ``start_step`` or later (the steps the resume runs again). Schema reloads are not
+    among them: a run loads the schemas the folder holds."""
+    last: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("id"):
+            last.pop(rec["id"], None)
+            last[rec["id"]] = rec  # in log order of the last record
+    return [r for r in last.values()
+            if r.get("status") == "accepted" and r.get("applies") == "live" and isinstance(r.get("step_effective"), int)
+            and r["step_effective"] >= start_step and not str(r.get("knob", "")).startswith("schema.")
+            and r.get("author") in ("human", "agent", "system") and r.get("reason")]
 
 
 def lent_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, Any] | None,
@@ -56,6 +75,10 @@ class RunKnobs:
         of another live run is refused (ValueError naming it); a lease of this run (killed, now resumed)
         keeps the values it recorded from before the run."""
         held = read_lease(self.dir)
+        if held is not None and held.run_id == self.run_id and (self.run_dir / "config.yaml").exists():
+            # this run, killed, now resumed: the files hold what it lent and every write made since (the
+            # first step boundary applies those with their authors); lend only what it had not lent yet
+            values = {k: v for k, v in values.items() if k not in held.knobs}
         if held is not None and held.run_id != self.run_id:
             if lease_is_live(held):
                 raise ValueError(f"run {held.run_id} (pid {held.pid}) is live on the knobs folder {self.dir}; a "
@@ -65,6 +88,7 @@ class RunKnobs:
             held = None
         self.lease = held or Lease(run_id=self.run_id, run_dir=str(self.run_dir.resolve()), pid=os.getpid())
         self.lease.pid = os.getpid()
+        self.lease.save(self.dir)  # the folder knows the live process even when nothing is lent again
         try:
             lend(self.store, self.lease, values, reason=reason)
         except ValueError:
@@ -74,28 +98,57 @@ class RunKnobs:
     def attach(self, writer: Any, resumed: bool) -> None:
         """From now on events go to the run folder (with those logged before it existed)."""
         self.writer = writer
-        self.store.attach_log(self.run_dir / "knob_events.jsonl")
+        self.store.attach_log(self.run_dir / KNOB_LOG)
         if not resumed:
             writer.knobs_in_force(self.store.in_force_document())
+            atomic_write_text(self.run_dir / AT_START, json.dumps(self.store.in_force_document(), default=str))
         changed = [f"{k} {json.dumps(v['before'])} -> {json.dumps(v['lent'])}"
                    for k, v in (self.lease.knobs if self.lease else {}).items() if v["before"] != v["lent"]]
         if changed:
             writer.log(f"knobs lent to this run (given back when it ends): {'; '.join(changed)}")
 
     def restore(self, knob_state: Mapping[str, Any] | None, start_step: int) -> None:
-        """Resume: the checkpoint's values in force, then the writes the run had accepted but not applied
-        when it ended, written again (the first step boundary applies them with their author and reason)."""
+        """Resume: the checkpoint's values in force (with no checkpoint, those the run started with);
+        the writes applied in the steps the resume runs again kept for the first step boundary, which
+        applies them again under their event ids, authors and reasons; then the writes the run had
+        accepted but not applied when it ended, written again (with their ids too)."""
+        if knob_state is None and (self.run_dir / AT_START).is_file():
+            knob_state = json.loads((self.run_dir / AT_START).read_text())
         self.store.restore(knob_state)
+        self._carry_over_applied(start_step)
         path = self.run_dir / NOT_APPLIED
         if not path.is_file():
             return
         for w in json.loads(path.read_text()):
             res = self.store.set(w["knob"], w["written"], gym=w["gym"], author=w["author"], reason=w["reason"],
                                  step_written=start_step, run_live=True, source=w.get("source") or "cli",
-                                 skip_requires=True)
+                                 skip_requires=True, event_id=w.get("id") or w.get("event"))
             state = "written again" if res.ok else f"refused now: {res.event.get('message')}"
             self.writer.log(f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}")
         path.unlink()
+
+    def _carry_over_applied(self, start_step: int) -> None:
+        """Notes for the writes logged after the checkpoint (or since the start) that were in force."""
+        for old in self.store.carried_over():  # from an earlier resume that was killed before its first step
+            self.store.drop_attribution(old["knob"], old.get("gym"), old.get("new"))
+        ck = checkpoint.latest(self.run_dir)
+        offset = int(checkpoint.read_state(ck).get("offsets", {}).get(KNOB_LOG, 0)) if ck is not None else 0
+        for rec in writes_to_apply_again(jsonl.read_from(self.run_dir / KNOB_LOG, offset), start_step):
+            self.store.carry_over(rec, first_applied_at=rec["step_effective"])
+
+    def _settle_carried_over(self, step: int) -> None:
+        """After a resumed run's first step boundary: a write it was to apply again that the files no
+        longer hold (changed again, or back to the checkpoint's value) is not in force; say so under its id."""
+        for rec in self.store.carried_over():
+            self.store.log.append(KnobEvent(
+                id=rec["id"], knob=rec["knob"], gym=rec.get("gym"), new=rec.get("new"), author=rec["author"],
+                reason=rec["reason"], status="not_applied", source=rec.get("source") or "cli",
+                step_written=rec.get("step_written"), ref=rec.get("ref"),
+                message=f"applied from step {rec['first_applied_at']} before the run was killed; the run resumed at "
+                        f"step {step} and the files no longer hold this value, so it is not in force"))
+            self.store.drop_attribution(rec["knob"], rec.get("gym"), rec.get("new"))
+            self.writer.log(f"knob {rec['knob']} = {json.dumps(rec.get('new'))} ({rec['id']}, applied before the kill) "
+                            "is not in force after the resume: the files no longer hold it")
 
     # ------------------------------------------------------------------ every step
     def poll(self, step: int, window: int, first: bool) -> tuple[KnobSnapshot, int]:
@@ -104,6 +157,8 @@ class RunKnobs:
         self.store.current_step = step
         recent = jsonl.tail(self.run_dir / "metrics.jsonl", window)
         res = self.store.poll(step, recent, rescan=first)
+        if first:
+            self._settle_carried_over(step)
         for e in res.applied:
             self.writer.log(f"knob {e['knob']}{'[' + e['gym'] + ']' if e.get('gym') else ''} "
                             f"{e.get('old')} -> {e.get('new')} in force from step {step} ({e['author']}: {e['reason']})")
@@ -118,22 +173,25 @@ class RunKnobs:
         """However the run ends: report the writes it accepted but never applied (kept in
         ``knobs_not_applied.json`` for a resume), then give the lent values back to the folder."""
         try:
-            left = self.store.unapplied_writes()
+            left = self.store.unapplied_writes(take=False)  # notes are dropped once the file below is written
         except Exception as exc:  # a report must not hide the run's own error
             left = []
             self.note(f"knobs: could not check for unapplied writes: {exc}")
         if left and self.writer is not None:
             for w in left:
                 rec = self.store.log.append(KnobEvent(
-                    knob=w["knob"], gym=w["gym"], old=w["in_force"], new=w["written"], author=w["author"],
+                    id=w["id"] or new_id(), knob=w["knob"], gym=w["gym"], old=w["in_force"], new=w["written"],
+                    author=w["author"],
                     reason=w["reason"], status="not_applied", source=w["source"], file=w["file"],
                     step_written=w["step_written"], message="accepted for this run, which ended before its next step "
                     "boundary: `eau train --resume` applies it"))
-                w["event"] = rec["id"]
+                w["event"] = w["id"] = rec["id"]
                 self.writer.log(f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
                                 f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
                                 f"({w['author']}: {w['reason']}); `eau train --resume {self.run_id}` applies it")
             atomic_write_text(self.run_dir / NOT_APPLIED, json.dumps(left, indent=1, default=str))
+            for w in left:
+                self.store.drop_attribution(w["knob"], w["gym"], w["written"])
         self.give_back(f"run {self.run_id} ended: the values it lent go back")
 
     def give_back(self, reason: str) -> None:

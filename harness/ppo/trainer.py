@@ -36,6 +36,7 @@ from harness.ppo import checkpoint, core
 from harness.ppo.batch import Batch, collate, minibatch_plan
 from harness.ppo.config import TrainConfig, config_from_dict
 from harness.ppo.distributed import Dist, seed_everything
+from harness.ppo.guards import NumericGuard
 from harness.ppo.models import (
     PolicyWithValueHead,
     batch_token_stats,
@@ -48,7 +49,7 @@ from harness.ppo.models import (
     make_reference,
     reference_logprobs,
 )
-from harness.ppo.optim import clip_and_step, make_optimizers
+from harness.ppo.optim import make_optimizers
 from harness.ppo.packaged import model_folder
 from harness.ppo.run_knobs import RunKnobs, lent_values
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
@@ -176,6 +177,7 @@ class Trainer:
             self.backend.value_fn = self.critic.values_from_hidden
         self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.guard = NumericGuard(self)  # no update on non-finite numbers (harness/ppo/guards.py)
         if resume:
             self._resume()
         elif self.dist.main:
@@ -226,7 +228,7 @@ class Trainer:
                 self.share_trunk(batch)                                 # 3. states below the trained layers
                 score_stats = self.score(batch)                         # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))              # 5. GAE over action tokens
-                upd = self.update(batch, step)                          # 6. PPO update
+                upd = self.guard.update(step, batch, self.update)        # 6. PPO update (guarded)
                 if hasattr(self.backend, "sync_weights"):
                     self.backend.sync_weights(self.policy)              #    (vLLM: new weights for the rollout)
                 time_update = time.perf_counter() - t_upd
@@ -265,7 +267,7 @@ class Trainer:
         if self.dist.main:
             self.knobs_link.end()  # before the final line: `tail -f log.txt` ends with the run's state
             if self.stop_requested:
-                self.writer.finish("interrupted", reason="signal")
+                self.writer.finish(**self.guard.end_state())
             else:
                 self.writer.finish("finished", steps=self.cfg.steps)
 
@@ -407,7 +409,7 @@ class Trainer:
                         vloss.backward()
                     for key, v in {**metrics, **vm}.items():
                         stats.setdefault(key, []).append(v)
-                for key, v in clip_and_step(self.optimizers, self.knobs).items():
+                for key, v in self.guard.clip_and_step(self.optimizers, self.knobs).items():
                     stats.setdefault(key, []).append(v)
         return {key: float(np.mean(v)) for key, v in stats.items()}
 

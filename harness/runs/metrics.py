@@ -115,6 +115,7 @@ def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, A
         "value_mean": upd.get("critic/vpred_mean", 0.0), "explained_var": upd.get("critic/explained_var", 0.0),
         "lr": knobs["lr"], "critic_lr": knobs["critic_lr"], "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
         "entropy_coeff": knobs["entropy_coeff"], "kl_coef": knobs["kl_coef"], "temperature": knobs["temperature"],
+        "update_skipped": upd.get("update_skipped", 0.0),  # 1: non-finite numbers, no update (harness/ppo/guards.py)
     }
 
 

@@ -16,9 +16,13 @@
                            writes them again)
     meta/                  meta-agent sessions (eau supervise)
 
-Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py). On
-resume, each log is cut back to the byte offset recorded in the checkpoint, so the run continues
-with no gap, torn line or duplicate.
+Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py), and
+``events.jsonl``, ``knob_events.jsonl`` and ``metrics.jsonl`` are fsynced at each append. On resume,
+``metrics.jsonl`` is cut back to the byte offset recorded in the checkpoint (the steps after it run
+again, so the run continues with no gap or duplicate step); the other logs keep every complete line
+written before the kill (only a torn last line is dropped): ``events.jsonl`` and ``log.txt`` record
+every attempt, ``knob_events.jsonl`` every write (harness/ppo/run_knobs.py applies again, under the
+same event id, the writes that were in force in the steps run again).
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ import yaml
 
 from harness.io import jsonl
 from harness.io.yamlio import atomic_write_text
+from harness.knobs.events import new_event_id
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
+CUT_ON_RESUME = ("metrics.jsonl",)  # one line per step: the steps after the checkpoint run again
 
 
 def now_iso() -> str:
@@ -83,12 +89,13 @@ class RunWriter:
 
     @classmethod
     def reopen(cls, run_dir: Path, offsets: Mapping[str, int], next_step: int, echo: bool = False) -> RunWriter:
-        """Resume: cut each log back to ``offsets`` and drop trajectories of steps >= ``next_step``."""
+        """Resume: cut ``metrics.jsonl`` back to ``offsets`` (the steps from ``next_step`` run again),
+        drop a torn last line of every log, drop trajectories of steps >= ``next_step``."""
         run_dir = Path(run_dir)
         w = cls(run_dir, echo=echo)
         for name in LOGS:
             p = run_dir / name
-            if p.exists():
+            if p.exists() and name in CUT_ON_RESUME:
                 keep = int(offsets.get(name, 0))
                 if p.stat().st_size > keep:
                     with open(p, "rb+") as f:
@@ -119,16 +126,20 @@ class RunWriter:
         if self.echo:
             sys.stderr.write(text)
 
-    def event(self, kind: str, **data: Any) -> None:
-        jsonl.append(self.dir / "events.jsonl", {"time": now_iso(), "event": kind, "step": self.status_doc.get("step"),
-                                                  **data})
+    def event(self, kind: str, **data: Any) -> str:
+        """Append one lifecycle event (durable); returns its id (``e-`` + 10 hex)."""
+        eid = new_event_id("e-")
+        jsonl.append(self.dir / "events.jsonl", {"id": eid, "time": now_iso(), "event": kind,
+                                                  "step": self.status_doc.get("step"), **data}, durable=True)
+        return eid
 
-    def alert(self, name: str, message: str, **data: Any) -> None:
-        self.event("alert", alert=name, message=message, **data)
+    def alert(self, name: str, message: str, **data: Any) -> str:
+        eid = self.event("alert", alert=name, message=message, **data)
         self.log(f"ALERT {name}: {message}")
+        return eid
 
     def metrics(self, record: Mapping[str, Any]) -> None:
-        jsonl.append(self.dir / "metrics.jsonl", dict(record))
+        jsonl.append(self.dir / "metrics.jsonl", dict(record), durable=True)
 
     def trajectories(self, step: int, episodes: Iterable[Mapping[str, Any]]) -> Path:
         path = traj_path(self.dir, step)
@@ -153,7 +164,8 @@ class RunWriter:
         atomic_write_text(self.dir / "status.json", json.dumps(self.status_doc, indent=1, default=str))
 
     def finish(self, state: str, **data: Any) -> None:
-        """``state``: finished | failed | interrupted."""
-        self.write_status(state=state, ended=now_iso())
+        """``state``: finished | failed | interrupted | stopped (the trainer's numeric guard; ``reason`` says
+        why, in ``status.json`` too)."""
+        self.write_status(state=state, ended=now_iso(), **({"reason": data["reason"]} if "reason" in data else {}))
         self.event(state, **data)
         self.log(f"run {state}" + (f": {data}" if data else ""))
