@@ -323,8 +323,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="eau-hostile-") as tmp:
         root = args.keep or Path(tmp)
         store = store_phase(root / "store", args.store_edits, args.seed) if args.store_edits else None
-        live = [live_phase(root / f"live{i}", args.live_edits, args.seed + 1 + i, args.steps)
-                for i in range(args.live_runs)]
+        if store:
+            (root / "store.json").write_text(json.dumps(store, indent=1))  # each phase's figures as soon as it ends
+        live = []
+        for i in range(args.live_runs):
+            live.append(live_phase(root / f"live{i}", args.live_edits, args.seed + 1 + i, args.steps))
+            (root / f"live{i}.json").write_text(json.dumps(live[-1], indent=1))
     phases = ([store] if store else []) + live
     live_total = total(live)
     print(json.dumps({"benchmark": "hostile knob and rule edits", "args": {k: str(v) for k, v in vars(args).items()},

@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 import regex
 
+from harness.io import yamlio
 from harness.knobs.folder import defaults_dir
 from harness.users.personas import Persona, persona_table
 
@@ -225,15 +226,14 @@ def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = 
 
 
 def load_user_rules_file(path: str | Path) -> UserRules:
-    """Read and compile ``knobs/rules/users/<gym>.yaml`` (the gym is the file's stem)."""
-    import yaml
-
+    """Read (bounded, regular files only: harness.io.yamlio) and compile ``knobs/rules/users/<gym>.yaml``
+    (the gym is the file's stem)."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise RuleFileError(f"{p}: not valid YAML: {exc}") from None
-    return compile_user_rules(data, str(p), gym=p.stem)
+        data = yamlio.load_plain(p)
+    except yamlio.FileProblem as exc:
+        raise RuleFileError(str(exc), ()) from None
+    return compile_user_rules(data, str(p), gym=p.stem, probe=True)
 
 
 def validate_rule_file(data: Any, gym: str | None = None) -> None:
