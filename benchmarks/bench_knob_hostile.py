@@ -275,7 +275,10 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             doc = json.loads((run_dir / "knobs_in_force.json").read_text())
             tally.check(reference, doc)
             restore_slots(kdir, base)
-            time.sleep(0.5)  # the restored files are older than the debounce when the CLI edits of the next batch run
+            # let a boundary take the restored files (their events, e.g. a schema reloaded, belong to no edit)
+            t0, step0 = time.monotonic(), _status(run_dir).get("step") or 0
+            while (_status(run_dir).get("step") or 0) < step0 + 2 and time.monotonic() - t0 < 60 and train.poll() is None:
+                time.sleep(0.2)
         train.send_signal(signal.SIGTERM)
         try:
             rc = train.wait(BOUNDARY_LIMIT_S)
