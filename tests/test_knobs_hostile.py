@@ -222,15 +222,22 @@ def test_a_slow_pattern_in_force_cannot_hang_the_real_user_simulator():
     slow = r"(?:zq+)+$"
     travel["intents"] = [{**travel["intents"][0], "patterns": [slow]}] + travel["intents"][1:]
     validate_rule_file(travel, gym="travel")  # it passes the gate
-    rules["travel"] = travel
     values = {a: dict(v) for a, v in base.values.items()}
-    env = ToyGym("travel", travel_task(), knobs=KnobSnapshot(values=values, user_rules=rules,
-                                                             reward_rules=base.reward_rules))
-    env.reset(seed=0)
-    question = "zq" * 4000 + "!"
-    t0 = time.monotonic()
-    _, _, _, _, info = env.step("ASK: " + question)
-    assert time.monotonic() - t0 < 5.0  # unbounded, this one search alone takes seconds to minutes
+    question = "ASK: " + "zq" * 4000 + "!"
+
+    def answer(user_rules):
+        env = ToyGym("travel", travel_task(), knobs=KnobSnapshot(values=values, user_rules=user_rules,
+                                                                 reward_rules=base.reward_rules))
+        env.reset(seed=0)
+        t0 = time.monotonic()
+        out = env.step(question)
+        return time.monotonic() - t0, out
+
+    baseline, _ = answer(base.user_rules)  # the same question with the shipped patterns (a loaded machine is slow)
+    rules["travel"] = travel
+    took, (_, _, _, _, info) = answer(rules)
+    # unbounded, this one search takes seconds (minutes on a loaded machine); bounded, 0.2 s at most
+    assert took < baseline + 2.0, (took, baseline)
     assert info["turn"]["user_reply"]["flags"]["intent"] != "jailbreak"  # a timed-out search counts as no match
 
 
