@@ -118,8 +118,9 @@ def validate(store: Any, cand: Candidate, metrics: list[dict[str, Any]], rules_i
              ) -> tuple[dict[str, Any], Any]:
     """The validation result of one candidate and its parsed value (None when unreadable)."""
     out: dict[str, Any] = {"file": str(cand.path), "target": cand.target}
+    lines: dict[Any, int] = {}
     try:
-        doc, _ = yamlio.read_yaml(cand.path)
+        doc, _ = yamlio.read_yaml(cand.path, lines)
     except yamlio.FileProblem as exc:
         out.update({"status": "refused", "refusals": [{"knob": cand.target, "rule": exc.kind, "line": exc.line,
                                                        "message": exc.message}], "changes": []})
@@ -133,7 +134,7 @@ def validate(store: Any, cand: Candidate, metrics: list[dict[str, Any]], rules_i
                     r["line"] = yamlio.key_line(doc, r["knob"].split(".", 1)[1])
     else:
         kind, key = cand.key.split("/", 1)
-        problem = store.check_rule_file(kind, key, value)
+        problem = store.check_rule_file(kind, key, value, lines)
         old = rules_in_force.get(kind, {}).get(key)
         res = {"refusals": [{"knob": f"rules.{kind}.{key}", "rule": RULE_SCHEMA, "line": problem[1],
                              "message": problem[0]}] if problem else [],

@@ -75,9 +75,12 @@ class _Ctx:
                 fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
             raise
         if self.live:
+            from harness.knobs.run_checks import read_run_facts
+
             doc = reader.read_json(self.run_dir / "knobs_in_force.json")
             if doc and isinstance(doc.get("values"), dict):
                 self.store.load_in_force(doc["values"])
+            self.store.run_facts = read_run_facts(self.run_dir)  # a value this run cannot use is refused now
         self.metrics = reader.recent_metrics(self.run_dir, 100) if self.run_dir else []
 
     @property

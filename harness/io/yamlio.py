@@ -1,8 +1,12 @@
 """YAML reading and writing for knob and rule files.
 
 YAML 1.2 (ruamel) everywhere, so ``1e-5`` is a float for the trainer exactly as it is for a human.
-Reads are defensive (size cap, UTF-8 check, syntax errors with the parser's line); writes are
-round-trip (comments and layout kept) and atomic (temp file in the same folder + ``os.replace``), so
+Reads are defensive: only regular files (a symlink, FIFO, device or folder in place of a knob file
+is refused without being opened for reading: ``os.lstat`` first, then ``O_NONBLOCK | O_NOFOLLOW``),
+a size cap, a UTF-8 check, and a pass over the parser's events before anything is built that bounds
+nesting depth and alias expansion (a billion-laughs file or a recursive alias is refused in
+milliseconds, never expanded) and records the line of every node, so that a refusal of any value can
+name its line (:func:`line_of`). Syntax errors carry the parser's line. Writes are round-trip (comments and layout kept) and atomic (temp file in the same folder + ``os.replace``), so
 a reader — the trainer's watcher included — never sees a half-written file from the harness.
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +26,14 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 MAX_FILE_BYTES = 256 * 1024  # knob and rule files are small; anything larger is a mistake
+MAX_DEPTH = 64  # nesting of mappings and sequences; the deepest shipped file has 6 levels
+MAX_NODES = 100_000  # nodes of the document with every alias expanded (billion laughs: 10**9)
 
 
 class FileProblem(Exception):
-    """A knob/rule file that cannot be read as YAML. ``kind`` is the refusal rule
-    (``size``, ``encoding``, ``syntax``, ``missing``), ``line`` is 1-based when the parser knows it."""
+    """A knob/rule file that cannot be read as YAML. ``kind`` is the refusal rule (``size``,
+    ``encoding``, ``syntax``, ``depth``, ``alias``, ``missing``, ``not a file``), ``line`` is 1-based
+    when the file has one to name (a folder, FIFO or symlink has none)."""
 
     def __init__(self, path: Path, kind: str, message: str, line: int | None = None):
         self.path, self.kind, self.line = Path(path), kind, line
@@ -44,7 +52,9 @@ def _rt() -> YAML:
 
 def decode(path: Path, data: bytes) -> str:
     if len(data) > MAX_FILE_BYTES:
-        raise FileProblem(path, "size", f"file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+        line = data[:MAX_FILE_BYTES].count(b"\n") + 1  # where the limit is crossed
+        raise FileProblem(path, "size", f"file is over {MAX_FILE_BYTES} bytes (the limit), reached on line {line}",
+                          line)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -68,10 +78,103 @@ def top_level_key_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def parse_text(path: Path, text: str, fast: bool = False) -> Any:
-    """Parse YAML 1.2. ``fast``: plain values through the safe (C) loader; otherwise a round-trip
-    document that keeps comments and line information. Errors carry the parser's line."""
+PathKey = tuple[str, ...]  # a node's path: mapping keys and sequence indexes, as strings
+
+
+def _event_kind(event: Any) -> str:
+    return type(event).__name__
+
+
+def scan_events(path: Path, text: str) -> dict[PathKey, int]:
+    """Walk the parser's events (no document is built) and return the 1-based line of every node by
+    path. Raises FileProblem for nesting deeper than MAX_DEPTH, a recursive alias, or more than
+    MAX_NODES nodes once aliases are expanded; the events are lazy, so a refusal stops reading there."""
+    lines: dict[PathKey, int] = {}
+    # one frame per open collection: [path, is_mapping, next index or pending key, anchor, nodes inside]
+    stack: list[list[Any]] = []
+    sizes: dict[str, int] = {}  # anchor -> expanded node count of its node
+    open_anchors: set[str] = set()
+    total = 0
+
+    def child_path() -> PathKey | None:
+        """The path of the node that starts now (None: it is a mapping key)."""
+        if not stack:
+            return ()
+        frame = stack[-1]
+        if frame[1]:
+            if frame[2] is None:
+                return None
+            return (*frame[0], frame[2])
+        return (*frame[0], str(frame[2]))
+
+    def finish_child(size: int, key_value: str | None) -> None:
+        """Account a finished node in its parent (a key is remembered until its value ends)."""
+        if not stack:
+            return
+        frame = stack[-1]
+        frame[4] += size
+        if frame[1]:  # a mapping: a key ("?" for a complex one) is remembered until its value ends
+            frame[2] = (key_value if key_value is not None else "?") if frame[2] is None else None
+        else:
+            frame[2] += 1
+
+    def add(n: int, line: int) -> None:
+        nonlocal total
+        total += n
+        if total > MAX_NODES:
+            raise FileProblem(path, "alias", f"the document expands to more than {MAX_NODES} nodes (aliases "
+                                             "repeating aliases, as in a 'billion laughs' file)", line)
+
+    for event in _safe().parse(text):
+        kind = _event_kind(event)
+        line = event.start_mark.line + 1 if event.start_mark is not None else 1
+        if kind in ("MappingStartEvent", "SequenceStartEvent"):
+            here = child_path()
+            if here is not None:
+                lines.setdefault(here, line)
+            if len(stack) >= MAX_DEPTH:
+                raise FileProblem(path, "depth", f"nesting deeper than {MAX_DEPTH} levels", line)
+            if event.anchor:
+                open_anchors.add(event.anchor)
+            add(1, line)
+            key_path = here if here is not None else (*stack[-1][0], "?")
+            stack.append([key_path, kind == "MappingStartEvent", None if kind == "MappingStartEvent" else 0,
+                          event.anchor, 1])
+        elif kind in ("MappingEndEvent", "SequenceEndEvent"):
+            frame = stack.pop()
+            if frame[3]:
+                sizes[frame[3]] = frame[4]
+                open_anchors.discard(frame[3])
+            finish_child(frame[4], None)
+        elif kind == "ScalarEvent":
+            here = child_path()
+            # a value's path gets its line; a key gives its line to the value that follows
+            lines.setdefault(here if here is not None else (*stack[-1][0], str(event.value)), line)
+            add(1, line)
+            if event.anchor:
+                sizes[event.anchor] = 1
+            finish_child(1, str(event.value))
+        elif kind == "AliasEvent":
+            if event.anchor in open_anchors:
+                raise FileProblem(path, "alias", f"recursive alias *{event.anchor} (it refers to a node that "
+                                                 "contains it)", line)
+            here = child_path()
+            if here is not None:
+                lines.setdefault(here, line)
+            size = sizes.get(event.anchor, 1)
+            add(size, line)
+            finish_child(size, None)
+    return lines
+
+
+def parse_text(path: Path, text: str, fast: bool = False, lines: dict[PathKey, int] | None = None) -> Any:
+    """Parse YAML 1.2 after a bounded pass over its events (:func:`scan_events`). ``fast``: plain
+    values through the safe (C) loader; otherwise a round-trip document that keeps comments and line
+    information. ``lines``: filled with the line of every node by path. Errors carry the parser's line."""
     try:
+        found = scan_events(path, text)
+        if lines is not None:
+            lines.update(found)
         return _safe().load(text) if fast else _rt().load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -81,25 +184,80 @@ def parse_text(path: Path, text: str, fast: bool = False) -> Any:
     except YAMLError as exc:
         raise FileProblem(path, "syntax", f"YAML error: {exc}") from None
     except RecursionError:
-        raise FileProblem(path, "syntax", "YAML nesting too deep") from None
+        raise FileProblem(path, "depth", "YAML nesting too deep") from None
+
+
+def line_of(lines: dict[PathKey, int], path: Any) -> int | None:
+    """The line of the node at ``path`` (keys/indexes, e.g. a jsonschema error's ``absolute_path``),
+    or of its nearest ancestor that has one; None when nothing is known."""
+    parts = tuple(str(p) for p in path)
+    while True:
+        if parts in lines:
+            return lines[parts]
+        if not parts:
+            return None
+        parts = parts[:-1]
+
+
+def _not_a_file(mode: int) -> str | None:
+    """What a non-regular file is, for the refusal message (None: a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def read_capped(path: Path) -> bytes:
-    """The bytes of a file, at most MAX_FILE_BYTES + 1 of them (never reads a huge file whole)."""
+    """The bytes of a regular file, at most MAX_FILE_BYTES + 1 of them (never reads a huge file whole).
+
+    Only regular files are read: the path is checked with ``lstat`` (a symlink is not followed) before
+    it is opened, and opened with ``O_NONBLOCK | O_NOFOLLOW`` and checked again with ``fstat``, so a FIFO
+    swapped in meanwhile cannot block the reader. Raises FileProblem (``missing`` / ``not a file``)."""
+    path = Path(path)
     try:
-        with open(path, "rb") as f:
-            return f.read(MAX_FILE_BYTES + 1)
+        st = os.lstat(path)
     except FileNotFoundError:
         raise FileProblem(path, "missing", "file not found (deleted?)") from None
-    except IsADirectoryError:
-        raise FileProblem(path, "missing", "is a directory, expected a YAML file") from None
+    except OSError as exc:
+        raise FileProblem(path, "missing", f"cannot be read: {exc.strerror}") from None
+    what = _not_a_file(st.st_mode)
+    if what is not None:
+        target = f" to {os.readlink(path)}" if stat.S_ISLNK(st.st_mode) else ""
+        raise FileProblem(path, "not a file", f"is {what}{target}; knob, rule and schema files must be regular "
+                                              "files, so it is not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise FileProblem(path, "missing", "file not found (deleted?)") from None
+    except OSError as exc:  # ELOOP: replaced by a symlink after the lstat
+        raise FileProblem(path, "not a file", f"cannot be opened as a regular file: {exc.strerror}") from None
+    try:
+        what = _not_a_file(os.fstat(fd).st_mode)
+        if what is not None:
+            raise FileProblem(path, "not a file", f"is {what}; knob, rule and schema files must be regular files")
+        chunks, left = [], MAX_FILE_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except BlockingIOError:
+        raise FileProblem(path, "not a file", "would block when read; not a regular file") from None
+    finally:
+        os.close(fd)
 
 
-def read_yaml(path: Path) -> tuple[Any, str]:
-    """(round-trip document, text) of a file; raises FileProblem."""
+def read_yaml(path: Path, lines: dict[PathKey, int] | None = None) -> tuple[Any, str]:
+    """(round-trip document, text) of a file; raises FileProblem. ``lines``: see :func:`parse_text`."""
     path = Path(path)
     text = decode(path, read_capped(path))
-    return parse_text(path, text), text
+    return parse_text(path, text, lines=lines), text
 
 
 def plain(obj: Any) -> Any:

@@ -23,7 +23,12 @@ Harness keywords (all documented in the skill's knob catalogue):
     when the write moves the value in direction ``when``, the mean of ``metric`` (``gym/<g>/<metric>``
     for each affected gym when ``per_gym``) over the last ``window`` steps must satisfy ``op value``.
 ``x-check`` (string)
-    a named cross-field check: ``increasing`` (array items strictly increasing).
+    a named cross-field check: ``increasing`` (array items strictly increasing, e.g. clip bounds).
+
+Every number in a value — a scalar, a list element, a per-gym cell — must be finite: NaN passes
+every JSON Schema range comparison (``nan < lo`` and ``nan > hi`` are both false), so it is refused
+before the schema is asked. Schema files are read as regular files only and must not contain
+``NaN``/``Infinity`` either.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any, Mapping
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from harness.io import yamlio
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY
 
 HARNESS_KEYWORDS = {"x-hot", "x-gyms", "x-max-delta", "x-max-factor", "x-requires", "x-check"}
@@ -53,10 +59,73 @@ RULE_REQUIRES = "requires"
 RULE_GYM = "wrong gym"
 RULE_MISSING = "missing"
 RULE_SCHEMA = "schema"
+RULE_RUN = "this run"  # a value the live run cannot work with (e.g. an LLM-user share without an LLM user)
 
 
 class SchemaProblem(Exception):
-    """A schema file that is not a valid knob schema (names the file and the knob)."""
+    """A schema file that is not a valid knob schema (names the file and the knob); ``line``: the
+    line of the knob's entry or of the JSON error when known."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.line = line
+
+
+def non_finite(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
+    """The path and value of the first NaN or infinite number anywhere in ``value`` (None: all finite)."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where, value)
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for k, v in items:
+        found = non_finite(v, (*where, k))
+        if found:
+            return found
+    return None
+
+
+def show_path(path: tuple[Any, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number (JSON has no NaN or Infinity)")
+
+
+def json_line(text: str, name: str) -> int | None:
+    """1-based line of a knob's entry (``"name":``) in a schema file's text."""
+    m = re.search(r'"' + re.escape(name) + r'"\s*:', text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def schema_from_bytes(path: Path, data: bytes) -> tuple[Any, str]:
+    """(parsed JSON, text) of a schema file's bytes: within the size cap, UTF-8, strict JSON (no
+    NaN/Infinity), not nested beyond the recursion limit. Raises SchemaProblem with the line."""
+    try:
+        text = yamlio.decode(path, data)
+    except yamlio.FileProblem as exc:
+        raise SchemaProblem(str(exc), exc.line) from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant), text
+    except json.JSONDecodeError as exc:
+        raise SchemaProblem(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}", exc.lineno) from None
+    except ValueError as exc:
+        raise SchemaProblem(f"{path}: not valid JSON: {exc}", 1) from None
+    except RecursionError:
+        raise SchemaProblem(f"{path}: not valid JSON: nested too deeply", 1) from None
+
+
+def read_schema_json(path: Path) -> tuple[Any, str]:
+    """:func:`schema_from_bytes` of a schema file, read as a regular file only (yamlio.read_capped)."""
+    try:
+        data = yamlio.read_capped(path)
+    except yamlio.FileProblem as exc:
+        raise SchemaProblem(str(exc), exc.line) from None
+    return schema_from_bytes(path, data)
 
 
 @dataclass(frozen=True)
@@ -168,11 +237,18 @@ def _meta_check(area: str, path: Path, name: str, prop: Any) -> KnobSpec:
                     check=prop.get("x-check"), validator=Draft202012Validator(scalar))
 
 
-def parse_area_schema(area: str, path: Path, raw: Any) -> AreaSchema:
-    """Meta-validate one area schema document; raises SchemaProblem naming file and knob."""
+def parse_area_schema(area: str, path: Path, raw: Any, text: str | None = None) -> AreaSchema:
+    """Meta-validate one area schema document; raises SchemaProblem naming file and knob (and its
+    line in ``text``, the file's text, when given)."""
     if not isinstance(raw, dict) or raw.get("type") != "object" or not isinstance(raw.get("properties"), dict):
-        raise SchemaProblem(f"{path}: an area schema is an object schema with 'properties' (one per knob)")
-    knobs = {name: _meta_check(area, path, name, prop) for name, prop in raw["properties"].items()}
+        raise SchemaProblem(f"{path}: an area schema is an object schema with 'properties' (one per knob)", 1)
+    knobs = {}
+    for name, prop in raw["properties"].items():
+        try:
+            knobs[name] = _meta_check(area, path, name, prop)
+        except SchemaProblem as exc:
+            exc.line = json_line(text, name) if text else None
+            raise
     return AreaSchema(area=area, path=path, raw=raw, knobs=knobs)
 
 
@@ -182,13 +258,8 @@ def schema_path(knobs_dir: Path, area: str) -> Path:
 
 def load_area_schema(knobs_dir: Path, area: str) -> AreaSchema:
     path = schema_path(knobs_dir, area)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SchemaProblem(f"{path}: schema file missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaProblem(f"{path}: not valid JSON: {exc}") from None
-    return parse_area_schema(area, path, raw)
+    raw, text = read_schema_json(path)
+    return parse_area_schema(area, path, raw, text)
 
 
 def load_schemas(knobs_dir: Path) -> dict[str, AreaSchema]:
@@ -197,13 +268,16 @@ def load_schemas(knobs_dir: Path) -> dict[str, AreaSchema]:
 
 # --------------------------------------------------------------------------- value validation
 def _scalar_refusal(spec: KnobSpec, value: Any, where: str) -> Refusal | None:
+    bad = non_finite(value)
+    if bad:
+        at = f"{where}[{']['.join(map(str, bad[0]))}]" if bad[0] else where
+        return Refusal(RULE_RANGE, f"{at}: {bad[1]!r} is not a finite number (NaN and infinity are refused "
+                                   f"everywhere); allowed: {spec.allowed_text()}")
     errors = sorted(spec.validator.iter_errors(value), key=lambda e: len(list(e.path)))
     if errors:
         e = errors[0]
         rule = RULE_TYPE if e.validator == "type" else RULE_RANGE
         return Refusal(rule, f"{where}: {value!r} is not allowed ({e.message}); allowed: {spec.allowed_text()}")
-    if isinstance(value, float) and not math.isfinite(value):
-        return Refusal(RULE_RANGE, f"{where}: {value!r} is not a finite number; allowed: {spec.allowed_text()}")
     if spec.check == "increasing" and isinstance(value, list):
         if any(not a < b for a, b in zip(value, value[1:])):
             return Refusal(RULE_RANGE, f"{where}: {value!r} must be strictly increasing (low < high)")
@@ -226,7 +300,8 @@ def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:
         for key, v in value.items():
             if key != DEFAULT_KEY:
                 if not isinstance(key, str) or not GYM_NAME.match(key):
-                    return Refusal(RULE_GYM, f"{spec.full_name}: {key!r} is not a gym name")
+                    return Refusal(RULE_GYM, f"{spec.full_name}: per-gym key {key!r} ({type(key).__name__}) is "
+                                             "not a gym name; keys are 'default' and gym names such as travel")
                 if not spec.governs(key):
                     return Refusal(RULE_GYM, f"{spec.full_name}: has no effect on gym {key!r}; "
                                              f"it governs {', '.join(spec.gyms)}")

@@ -20,7 +20,14 @@ How writes flow:
 * A hand edit is noticed by the watcher (``harness.knobs.watcher``) and queued; ``poll(step,
   metrics)`` at a step boundary validates each changed file through the same checks and applies
   what passes. A refused edit leaves the last valid value in force; its event names the file, the
-  line when known and the rule. A later fixing edit is accepted.
+  line and the rule. A later fixing edit is accepted.
+
+What every value must be, whatever the path (hand edit, ``set``, preset): finite numbers only (in
+lists, per-gym cells and rule values too), each element in range, clip bounds ordered, per-gym keys
+``default`` or gym names, rule names unique across files, and a value this run can work with
+(``harness.knobs.run_checks``). Files are read bounded (``harness.io.yamlio``: regular files only,
+size, depth, alias expansion); an unexpected error while checking a file is a refusal of that file,
+never an exception out of ``poll``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,8 +49,10 @@ from harness.io import jsonl, yamlio
 from harness.knobs.checks import check_change
 from harness.knobs.events import AUTHORS, EventLog, KnobEvent, new_id, now_iso
 from harness.knobs.rule_checks import rule_problem
+from harness.knobs.run_checks import RunFacts, run_refusal
 from harness.knobs.schema import (
     RULE_MISSING,
+    RULE_RANGE,
     RULE_REQUIRES,
     RULE_SCHEMA,
     RULE_UNKNOWN,
@@ -51,15 +61,39 @@ from harness.knobs.schema import (
     Refusal,
     SchemaProblem,
     cells,
+    json_line,
     load_area_schema,
+    non_finite,
     parse_area_schema,
+    read_schema_json,
+    schema_from_bytes,
     schema_path,
+    show_path,
     validate_value,
 )
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY, KnobSnapshot, resolve
 
 RULE_KINDS = ("users", "rewards")
 RULE_SCHEMAS = {"users": "user_rules.schema.json", "rewards": "reward_rules.schema.json"}
+RULE_INTERNAL = "internal error"
+
+
+def file_key(path: Path) -> Path:
+    """A knob file's identity: its folder resolved, its own name kept (a symlink in place of a knob
+    file is that file, refused as such, never the file it points to)."""
+    path = Path(os.path.abspath(path))
+    return path.parent.resolve() / path.name
+
+
+def canonical_json(value: Any) -> str:
+    """JSON of a value with every mapping key as a string, sorted (mixed key types cannot be sorted)."""
+    def canon(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {str(k): canon(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [canon(x) for x in v]
+        return v
+    return json.dumps(canon(value), sort_keys=True, default=str)
 
 
 class KnobError(Exception):
@@ -116,8 +150,8 @@ def _classify(knobs_dir: Path, path: Path) -> tuple[str, str] | None:
     """(kind, key) of a path in the knobs folder: ('area', env) / ('schema', env) /
     ('rules', 'users/travel') / ('rule_schema', 'users'); None for anything else (swap files, ...)."""
     try:
-        rel = path.resolve().relative_to(knobs_dir.resolve())
-    except ValueError:
+        rel = file_key(path).relative_to(knobs_dir.resolve())
+    except (ValueError, OSError):
         return None
     parts = rel.parts
     if len(parts) == 1 and parts[0].endswith(".yaml") and parts[0][:-5] in AREAS:
@@ -162,6 +196,7 @@ class KnobStore:
         self.debounce_s = debounce_s
         self.live_run = False  # True inside a trainer: this store applies writes to a run
         self.current_step: int | None = None  # step in progress (set by the trainer)
+        self.run_facts: RunFacts | None = None  # the live run's config facts (harness.knobs.run_checks)
         self.schemas: dict[str, AreaSchema] = {}
         self.rule_validators: dict[str, Draft202012Validator | None] = {}
         self.in_force: dict[str, dict[str, Any]] = {}
@@ -187,7 +222,7 @@ class KnobStore:
                 self.schemas[area] = load_area_schema(self.dir, area)
                 self._remember_bytes(schema_path(self.dir, area))
             except SchemaProblem as exc:
-                problems.append({"file": str(schema_path(self.dir, area)), "line": None, "rule": RULE_SCHEMA,
+                problems.append({"file": str(schema_path(self.dir, area)), "line": exc.line, "rule": RULE_SCHEMA,
                                  "message": str(exc)})
         for kind, fname in RULE_SCHEMAS.items():
             path = self.dir / "schema" / fname
@@ -195,7 +230,7 @@ class KnobStore:
                 self.rule_validators[kind] = self._load_rule_schema(path)
                 self._remember_bytes(path)
             except SchemaProblem as exc:
-                problems.append({"file": str(path), "line": None, "rule": RULE_SCHEMA, "message": str(exc)})
+                problems.append({"file": str(path), "line": exc.line, "rule": RULE_SCHEMA, "message": str(exc)})
         for area in AREAS:
             if area not in self.schemas:
                 continue
@@ -213,25 +248,26 @@ class KnobStore:
                     problems.append({"file": str(path), "line": None, "rule": RULE_MISSING,
                                      "message": f"knob {area}.{name} has no value"})
             self.in_force[area] = values
-            self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
+            self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         for kind in RULE_KINDS:
             folder = self.dir / "rules" / kind
             for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
                 if _classify(self.dir, path) is None:
                     continue
                 key = path.stem
+                lines: dict[Any, int] = {}
                 try:
-                    doc, text = yamlio.read_yaml(path)
+                    doc, text = yamlio.read_yaml(path, lines)
                 except yamlio.FileProblem as exc:
                     problems.append({"file": str(path), "line": exc.line, "rule": exc.kind, "message": exc.message})
                     continue
                 value = yamlio.plain(doc)
-                err = self._rule_problem(kind, key, value)
+                err = self._rule_problem(kind, key, value, lines)
                 if err:
-                    problems.append({"file": str(path), "line": err[1], "rule": RULE_SCHEMA, "message": err[0]})
+                    problems.append({"file": str(path), "line": err[1], "rule": err[2], "message": err[0]})
                     continue
                 self.rules[kind][key] = value
-                self._file_view[path.resolve()] = (_sha(text), value)
+                self._file_view[file_key(path)] = (_sha(text), value)
         return problems
 
     def forget_file_values(self) -> None:
@@ -245,42 +281,56 @@ class KnobStore:
     def _remember_bytes(self, path: Path) -> None:
         """Record a file's content hash as processed (so a rescan does not reload it)."""
         try:
-            self._file_view[path.resolve()] = (_sha(path.read_bytes()), None)
-        except OSError:
+            self._file_view[file_key(path)] = (_sha(yamlio.read_capped(path)), None)
+        except yamlio.FileProblem:
             pass
 
     @staticmethod
-    def _load_rule_schema(path: Path) -> Draft202012Validator | None:
-        if not path.exists():
-            return None
+    def _load_rule_schema(path: Path, data: bytes | None = None) -> Draft202012Validator | None:
+        """The validator of a rule schema file (None when there is none); ``data``: its bytes, read already."""
+        if data is None:
+            if not os.path.lexists(path):
+                return None
+            raw, _ = read_schema_json(path)
+        else:
+            raw, _ = schema_from_bytes(path, data)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
             Draft202012Validator.check_schema(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SchemaProblem(f"{path}: not valid JSON: {exc}") from None
         except SchemaError as exc:
-            raise SchemaProblem(f"{path}: invalid JSON Schema: {exc.message}") from None
+            raise SchemaProblem(f"{path}: invalid JSON Schema: {exc.message}", 1) from None
         return Draft202012Validator(raw)
 
-    def _rule_problem(self, kind: str, key: str, value: Any) -> tuple[str, int | None] | None:
+    def _rule_problem(self, kind: str, key: str, value: Any,
+                      lines: Mapping[Any, int] | None = None) -> tuple[str, int | None, str] | None:
+        """Why a rule file would be refused: ``(message, line, rule)`` (the line of the offending node
+        when ``lines`` maps the file's nodes, see yamlio.scan_events), or None when it is valid."""
+        lines = lines or {}
+        name = f"rules/{kind}/{key}.yaml"
+        bad = non_finite(value)
+        if bad:
+            return (f"{name} at {show_path(bad[0])}: {bad[1]!r} is not a finite number (NaN and infinity are "
+                    "refused everywhere)", yamlio.line_of(lines, bad[0]), RULE_RANGE)
         validator = self.rule_validators.get(kind)
         if validator is not None:
             errors = sorted(validator.iter_errors(value), key=lambda e: len(list(e.path)))
             if errors:
                 e = errors[0]
                 where = "/".join(str(p) for p in e.path) or "(top level)"
-                return f"rules/{kind}/{key}.yaml at {where}: {e.message}", None
-        msg = rule_problem(kind, key, value)
-        if msg:
-            return f"rules/{kind}/{key}.yaml: {msg}", None
+                return f"{name} at {where}: {e.message}", yamlio.line_of(lines, e.path), RULE_SCHEMA
+        others = {k: v for k, v in self.rules[kind].items() if k != key}
+        found = rule_problem(kind, key, value, others)
+        if found:
+            return f"{name}: {found[0]}", yamlio.line_of(lines, found[1]), RULE_SCHEMA
         return None
 
-    def check_rule_file(self, kind: str, key: str, value: Any) -> tuple[str, int | None] | None:
+    def check_rule_file(self, kind: str, key: str, value: Any,
+                        lines: Mapping[Any, int] | None = None) -> tuple[str, int | None] | None:
         """Why a candidate rule file (parsed) would be refused as ``rules/<kind>/<key>.yaml``, as
         ``(message, line)``, or None when valid. Nothing is written or logged (``eau gate``)."""
         if kind not in RULE_KINDS:
             raise ValueError(f"rule kind must be one of {', '.join(RULE_KINDS)}, got {kind!r}")
-        return self._rule_problem(kind, key, value)
+        err = self._rule_problem(kind, key, value, lines)
+        return (err[0], err[1]) if err else None
 
     def _validate_area_doc(self, area: str, path: Path, doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Valid knob values of an area document and the problems of the invalid ones."""
@@ -372,7 +422,7 @@ class KnobStore:
         Returns the changed cells ``(gym, old, new)`` and the first refusal (None when all pass).
         ``only_gym``: restrict the gym-scope check to a write that targets one cell (CLI ``--gym``).
         """
-        ref = validate_value(spec, new_raw)
+        ref = validate_value(spec, new_raw) or run_refusal(spec, new_raw, self.run_facts)
         if ref:
             return [], ref
         overridden = [g for g in cells(new_raw) if g is not None]
@@ -389,6 +439,16 @@ class KnobStore:
 
     def _event(self, **kw: Any) -> dict[str, Any]:
         return self.log.append(KnobEvent(**kw))
+
+    def run_problems(self) -> list[str]:
+        """Values in force that the run of ``run_facts`` cannot work with (a run refuses to start on
+        them rather than fail at its first reset)."""
+        out = []
+        for spec in self.specs():
+            ref = run_refusal(spec, self.in_force[spec.area].get(spec.name), self.run_facts)
+            if ref:
+                out.append(f"{self._area_path(spec.area)}: {ref.message}")
+        return out
 
     # ------------------------------------------------------------------ writes (CLI / API)
     def set(self, full_name: str, value: Any, *, gym: str | None = None, author: str = "human", reason: str,
@@ -424,16 +484,17 @@ class KnobStore:
             new_raw = {**base, gym: value}
         common = dict(knob=full_name, gym=gym, author=author, reason=reason, file=str(path),
                       step_written=step_written, source=source, ref=ref)
+        refused = dict(common, line=self._knob_line(path, spec.name))
         old_v = resolve(old_raw, gym)
         if gym is not None and not spec.governs(gym):
             r = Refusal("wrong gym", f"{full_name} does not govern gym {gym!r}; it governs {', '.join(spec.gyms)}")
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=r.rule,
-                                                   message=r.message, **common)])
+                                                   message=r.message, **refused)])
         changed, refusal = self.check_cells(spec, old_raw, new_raw, recent_metrics=recent_metrics,
                                             skip_requires=skip_requires, skip_delta=skip_delta, skip_scope=skip_scope)
         if refusal:
             return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=refusal.rule,
-                                                   message=refusal.message, **common)])
+                                                   message=refusal.message, **refused)])
         if not changed:
             return WriteResult(True, [{**KnobEvent(status="accepted", old=old_v, new=value,
                                                    message="unchanged: value already in force", **common).to_dict()}])
@@ -454,8 +515,18 @@ class KnobStore:
             return WriteResult(True, [KnobEvent(status="accepted", old=old_v, new=value, applies="live",
                                                 message="written; the live run applies it at its next step boundary",
                                                 id=ids[0], **common).to_dict()], pending=True)
-        self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
+        self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         return WriteResult(True, self._apply(spec, new_raw, changed, dict(common, file=str(path)), step_effective=None))
+
+    @staticmethod
+    def _knob_line(path: Path, name: str) -> int | None:
+        """The line of knob ``name`` in its area file (where a refused write would have gone)."""
+        lines: dict[Any, int] = {}
+        try:
+            yamlio.read_yaml(path, lines)
+        except yamlio.FileProblem:
+            return None
+        return yamlio.line_of(lines, (name,))
 
     def put(self, full_name: str, raw: Any, *, author: str, reason: str, source: str = "system") -> dict[str, Any] | None:
         """Write a knob's whole raw value into its file and into force, whatever the file holds now
@@ -479,8 +550,12 @@ class KnobStore:
             return self._event(status="rejected", rule=ref.rule, message=ref.message, **common)
         yamlio.assign(doc, spec.name, raw)
         text = yamlio.dump(doc)
-        yamlio.atomic_write_text(path, text)
-        self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
+        try:
+            yamlio.atomic_write_text(path, text)
+        except OSError as exc:  # e.g. a folder where the file was: the value is not written back
+            return self._event(status="rejected", rule="not a file", line=None,
+                               message=f"could not write {path}: {exc.strerror or exc}", **common)
+        self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         self.in_force[spec.area][spec.name] = copy.deepcopy(raw)
         self.version += 1
         return self._event(status="accepted", message="written", **common)
@@ -547,7 +622,7 @@ class KnobStore:
         if run_live:
             return WriteResult(True, [KnobEvent(status="accepted", message="written; the live run applies it at "
                                                 "its next step boundary", id=ids[0], **common).to_dict()], pending=True)
-        self._file_view[path.resolve()] = (_sha(text), value)
+        self._file_view[file_key(path)] = (_sha(text), value)
         self.rules[kind][key] = value
         self.version += 1
         return WriteResult(True, [self._event(status="accepted", message="applied", **common)])
@@ -590,8 +665,8 @@ class KnobStore:
                                                 "next step boundary", file=str(spath), id=ids[0], **common).to_dict()],
                                pending=True)
         self.schemas[area] = new_area
-        self._file_view[spath.resolve()] = (_sha(stext), raw)
-        self._file_view[path.resolve()] = (_sha(text), yamlio.plain(doc))
+        self._file_view[file_key(spath)] = (_sha(stext), raw)
+        self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         self.in_force[area][name] = copy.deepcopy(value)
         self.version += 1
         return WriteResult(True, [self._event(status="accepted", message="knob added", file=str(spath), **common)])
@@ -647,7 +722,7 @@ class KnobStore:
         return ids
 
     def _note_path(self, knob: str, gym: str | None, new: Any) -> Path:
-        return self._pending_dir() / (_sha(f"{knob}|{gym}|{json.dumps(new, sort_keys=True, default=str)}") + ".json")
+        return self._pending_dir() / (_sha(f"{knob}|{gym}|{canonical_json(new)}") + ".json")
 
     def carry_over(self, record: Mapping[str, Any], first_applied_at: int | None) -> None:
         """Keep a logged write's author, reason and event id for the next time a run applies it (a
@@ -699,7 +774,7 @@ class KnobStore:
         if _classify(self.dir, p) is None:
             return
         with self._lock:
-            self._dirty[p.resolve()] = time.monotonic() if t is None else t
+            self._dirty[file_key(p)] = time.monotonic() if t is None else t
 
     def pending_paths(self) -> list[Path]:
         with self._lock:
@@ -711,8 +786,8 @@ class KnobStore:
             folder = self.dir / "rules" / kind
             if folder.is_dir():
                 paths += [p for p in folder.glob("*.yaml") if _classify(self.dir, p)]
-        paths += [p.resolve() for p in self._file_view]
-        return sorted({p.resolve() for p in paths})
+        paths += [file_key(p) for p in self._file_view]
+        return sorted({file_key(p) for p in paths})
 
     def poll(self, step: int, recent_metrics: Sequence[Mapping[str, Any]] | None = None, *,
              rescan: bool = False, wait_debounce: bool = True) -> PollResult:
@@ -738,20 +813,27 @@ class KnobStore:
         order = {"rule_schema": 0, "schema": 1, "area": 2, "rules": 3}
         items = [(c, p) for p in ready if (c := _classify(self.dir, p)) is not None]
         for (kind, key), path in sorted(items, key=lambda x: order[x[0][0]]):
-            if kind == "area":
-                self._poll_area(key, path, step, recent_metrics, result)
-            elif kind == "rules":
-                self._poll_rules(*key.split("/", 1), path, step, result)
-            elif kind == "schema":
-                self._poll_schema(key, path, step, result)
-            else:
-                self._poll_rule_schema(key, path, step, result)
+            try:
+                if kind == "area":
+                    self._poll_area(key, path, step, recent_metrics, result)
+                elif kind == "rules":
+                    self._poll_rules(*key.split("/", 1), path, step, result)
+                elif kind == "schema":
+                    self._poll_schema(key, path, step, result)
+                else:
+                    self._poll_rule_schema(key, path, step, result)
+            except Exception as exc:  # a file must never stop the run: refuse it, keep what is in force
+                result.refused.append(self._event(
+                    knob=path.name, status="rejected", rule=RULE_INTERNAL, author="human",
+                    reason=f"hand edit of {path.name}", file=str(path), line=1, step_written=self.current_step,
+                    source="watch", message=f"checking this file failed ({type(exc).__name__}: {exc}); the values "
+                                            "in force stay (please report this as a harness bug)"))
         return result
 
-    def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[dict[str, int], Any, str] | None:
-        """(top-level key lines, plain value, sha) when the file changed since last processed; logs read problems.
-        Unchanged bytes are detected by hash before any parsing (cheap polls)."""
-        key = path.resolve()
+    def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[dict[Any, int], Any, str] | None:
+        """(node lines by path, plain value, sha) when the file changed since last processed; logs read
+        problems. Unchanged bytes are detected by hash before any parsing (cheap polls)."""
+        key = file_key(path)
         prev_sha, prev_value = self._file_view.get(key, (None, None))
         try:
             data = yamlio.read_capped(path)
@@ -759,7 +841,8 @@ class KnobStore:
             if prev_sha == sha:
                 return None
             text = yamlio.decode(path, data)
-            value = yamlio.plain(yamlio.parse_text(path, text, fast=True))
+            lines: dict[Any, int] = {}
+            value = yamlio.plain(yamlio.parse_text(path, text, fast=True, lines=lines))
         except yamlio.FileProblem as exc:
             marker = f"problem:{exc.kind}:{exc.message}"
             if prev_sha == marker:
@@ -770,7 +853,7 @@ class KnobStore:
                                               message=exc.message + "; the last valid values stay in force",
                                               step_written=self.current_step, source="watch"))
             return None
-        return yamlio.top_level_key_lines(text), value, sha
+        return lines, value, sha
 
     def _attributed(self, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
         """Author, reason, ... (and event id) of the write behind a changed cell: its CLI note, else a hand
@@ -807,8 +890,8 @@ class KnobStore:
         if got is None:
             return
         lines, value, sha = got
-        prev_view = self._file_view.get(path.resolve(), (None, {}))[1] or {}
-        self._file_view[path.resolve()] = (sha, value)
+        prev_view = self._file_view.get(file_key(path), (None, {}))[1] or {}
+        self._file_view[file_key(path)] = (sha, value)
         if not isinstance(value, dict):
             result.refused.append(self._event(
                 knob=path.name, status="rejected", rule=RULE_SCHEMA, author="human", reason=f"hand edit of {path.name}",
@@ -821,7 +904,8 @@ class KnobStore:
             if key not in specs and (not isinstance(prev_view, dict) or key not in prev_view or prev_view[key] != value[key]):
                 result.refused.append(self._event(
                     knob=f"{area}.{key}", status="rejected", rule=RULE_UNKNOWN, author="human",
-                    reason=f"hand edit of {path.name}", file=str(path), line=lines.get(str(key)), new=value[key],
+                    reason=f"hand edit of {path.name}", file=str(path), line=yamlio.line_of(lines, (key,)),
+                    new=value[key],
                     message=f"unknown knob {area}.{key}; a new knob needs its schema entry in "
                             f"{schema_path(self.dir, area).name} (eau knobs add)",
                     step_written=self.current_step, source="watch"))
@@ -831,7 +915,7 @@ class KnobStore:
                 if isinstance(prev_view, dict) and name in prev_view:
                     result.refused.append(self._event(
                         knob=spec.full_name, status="rejected", rule=RULE_MISSING, author="human",
-                        reason=f"hand edit of {path.name}", file=str(path), old=in_force,
+                        reason=f"hand edit of {path.name}", file=str(path), old=in_force, line=yamlio.line_of(lines, ()),
                         message=f"{spec.full_name} was removed from {path.name}; {in_force!r} stays in force",
                         step_written=self.current_step, source="watch"))
                 continue
@@ -840,7 +924,7 @@ class KnobStore:
                 continue  # this knob's text did not change (a refused value stays refused until edited)
             if new_raw == in_force:
                 continue
-            line = lines.get(name)
+            line = yamlio.line_of(lines, (name,))
             changed, refusal = self.check_cells(spec, in_force, new_raw, recent_metrics=metrics)
             if refusal and refusal.rule == RULE_REQUIRES:
                 # a revert (eau knobs revert) restores a value that was in force before: as on the CLI
@@ -877,15 +961,15 @@ class KnobStore:
         got = self._read_changed(path, step, result, knob=knob)
         if got is None:
             return
-        _, value, sha = got
-        self._file_view[path.resolve()] = (sha, value)
+        lines, value, sha = got
+        self._file_view[file_key(path)] = (sha, value)
         old = self.rules[kind].get(key)
         if value == old:
             return
         att = self._attributed(knob, None, value, path)
-        err = self._rule_problem(kind, key, value)
+        err = self._rule_problem(kind, key, value, lines)
         if err:
-            result.refused.append(self._event_of(att, knob=knob, status="rejected", rule=RULE_SCHEMA, file=str(path),
+            result.refused.append(self._event_of(att, knob=knob, status="rejected", rule=err[2], file=str(path),
                                                  line=err[1], message=err[0] + "; the rules in force stay", old=old,
                                                  new=value))
             return
@@ -894,33 +978,40 @@ class KnobStore:
         result.applied.append(self._event_of(att, knob=knob, status="accepted", file=str(path), old=old, new=value,
                                              message="applied", step_effective=step))
 
+    def _read_schema_changed(self, path: Path, result: PollResult, common: dict[str, Any],
+                             what: str) -> bytes | None:
+        """A schema file's bytes when they changed since last processed; a file that cannot be read
+        (deleted, not a regular file, too large) is refused once, until it changes again."""
+        key = file_key(path)
+        try:
+            data = yamlio.read_capped(path)
+        except yamlio.FileProblem as exc:
+            marker = f"problem:{exc.kind}:{exc.message}"
+            if self._file_view.get(key, (None,))[0] != marker:
+                self._file_view[key] = (marker, None)
+                deleted = "deleted" if exc.kind == RULE_MISSING else exc.message
+                result.refused.append(self._event(status="rejected", rule=exc.kind, line=exc.line,
+                                                  message=f"{what} file {deleted}; the {what} in force stays",
+                                                  **common))
+            return None
+        sha = _sha(data)
+        if self._file_view.get(key, (None,))[0] == sha:
+            return None
+        self._file_view[key] = (sha, None)
+        return data
+
     def _poll_schema(self, area: str, path: Path, step: int, result: PollResult) -> None:
         knob = f"schema.{area}"
         common = dict(knob=knob, author="human", reason=f"hand edit of {path.name}", file=str(path),
                       step_written=self.current_step, source="watch")
+        data = self._read_schema_changed(path, result, common, "schema")
+        if data is None:
+            return
         try:
-            data = path.read_bytes()
-            text = yamlio.decode(path, data)
-            sha = _sha(text)
-            if self._file_view.get(path.resolve(), (None,))[0] == sha:
-                return
-            self._file_view[path.resolve()] = (sha, None)
-            raw = json.loads(text)
-            new = parse_area_schema(area, path, raw)
-        except FileNotFoundError:
-            result.refused.append(self._event(status="rejected", rule=RULE_MISSING,
-                                              message="schema file deleted; the schema in force stays", **common))
-            return
-        except yamlio.FileProblem as exc:
-            result.refused.append(self._event(status="rejected", rule=exc.kind, line=exc.line,
-                                              message=exc.message + "; the schema in force stays", **common))
-            return
-        except json.JSONDecodeError as exc:
-            result.refused.append(self._event(status="rejected", rule="syntax", line=exc.lineno,
-                                              message=f"not valid JSON: {exc.msg}; the schema in force stays", **common))
-            return
+            raw, text = schema_from_bytes(path, data)
+            new = parse_area_schema(area, path, raw, text)
         except SchemaProblem as exc:
-            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA,
+            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=exc.line,
                                               message=f"{exc}; the schema in force stays", **common))
             return
         # every value in force must stay valid; new knobs take their value from the area file
@@ -933,13 +1024,13 @@ class KnobStore:
         for name, spec in new.knobs.items():
             v = self.in_force[area].get(name, file_values.get(name) if isinstance(file_values, dict) else None)
             if v is None:
-                result.refused.append(self._event(status="rejected", rule=RULE_MISSING,
+                result.refused.append(self._event(status="rejected", rule=RULE_MISSING, line=json_line(text, name),
                                                   message=f"new knob {spec.full_name} has no value in {area_file.name}; "
                                                           "the schema in force stays", **common))
                 return
             ref = validate_value(spec, v)
             if ref:
-                result.refused.append(self._event(status="rejected", rule=ref.rule,
+                result.refused.append(self._event(status="rejected", rule=ref.rule, line=json_line(text, name),
                                                   message=f"under the new schema: {ref.message}; the schema in force stays",
                                                   **common))
                 return
@@ -957,29 +1048,22 @@ class KnobStore:
     def _poll_rule_schema(self, kind: str, path: Path, step: int, result: PollResult) -> None:
         common = dict(knob=f"schema.rules.{kind}", author="human", reason=f"hand edit of {path.name}",
                       file=str(path), step_written=self.current_step, source="watch")
-        try:
-            sha = _sha(path.read_bytes())
-        except OSError:
-            sha = None
-        if sha is not None and self._file_view.get(path.resolve(), (None,))[0] == sha:
+        data = self._read_schema_changed(path, result, common, "rule schema")
+        if data is None:
             return
-        self._file_view[path.resolve()] = (sha, None)
         try:
-            validator = self._load_rule_schema(path)
+            validator = self._load_rule_schema(path, data)
         except SchemaProblem as exc:
-            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA,
+            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=exc.line,
                                               message=f"{exc}; the rule schema in force stays", **common))
-            return
-        if validator is None:
-            result.refused.append(self._event(status="rejected", rule=RULE_MISSING,
-                                              message="rule schema deleted; the one in force stays", **common))
             return
         for key, value in self.rules[kind].items():
             errors = list(validator.iter_errors(value))
             if errors:
-                result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA,
-                                                  message=f"rules/{kind}/{key}.yaml in force would be invalid: "
-                                                          f"{errors[0].message}", **common))
+                result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=1,
+                                                  message=f"rules/{kind}/{key}.yaml in force would be invalid under "
+                                                          f"this schema: {errors[0].message}; the rule schema in "
+                                                          "force stays", **common))
                 return
         self.rule_validators[kind] = validator
         result.applied.append(self._event(status="accepted", step_effective=step, message="rule schema reloaded",

@@ -14,6 +14,7 @@ from harness.io import jsonl
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import KnobEvent, new_id
 from harness.knobs.lease import Lease, give_back, lease_is_live, lend, read_lease, settle_stale_lease
+from harness.knobs.run_checks import facts_from_config
 from harness.knobs.snapshot import KnobSnapshot
 from harness.knobs.store import KnobStore
 from harness.ppo import checkpoint
@@ -57,9 +58,12 @@ class RunKnobs:
     """The knob store of one run and its lease on the knobs folder."""
 
     def __init__(self, knobs_dir: Path, run_id: str, run_dir: Path, gyms: list[str],
-                 note: Callable[[str], None] = lambda m: None):
+                 note: Callable[[str], None] = lambda m: None, config: Mapping[str, Any] | None = None):
+        """``config``: the run's config as a mapping (what the store checks values against: a value
+        this run cannot work with, such as an LLM-user share without ``user_llm``, is refused)."""
         self.dir, self.run_id, self.run_dir, self.gyms = Path(knobs_dir), run_id, Path(run_dir), list(gyms)
         self.note = note  # a line for the person watching (before the run folder exists too)
+        self.facts = facts_from_config(config or {}, str(self.run_dir / "config.yaml")) if config is not None else None
         self.store = self._open()  # events in memory until the run folder exists (attach)
         self.lease: Lease | None = None
         self.writer: Any = None
@@ -67,6 +71,7 @@ class RunKnobs:
     def _open(self) -> KnobStore:
         store = KnobStore(self.dir, events_path=None, run_gyms=self.gyms)
         store.live_run = True
+        store.run_facts = self.facts
         return store
 
     # ------------------------------------------------------------------ start
@@ -91,6 +96,9 @@ class RunKnobs:
         self.lease.save(self.dir)  # the folder knows the live process even when nothing is lent again
         try:
             lend(self.store, self.lease, values, reason=reason)
+            problems = self.store.run_problems()
+            if problems:  # refused now rather than fatal at the first reset
+                raise ValueError("; ".join(problems))
         except ValueError:
             self.give_back(f"run {self.run_id} did not start: lent values given back")
             raise

@@ -106,7 +106,8 @@ class Trainer:
         self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
         # knobs: the store serves this run (scope checks use its gyms); the run's own values are lent
-        self.knobs_link = RunKnobs(self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note)
+        self.knobs_link = RunKnobs(self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note,
+                                   config={"user_llm": cfg.user_llm})
         self.store = self.knobs_link.store
         if self.dist.main:
             reason = (f"run {self.run_id} resumed: its values lent again" if resume

@@ -3,9 +3,15 @@
 from harness.knobs.rule_checks import register_rule_check
 from harness.rewards.model import RewardModel
 from harness.rewards.predicates import PREDICATES, get_predicate, predicate_names, register_predicate
-from harness.rewards.rules import RewardRule, RewardRuleError, compile_rule_files, validate_rule_file
+from harness.rewards.rules import (
+    RewardRule,
+    RewardRuleError,
+    check_unique_names,
+    compile_rule_files,
+    validate_rule_file,
+)
 
-register_rule_check("rewards", lambda _stem, value: validate_rule_file(value))
+register_rule_check("rewards", lambda _stem, value: validate_rule_file(value), check_unique_names)
 
 __all__ = ["RewardModel", "RewardRule", "RewardRuleError", "compile_rule_files", "validate_rule_file", "PREDICATES", "get_predicate",
            "predicate_names", "register_predicate"]
