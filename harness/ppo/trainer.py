@@ -481,13 +481,15 @@ class Trainer:
                   knob_info: dict[str, Any], t_step: float, t_log: float) -> dict[str, Any]:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
+        self._log_episode_errors(step, records)
         m: dict[str, Any] = {"step": step, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                              **episode_metrics(records), **update_metrics(updates, self.knobs), **score_stats,
                              "time_rollout_s": rollout_t["time_rollout_s"],
                              "time_generate_s": rollout_t["time_generate_s"], "time_env_s": rollout_t["time_env_s"],
                              "time_update_s": time_update,
                              "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
-                             "knob_version": self.snapshot.version, "knob_changes": knob_info["applied"]}
+                             "knob_version": self.snapshot.version, "knob_changes": knob_info["applied"],
+                             "episode_errors": sum(1 for r in records if r.get("error"))}
         self.writer.trajectories(step, records)
         m["time_harness_s"] = knob_info["time_s"] + (time.perf_counter() - t_log)
         m["time_step_s"] = time.perf_counter() - t_step
@@ -498,6 +500,16 @@ class Trainer:
                         f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
                         f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)")
         return m
+
+    def _log_episode_errors(self, step: int, records: list[dict[str, Any]]) -> None:
+        """An ``episode_error`` event (and a log line) for each episode a gym failed in: the engine
+        ended that episode and the run went on (harness/rollout/engine.py)."""
+        for r in records:
+            err = r.get("error")
+            if err:
+                self.writer.event("episode_error", episode_id=r["episode_id"], gym=r.get("gym"), error=err)
+                self.writer.log(f"step {step}: episode {r['episode_id']} ({r.get('gym')}) ended by an error in "
+                                f"{err.get('where')}: {err.get('type')}: {str(err.get('message'))[:200]}")
 
     # ------------------------------------------------------------------ what the person sees
     def _phase(self, phase: str, **fields: Any) -> None:
