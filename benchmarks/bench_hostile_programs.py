@@ -276,28 +276,36 @@ def train_with_hostile_answers(programs: Sequence[hp.Hostile], data_file: Path, 
             "seconds": round(time.monotonic() - t0, 1)}
 
 
-def kill_training_mid_rollout(folder: Path, steps: int, seconds: float = 12.0) -> dict:
-    """The training run of :func:`train_with_hostile_answers` in its own process, SIGKILLed after
-    ``seconds`` (its rollout runs the blocking programs first): sandbox processes and folders left."""
+def kill_training_mid_rollout(folder: Path, steps: int, seconds: float = 3.0, start_timeout: float = 900.0) -> dict:
+    """The training run of :func:`train_with_hostile_answers` in its own process, SIGKILLed
+    ``seconds`` after its first sandbox started (its rollout runs the blocking programs first):
+    sandbox processes and folders left."""
     tmp_root = folder / "tmp"
     tmp_root.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_root)}
     trainer = subprocess.Popen([sys.executable, __file__, "--child-train", str(folder / "killed"), "--train-steps",
-                                str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=open(folder / "killed.err", "wb"))
     sessions: set[int] = set()
-    end = time.monotonic() + seconds
+    end = time.monotonic() + start_timeout
     while time.monotonic() < end and trainer.poll() is None:
         sessions |= children_sessions(trainer.pid)
+        if sessions:
+            end = min(end, time.monotonic() + seconds)
         time.sleep(0.05)
     running = [p for s in sessions for p in sandbox_processes(s)]
+    ended_by_itself = trainer.poll()
     trainer.kill()
     trainer.wait()
     left, dirs = wait_gone(sessions, str(tmp_root / f"eau-sbx-{trainer.pid}-*"))
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    return {"sandboxes_seen": len(sessions), "sandbox_processes_at_kill": len(running), "processes_left": len(left),
-            "workdirs_left": len(dirs)}
+    out = {"sandboxes_seen": len(sessions), "sandbox_processes_at_kill": len(running), "processes_left": len(left),
+           "workdirs_left": len(dirs)}
+    if ended_by_itself is not None:  # it should still be rolling out when killed
+        out["trainer_ended_before_kill"] = ended_by_itself
+        out["trainer_stderr_tail"] = (folder / "killed.err").read_text(errors="replace")[-1000:]
+    return out
 
 
 def _blocking_first(programs: Sequence[hp.Hostile]) -> list[hp.Hostile]:

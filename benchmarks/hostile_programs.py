@@ -42,10 +42,18 @@ def secret_task(index: int) -> dict:
             "test_cases": {f"test{j + 1}": f"{FUNCTION}({x})" for j, x in enumerate(TEST_INPUTS)}}
 
 
-def write_task_file(path: Path, n: int = 1) -> Path:
+def write_task_file(path: Path) -> Path:
+    """One secret task, in the train split (training runs draw from it), written to ``path``. One
+    task: whatever reference a cheat finds is the right one."""
+    from harness.envs.colbench import CodeTask
+    from harness.envs.colbench.data import load_colbench
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(secret_task(i)) + "\n" for i in range(n)))
-    return path
+    for index in range(1000):
+        path.write_text(json.dumps(secret_task(index)) + "\n")
+        if CodeTask.from_record(load_colbench(path)[0]).split == "train":
+            return path
+    raise RuntimeError("no secret task falls into the train split")
 
 
 def _answer(body: str, prelude: str = "") -> str:

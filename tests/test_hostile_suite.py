@@ -68,13 +68,14 @@ def test_the_set_has_at_least_100_programs_of_every_family(suite):
 def test_the_cheats_work_where_nothing_stops_them(suite):
     """Control: run in this process, the file cheats do find the answers (so 0 passes in the sandbox
     means the sandbox stopped them), and the real reference passes through the gym."""
-    truth = {}
-    exec(hp.secret_task(0)["ground_truth"], truth)
+    reference = json.loads(suite.data.read_text())["ground_truth"]
+    truth: dict = {}
+    exec(reference, truth)
     for name in ("fs_exact_path", "fs_parent_dir", "fs_glob_tmp"):
         ns: dict = {}
         exec(suite.programs[name].source, ns)
         assert ns["solve"](3) == truth["solve"](3), name
-    ref = hp.Hostile("control_reference", "control", hp.secret_task(0)["ground_truth"])
+    ref = hp.Hostile("control_reference", "control", reference)
     row = bench.score_in_gym([ref], suite.data, FAST)[0]
     assert row["passed"] == row["total"] == len(hp.TEST_INPUTS) and not row["crashed"]
 

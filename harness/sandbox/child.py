@@ -302,7 +302,9 @@ def _tie_to_caller(libc: _Libc | None, caller_pid: int, report: dict) -> None:
     """SIGKILL this process when the caller dies, whatever it died of (SIGKILL included); exit now
     if it is already gone. In kernel mode pid 1 of the sandbox is tied to this process in turn, and
     the kernel kills the whole pid namespace with its pid 1, so nothing of a sandbox outlives its
-    caller. In process mode only this process is tied (the guards refuse process creation)."""
+    caller. In process mode only this process is tied (the guards refuse process creation).
+    The kernel sends the signal when the caller's *thread* that started this process ends, so
+    callers run a sandbox from a thread that waits for it (``run_source`` does)."""
     try:
         if libc is None:
             raise OSError(0, "libc is unavailable")
