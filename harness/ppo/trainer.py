@@ -452,6 +452,7 @@ class Trainer:
                   knob_info: dict[str, Any], t_step: float, t_log: float) -> dict[str, Any]:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
+        self.writer.episode_errors(step, records)
         m = step_metrics(step, records, updates, self.knobs, score_stats, rollout_t, time_update,
                          knob_version=self.snapshot.version, knob_changes=knob_info["applied"])
         self.writer.trajectories(step, records)

@@ -14,6 +14,10 @@ Each turn's text goes through its gym (``env.step``), which replies through the 
 scorer; episodes leave the batch as they finish. Budgets: ``max_new_tokens_per_turn`` and
 ``max_episode_tokens`` (knobs agent.*) and the gym's ``max_steps``.
 
+A gym's ``step`` never raises into the engine: an unexpected exception in one episode's turn ends
+that episode there (the turn's reward is 0) and its record carries ``error`` (type, message, turn,
+where); the other episodes and the run go on. The trainer logs an ``episode_error`` event for it.
+
 Recorded per episode: token ids (prompt, actions, observations), the action mask (1 on tokens the
 policy generated), each turn's last action token and reward, and the gym's episode record; with
 ``with_stats`` (continuous decoding) also each action token's sampling log-prob and, given a value
@@ -48,6 +52,7 @@ class Episode:
     done: bool = False
     token_truncated: bool = False
     record: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # the exception that ended the episode, if one did
     # run(with_stats=True): per token of ids, the log-prob each action token was sampled with and the
     # value of the state it was sampled in (0 on other tokens; values None without a value head);
     # both None when the episode has a turn the backend did not score (an empty output)
@@ -150,15 +155,20 @@ class RolloutEngine:
             ep.turn_last_token.append(len(ep.ids) - 1)
             text = self.chat.decode_action(out)
             t0 = time.perf_counter()
-            obs, reward, terminated, truncated, info = ep.env.step(text)
+            try:
+                obs, reward, terminated, truncated, info = ep.env.step(text)
+                reward, obs_role = float(reward), (None if terminated or truncated else info["turn"]["obs_role"])
+            except Exception as exc:  # noqa: BLE001 -- one episode's failure must not end the rollout
+                ep.error = episode_error(exc, "step", len(ep.turn_rewards))
+                reward, terminated, truncated = 0.0, True, False
             t_env += time.perf_counter() - t0
-            ep.turn_rewards.append(float(reward))
+            ep.turn_rewards.append(reward)
             assistant_msg = {"role": "assistant", "content": text}
             if terminated or truncated:
                 ep.done = True
                 ep.messages.append(assistant_msg)
                 return None
-            obs_msg = self.chat.observation_message(info["turn"]["obs_role"], obs)
+            obs_msg = self.chat.observation_message(obs_role, obs)
             obs_ids = self.chat.observation_ids(ep.messages, out, text, obs_msg)
             ep.messages += [assistant_msg, obs_msg]
             ep.extend(obs_ids, is_action=False)
@@ -202,9 +212,33 @@ class RolloutEngine:
         t_gen = time.perf_counter() - t_start - t_turn_ends  # the backend's share: model calls and sampling
         self.backend.clear_cache()  # free the batch's KV cache before the update
         for ep in episodes:
-            rec = ep.env.episode_record()
-            rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
-                        "response_tokens": list(ep.response_tokens), "episode_tokens": len(ep.ids),
-                        "token_truncated": ep.token_truncated})
-            ep.record = rec
+            ep.record = self._record(ep)
         return RolloutResult(episodes=episodes, generated_tokens=generated, time_generate_s=t_gen, time_env_s=t_env)
+
+    @staticmethod
+    def _record(ep: Episode) -> dict[str, Any]:
+        """The gym's record of a finished episode with the engine's fields; a gym whose record
+        fails gives a minimal one (and the episode an error) instead of ending the rollout."""
+        try:
+            rec = dict(ep.env.episode_record())
+        except Exception as exc:  # noqa: BLE001
+            ep.error = ep.error or episode_error(exc, "episode_record", len(ep.turn_rewards))
+            rec = {"gym": getattr(ep.env, "name", "?"), "task": None, "turns": [], "reward": float(sum(ep.turn_rewards)),
+                   "success": False, "answered": False, "num_turns": len(ep.turn_rewards)}
+        rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
+                    "response_tokens": list(ep.response_tokens), "episode_tokens": len(ep.ids),
+                    "token_truncated": ep.token_truncated})
+        if ep.error is not None:
+            rec["error"] = dict(ep.error)
+            rec["success"] = False
+        return rec
+
+
+def episode_error(exc: BaseException, where: str, turn: int) -> dict[str, Any]:
+    """What an episode's record keeps of the exception that ended it."""
+    try:
+        message = str(exc)[:500]
+    except Exception:  # noqa: BLE001 -- an exception whose __str__ fails
+        message = ""
+    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": message, "where": where,
+            "turn": turn}

@@ -129,7 +129,8 @@ def step_metrics(step: int, records: Sequence[Mapping[str, Any]], updates: Seque
             "time_rollout_s": rollout_t["time_rollout_s"], "time_generate_s": rollout_t["time_generate_s"],
             "time_env_s": rollout_t["time_env_s"], "time_update_s": time_update,
             "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
-            "knob_version": knob_version, "knob_changes": knob_changes}
+            "knob_version": knob_version, "knob_changes": knob_changes,
+            "episode_errors": sum(1 for r in records if r.get("error"))}
 
 
 def step_line(m: Mapping[str, Any]) -> str:

@@ -138,6 +138,16 @@ class RunWriter:
         self.log(f"ALERT {name}: {message}")
         return eid
 
+    def episode_errors(self, step: int, records: Iterable[Mapping[str, Any]]) -> None:
+        """An ``episode_error`` event and a log line for each episode a gym failed in (the rollout
+        engine ended that episode with an error record and the run went on)."""
+        for r in records:
+            err = r.get("error")
+            if err:
+                self.event("episode_error", episode_id=r.get("episode_id"), gym=r.get("gym"), error=err)
+                self.log(f"step {step}: episode {r.get('episode_id')} ({r.get('gym')}) ended by an error in "
+                         f"{err.get('where')}: {err.get('type')}: {str(err.get('message'))[:200]}")
+
     def metrics(self, record: Mapping[str, Any]) -> None:
         jsonl.append(self.dir / "metrics.jsonl", dict(record), durable=True)
 

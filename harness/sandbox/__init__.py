@@ -3,14 +3,19 @@
 Every run starts a fresh interpreter (``python -s -S -c <runner>``, see ``child.py`` for what
 the child does) in a new session, with stdin from /dev/null, a minimal environment, its own
 throw-away working directory, resource limits and, when the caller is root (as in our
-containers), kernel isolation: new pid/net/mount/IPC/UTS namespaces, a read-only file system
-outside the working directory, hidden repository and data folders, and a fresh unprivileged uid.
-``isolation_report()`` says which layers are active on this machine.
+containers), kernel isolation: new pid/net/mount/IPC/UTS namespaces, a file system built from an
+allow list (the standard library, the installed packages and the shared libraries, read-only, a
+few device files, a fresh /proc and the working directory; nothing else of the host exists for the
+code), and a fresh unprivileged uid. ``isolation_report()`` says which layers are active on this
+machine. The child dies with its caller, whatever the caller died of (``PR_SET_PDEATHSIG``; in
+kernel mode with everything it started, through the pid namespace).
 
 The caller enforces the wall-clock budgets from outside: the child reports each outcome as one
 JSON line before it starts the next call; when a call overruns (or crashes the interpreter, or
 floods the output), the process group is killed, that call is recorded as failed and a new child
-runs the remaining calls. The working directory is removed after each run.
+runs the remaining calls. The working directory is removed after each run (in kernel mode it only
+ever exists inside the sandbox); folders left by a caller that was killed are removed by the next
+caller's first run.
 
 Public API::
 
@@ -19,7 +24,8 @@ Public API::
     pass_fraction(reference, candidate) -> float           # share of calls whose outcomes match
     isolation_report() -> dict                             # active isolation layers (cached)
 
-Equality of values: ``harness.sandbox.values`` (Python ``==`` on plain data, float tolerance).
+Equality of values: ``harness.sandbox.values`` (Python ``==`` on plain data, float tolerance),
+computed on the child's canonical encoding: comparing never raises and never converts a number.
 """
 
 from __future__ import annotations
@@ -93,8 +99,8 @@ class Limits:
         SandboxError when unavailable) or "process" (limits, session and Python guards only).
     python_guards: install the child's audit hook (process creation, signals, sockets, ctypes,
         writes outside the working directory). Off only to test the kernel layer on its own.
-    hide_paths: extra folders made invisible to the code in kernel mode (e.g. a task data file's
-        folder); the repository, the caller's working directory and home are always hidden.
+    allow_paths: extra folders the code may read in kernel mode (read-only; e.g. packages outside
+        site-packages that tasks import). Everything not allowed is absent; see ``isolation_report``.
     tmp_root: where working directories are created (None: the system temp folder).
     """
 
@@ -116,7 +122,7 @@ class Limits:
     seed: int = 0
     isolation: str = "auto"
     python_guards: bool = True
-    hide_paths: tuple[str, ...] = ()
+    allow_paths: tuple[str, ...] = ()
     tmp_root: str | None = None
 
     def __post_init__(self) -> None:
@@ -137,8 +143,10 @@ class Limits:
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(f"sandbox Limits.isolation must be one of {', '.join(ISOLATION_MODES)}, "
                              f"got {self.isolation!r}")
-        if not isinstance(self.hide_paths, tuple) or not all(isinstance(p, str) for p in self.hide_paths):
-            raise ValueError(f"sandbox Limits.hide_paths must be a tuple of folder paths, got {self.hide_paths!r}")
+        if not isinstance(self.allow_paths, tuple) or not all(isinstance(p, str) and os.path.isabs(p)
+                                                               for p in self.allow_paths):
+            raise ValueError(f"sandbox Limits.allow_paths must be a tuple of absolute folder paths, "
+                             f"got {self.allow_paths!r}")
 
     def child_limits(self) -> dict[str, Any]:
         """The limits the child applies itself."""
@@ -169,7 +177,7 @@ class CallResult:
 
     def matches(self, reference: CallResult) -> bool:
         """Whether this outcome counts as passing against ``reference``'s outcome of the same call:
-        equal values, or the same exception type raised by both."""
+        equal values, or the same exception type raised by both. Never raises."""
         if self.status == OK and reference.status == OK:
             return values_equal(self.value, reference.value)
         if self.status == RAISED and reference.status == RAISED:
@@ -195,7 +203,7 @@ class RunResult:
     failure status as for calls). calls: one CallResult per requested call, in order. output: the
     first ``keep_output_bytes`` of stdout+stderr (all children). output_bytes: total seen.
     processes: children started (1 + restarts). isolation: what the child reported
-    (mode kernel/process, uid, hidden folders). wall_seconds: the whole run.
+    (see ``isolation_report``). wall_seconds: the whole run.
     """
 
     module_status: str
@@ -257,10 +265,52 @@ def _child_env(workdir: str) -> dict[str, str]:
     }
 
 
-def _default_hidden() -> list[str]:
-    repo = Path(__file__).resolve().parents[2]
-    out = {str(repo), os.path.realpath(os.getcwd()), os.path.realpath(os.path.expanduser("~"))}
-    return sorted(out)
+# This project's top-level package: never importable by sandboxed code (the procedural tasks'
+# references are generated by it), even when installed into a site folder the sandbox sees.
+PROJECT_PACKAGES = ("harness",)
+WORKDIR_PREFIX = "eau-sbx-"
+_CLEANED_ROOTS: set[str] = set()
+_CLEAN_LOCK = threading.Lock()
+
+
+def _workdir_root(limits: Limits) -> str:
+    return os.path.realpath(limits.tmp_root or tempfile.gettempdir())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_workdirs(root: str) -> list[str]:
+    """Remove working folders (``eau-sbx-<pid>-...``) whose caller process is gone: a caller that
+    was SIGKILLed mid-run (process mode keeps files there) cannot clean up after itself."""
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(WORKDIR_PREFIX):
+            continue
+        pid_text = entry.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _clean_once(root: str) -> None:
+    with _CLEAN_LOCK:
+        if root in _CLEANED_ROOTS:
+            return
+        _CLEANED_ROOTS.add(root)
+    remove_stale_workdirs(root)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -300,10 +350,9 @@ class _Attempt:
     """One child process running the source and calls ``start..``; the caller reads outcomes."""
 
     def __init__(self, source: str, calls: Sequence[str], start: int, limits: Limits, total_deadline: float,
-                 hide: list[str], output_budget: int):
+                 output_budget: int):
         self.source, self.calls, self.start, self.limits = source, list(calls), start, limits
         self.total_deadline = total_deadline
-        self.hide = hide
         self.output_budget = output_budget
         self.hello: dict[str, Any] | None = None
         self.module: dict[str, Any] | None = None
@@ -324,20 +373,24 @@ class _Attempt:
 
     def run(self) -> None:
         lim = self.limits
-        workdir = tempfile.mkdtemp(prefix="eau-sbx-", dir=lim.tmp_root)
+        root = _workdir_root(lim)
+        _clean_once(root)
+        # The caller's pid in the name: a later caller removes it if this one is killed (see above).
+        workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-", dir=root)
         os.chmod(workdir, 0o700)
         job = {"source": self.source, "calls": self.calls, "start": self.start, "limits": lim.child_limits(),
                "workdir": os.path.realpath(workdir), "uid": UID_BASE + secrets.randbelow(UID_SPAN),
-               "isolation": lim.isolation, "python_guards": lim.python_guards, "hide_paths": self.hide,
-               "site_dirs": _site_dirs()}
+               "isolation": lim.isolation, "python_guards": lim.python_guards,
+               "allow_paths": [os.path.realpath(p) for p in lim.allow_paths], "site_dirs": _site_dirs(),
+               "project_packages": list(PROJECT_PACKAGES)}
         job_bytes = marshal.dumps(job)  # caller -> child only; results come back as JSON
         fds = _Fds(*os.pipe(), *os.pipe())  # job_r, job_w, res_r, res_w
         proc = None
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-s", "-S", "-c", _runner_source(), str(fds.job_r), str(fds.res_w)],
+                [sys.executable, "-s", "-S", "-c", _runner_source(), str(fds.job_r), str(fds.res_w), str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(fds.job_r, fds.res_w), cwd=workdir, env=_child_env(job["workdir"]),
+                pass_fds=(fds.job_r, fds.res_w), cwd="/", env=_child_env(job["workdir"]),
                 start_new_session=True, close_fds=True)
             # The child holds its own copies; ours must go so that EOF means the child is done.
             fds.close("job_r")
@@ -513,14 +566,13 @@ def run_source(source: str, calls: Sequence[str] = (), limits: Limits | None = N
     limits = limits or Limits()
     t0 = time.monotonic()
     total_deadline = t0 + limits.total_time
-    hide = sorted({os.path.realpath(p) for p in (*_default_hidden(), *limits.hide_paths)})
     results: list[CallResult | None] = [None] * len(calls)
     module_status, module_error, module_message = NOT_RUN, None, ""
     output, output_seen, processes = bytearray(), 0, 0
     isolation: dict[str, Any] = {}
     start = 0
     while True:
-        att = _Attempt(source, calls, start, limits, total_deadline, hide, limits.output_bytes - output_seen)
+        att = _Attempt(source, calls, start, limits, total_deadline, limits.output_bytes - output_seen)
         att.run()
         processes += 1
         output += att.output[: max(0, limits.keep_output_bytes - len(output))]
@@ -584,7 +636,16 @@ _ISOLATION_CACHE: dict[tuple[str, bool], dict[str, Any]] = {}
 
 
 def isolation_report(limits: Limits | None = None) -> dict[str, Any]:
-    """The isolation layers a child gets on this machine (mode, uid, hidden folders), cached."""
+    """The isolation layers a child actually got on this machine, as the child reported them (cached):
+
+    mode: "kernel" or "process"; filesystem: "allow_list" (kernel mode: ``visible`` lists the host
+    paths that exist for the code, ``covered`` this project's package found inside one of them) or
+    "host" (process mode: the code can read whatever the caller's uid can); pid_namespace: whether
+    the code runs in its own pid namespace (it cannot see or signal other processes, and its
+    processes die with it); network: "none" or "host"; uid: the sandbox's own uid (kernel mode);
+    guards: the Python audit hook; dies_with_caller: PR_SET_PDEATHSIG armed; kernel_error: why
+    kernel isolation is not active, when it was tried.
+    """
     limits = limits or Limits()
     key = (limits.isolation, limits.python_guards)
     if key not in _ISOLATION_CACHE:

@@ -7,14 +7,20 @@ Sequence:
 
 1. Read the job (a ``marshal``-ed dict from the trusted caller: source, calls, limits, workdir)
    from ``JOB_FD`` and close it.
-2. Isolate. In *kernel* mode (the caller is root and namespaces work) the process enters new
-   mount, network, pid, IPC and UTS namespaces and forks; the forked process is pid 1 of the new
-   pid namespace, so when it dies the kernel kills everything it started, ``kill(-1)`` reaches only
-   the sandbox, and the caller's pid is invisible. It mounts a private /proc, a size-limited tmpfs
-   as its working directory, hides given folders behind empty tmpfs mounts, makes every other
-   mount read-only, and switches to a fresh unprivileged uid (so RLIMIT_NPROC is enforced: root
-   is exempt from it). In *process* mode (not root, or namespaces refused) only the resource
-   limits, the new session and the Python guards below apply.
+2. Isolate. First of all the process asks the kernel to SIGKILL it when its caller dies
+   (``PR_SET_PDEATHSIG``), and exits if the caller is already gone. In *kernel* mode (the caller is
+   root and namespaces work) the process enters new mount, network, pid, IPC and UTS namespaces and
+   forks; the forked process is pid 1 of the new pid namespace, tied to the first one in turn, so
+   when either dies the kernel kills everything the sandbox started, ``kill(-1)`` reaches only the
+   sandbox, and the caller's pid is invisible. Pid 1 builds the file system from an allow list: a
+   fresh tmpfs root holding, read-only at their own paths, the standard library, the installed
+   packages (site folders), the shared libraries' folders and any ``allow_paths``; a few device
+   files; a private /proc; and the working directory, a size-limited tmpfs. The host's root is then
+   detached (``pivot_root``): no other host path, and no mount point of the host, exists for the
+   code. It then switches to a fresh unprivileged uid (so RLIMIT_NPROC is enforced: root is exempt
+   from it). In *process* mode (not root, or namespaces refused) only the resource limits, the
+   parent-death signal, the new session and the Python guards below apply: the code can read
+   what the caller's uid can read (``isolation_report`` says so).
 3. Set resource limits (CPU, address space, processes, file size, open files, no core files).
 4. Install the Python guards: an audit hook (``sys.addaudithook``; it cannot be removed) that
    refuses process creation, signals, sockets, ctypes and file writes outside the working
@@ -27,7 +33,10 @@ Sequence:
 
 Values are serialised canonically (see ``encode``): only plain data types are accepted, read
 through their base type's own methods, so an object that overrides ``__eq__``/``__repr__`` cannot
-fake an equal result. The caller (``harness.sandbox.values``) compares the encoded values.
+fake an equal result. Everything about a value that could raise or take long (exact forms of huge
+or exotic numbers, keys of dict entries and set members) is computed here, under the call's time
+budget; a value that cannot be encoded is ``unsupported``. The caller
+(``harness.sandbox.values``) only compares the encodings' strings and short float texts.
 
 Code written here could try to write forged result lines to ``RESULT_FD`` itself. That gains
 nothing: a forged value is one the code could have returned, and malformed lines make the caller
@@ -41,6 +50,7 @@ from __future__ import annotations
 import _json
 import _signal as signal
 import marshal
+import math
 import os
 import random
 import resource
@@ -104,14 +114,17 @@ _CLONE_NEWNS, _CLONE_NEWNET, _CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
 _CLONE_NEWIPC, _CLONE_NEWUTS = 0x08000000, 0x04000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
-_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME, _MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
-_OPT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
-              "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME, "strictatime": _MS_STRICTATIME}
+_MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}
+# Device files the sandbox gets (bound read-write; the rest of /dev does not exist for it).
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+# Where the dynamic loader finds the shared libraries of extension modules (sqlite3, ssl, ...).
+_LIBRARY_PATHS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache")
 
 
 class _Libc:
-    """The few libc calls Python 3.11's ``os`` lacks (unshare, mount, prctl)."""
+    """The few libc calls Python 3.11's ``os`` lacks (unshare, mount, umount2, pivot_root, prctl)."""
 
     def __init__(self):
         import ctypes
@@ -131,152 +144,132 @@ class _Libc:
         enc = (lambda s: None if s is None else s.encode())
         self._check(self.lib.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
+    def umount_detach(self, target: str) -> None:
+        self._check(self.lib.umount2(target.encode(), _MNT_DETACH), f"umount {target}")
+
+    def pivot_root(self, new_root: str, put_old: str) -> None:
+        number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+        if number is None:
+            raise OSError(0, f"pivot_root: unknown syscall number on {os.uname().machine}")
+        self._check(self.lib.syscall(number, new_root.encode(), put_old.encode()), "pivot_root")
+
     def pdeathsig(self, sig: int) -> None:
         self._check(self.lib.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl")
-
-
-def _unescape_mount(path: str) -> str:
-    # /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo octal.
-    out, i = [], 0
-    while i < len(path):
-        if path[i] == "\\" and i + 3 < len(path) and path[i + 1:i + 4].isdigit():
-            out.append(chr(int(path[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(path[i])
-            i += 1
-    return "".join(out)
-
-
-def _mounts() -> list[tuple[str, int]]:
-    """(mount point, per-mount flags to keep) in mount order (parents first)."""
-    result = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            flags = 0
-            for opt in fields[5].split(","):
-                flags |= _OPT_FLAGS.get(opt, 0)
-            result.append((_unescape_mount(fields[4]), flags))
-    return result
 
 
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _expose(libc: _Libc, targets: list[str], report: dict) -> None:
-    """Make every target folder reachable by the sandbox uid. A folder on the way that others may
-    not traverse (e.g. /root is 0700 while Python lives in /root/.pyenv; pytest's temp folders
-    are 0700) is covered, in this mount namespace only, by a tmpfs that holds nothing but bind
-    mounts of the entries leading to the targets. Everything else in it stays hidden."""
-    ancestors: dict[str, set[str]] = {}
-    for target in targets:
-        parts = [p for p in target.split("/") if p]
-        for depth in range(len(parts)):
-            ancestors.setdefault("/" + "/".join(parts[:depth]), set()).add(parts[depth])
-    for anc in sorted(ancestors, key=lambda a: (a.count("/") if a != "/" else 0, a)):
-        try:
-            if os.stat(anc).st_mode & 0o001:
-                continue  # traversable by others
-        except OSError:
-            continue
-        fds = {}
-        for child in sorted(ancestors[anc]):
-            try:
-                fds[child] = os.open(os.path.join(anc, child), os.O_PATH)
-            except OSError:
-                pass
-        libc.mount("tmpfs", anc, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0755")
-        for child, fd in fds.items():
-            dest = os.path.join(anc, child)
-            if os.path.isdir(f"/proc/self/fd/{fd}"):
-                os.mkdir(dest)
-            else:
-                open(dest, "w").close()
-            libc.mount(f"/proc/self/fd/{fd}", dest, None, _MS_BIND | _MS_REC, None)
-            os.close(fd)
-        report.setdefault("rebound", []).append(anc)
+def _allowed_paths(job: dict) -> list[str]:
+    """What the sandbox may see of the host, read-only: the standard library (this interpreter's
+    sys.path: it runs with -S, so that is the stdlib and lib-dynload), the site folders the caller
+    lists (installed packages), the task's extra folders, and the shared libraries' folders."""
+    paths = [p for p in sys.path if p and os.path.isabs(p)]
+    paths += list(job.get("site_dirs", [])) + list(job.get("allow_paths", [])) + list(_LIBRARY_PATHS)
+    out = []
+    for p in paths:
+        if os.path.lexists(p):
+            out.append(os.path.abspath(p))
+    return sorted(set(out))
 
 
-def _hide_except(libc: _Libc, path: str, keeps: list[str]) -> None:
-    """Cover ``path`` with an empty tmpfs, then bind the ``keeps`` under it back in place (opened
-    before the cover, so the originals are reached). Everything else under ``path`` stays hidden."""
-    tops = [k for k in keeps if not any(k != o and _under(k, o) for o in keeps)]
-    fds = {}
-    for k in tops:
-        try:
-            fds[k] = os.open(k, os.O_PATH)
-        except OSError:
-            pass
-    libc.mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=64k,mode=0555")
-    for k, fd in fds.items():
-        rel = os.path.relpath(k, path)
-        os.makedirs(os.path.dirname(os.path.join(path, rel)), mode=0o555, exist_ok=True)
-        dest = os.path.join(path, rel)
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
-            os.makedirs(dest, mode=0o555, exist_ok=True)
-        else:
-            open(dest, "w").close()
-        libc.mount(f"/proc/self/fd/{fd}", dest, None, _MS_BIND | _MS_REC, None)
+def _bind(libc: _Libc, root: str, source: str, fd: int, writable: bool = False) -> None:
+    """Bind ``source`` (opened as ``fd`` before the new root covered anything) at the same path
+    under ``root``; read-only unless ``writable``. Not recursive: mounts inside it stay out."""
+    dest = root + source
+    os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
+        os.makedirs(dest, mode=0o755, exist_ok=True)
+    elif not os.path.exists(dest):
+        open(dest, "w").close()
+    libc.mount(f"/proc/self/fd/{fd}", dest, None, _MS_BIND, None)
+    if not writable:
+        libc.mount(None, dest, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+
+
+def _build_root(job: dict, libc: _Libc, report: dict) -> None:
+    """Inside the new namespaces, as pid 1: a fresh tmpfs becomes ``/``; the allowed paths are bound
+    into it read-only at their own paths (symbolic links such as /lib -> usr/lib are copied as
+    links), plus the device files, a /proc of the new pid namespace and the working directory (a
+    size-limited tmpfs owned by the sandbox uid). The old root is then detached: nothing else of
+    the host's file system, and none of its mount points, exist for the sandbox."""
+    workdir, uid, lim = job["workdir"], job["uid"], job["limits"]
+    libc.mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    allowed = _allowed_paths(job)
+    links = {p: os.readlink(p) for p in allowed if os.path.islink(p)}
+    dirs = [p for p in allowed if p not in links]
+    dirs = [p for p in dirs if not any(o != p and _under(p, o) for o in dirs)]  # the outer bind covers them
+    opened = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in (*dirs, *_DEVICES) if os.path.exists(p)}
+    # The new root is mounted over the working directory's parent (it exists; this mount namespace
+    # is private), so no host folder has to be made for it.
+    root = os.path.dirname(workdir)
+    libc.mount("tmpfs", root, "tmpfs", _MS_NOSUID, "size=1m,mode=0755")
+    for path, fd in opened.items():
+        _bind(libc, root, path, fd, writable=path in _DEVICES)
         os.close(fd)
+    for path, target in links.items():
+        os.makedirs(os.path.dirname(root + path), mode=0o755, exist_ok=True)
+        os.symlink(target, root + path)
+    os.symlink("/proc/self/fd", root + "/dev/fd")
+    os.makedirs(root + "/proc", mode=0o555)
+    libc.mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+    os.makedirs(root + workdir, mode=0o755)
+    libc.mount("tmpfs", root + workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
+               f"size={int(lim['workdir_bytes'])},mode=0700,uid={uid},gid={uid}")
+    os.chdir(root)
+    libc.pivot_root(".", ".")
+    libc.umount_detach(".")  # the old root, stacked under the new one by pivot_root(".", ".")
+    os.chdir("/")
+    libc.mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID, None)
+    report["filesystem"] = "allow_list"
+    report["visible"] = sorted(opened) + sorted(links)
+    report.update(_hide_project_package(libc, job))
 
 
-def _python_roots() -> list[str]:
-    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    roots |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
-    roots.add(os.path.dirname(os.path.realpath(sys.executable)))
-    return sorted(roots)
+def _hide_project_package(libc: _Libc, job: dict) -> dict:
+    """This project's own package (the procedural tasks' generator) under an allowed site folder
+    (a non-editable install) is covered by an empty folder: it must not be importable."""
+    covered = []
+    for site in job.get("site_dirs", []):
+        for name in job.get("project_packages", []):
+            path = os.path.join(site, name)
+            if os.path.isdir(path):
+                libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555")
+                covered.append(path)
+    return {"covered": covered} if covered else {}
 
 
 def _kernel_isolate(job: dict, libc: _Libc, report: dict) -> None:
-    """Inside the new namespaces, as pid 1: private mounts, then drop to the sandbox uid."""
-    workdir, uid, lim = job["workdir"], job["uid"], job["limits"]
-    libc.mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
-    libc.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
-    libc.mount("tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={int(lim['workdir_bytes'])},mode=0700,uid={uid},gid={uid}")
-    keep = [workdir] + _python_roots()
-    hidden = []
-    for path in job.get("hide_paths", []):
-        # Never hide a folder that holds the working directory; one that holds the interpreter (a
-        # virtual environment inside the repository) is hidden except for the interpreter's folders.
-        if not os.path.isdir(path) or _under(workdir, path):
-            continue
-        inner = [k for k in keep if _under(k, path)]
-        if inner:
-            _hide_except(libc, path, inner)
-        else:
-            libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555")
-        hidden.append(path)
-    report["hidden"] = hidden
-    _expose(libc, keep, report)
-    failed = []
-    for mp, flags in _mounts():
-        if mp == workdir or _under(mp, "/proc"):
-            continue
-        try:
-            libc.mount(None, mp, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | flags, None)
-        except OSError:
-            failed.append(mp)  # typically a mount point now covered by a hiding tmpfs
-    report["readonly_failed"] = failed
-    os.chdir(workdir)
-    _set_limits(lim, nproc=True)
+    """Inside the new namespaces, as pid 1: the allow-list root, then drop to the sandbox uid."""
+    uid = job["uid"]
+    _build_root(job, libc, report)
+    os.chdir(job["workdir"])
+    _set_limits(job["limits"], nproc=True)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
     report["uid"] = os.getuid()
+    report["pid_namespace"] = True
+    report["network"] = "none"
 
 
-def _enter_namespaces(job: dict, report: dict) -> _Libc | None:
-    """Enter new namespaces and fork; returns in the inner process (pid 1). The outer process
-    waits for the inner one and exits with its status. None when namespaces are unavailable."""
+def _enter_namespaces(job: dict, libc: _Libc | None, report: dict) -> bool:
+    """Enter new namespaces and fork; returns True in the inner process (pid 1). The outer process
+    waits for the inner one and exits with its status. False when namespaces are unavailable."""
     try:
-        libc = _Libc()
+        if libc is None:
+            raise OSError(0, "libc is unavailable")
         libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS)
     except OSError as exc:
         report["kernel_error"] = str(exc)
-        return None
+        return False
+    # The working directory of kernel mode is a tmpfs inside the namespace: the empty host folder the
+    # caller made goes now, so a caller killed mid-run leaves nothing behind.
+    try:
+        os.rmdir(job["workdir"])
+    except OSError:
+        pass
     life_r, life_w = os.pipe()
     pid = os.fork()
     if pid:
@@ -290,7 +283,7 @@ def _enter_namespaces(job: dict, report: dict) -> _Libc | None:
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
     os.close(life_w)
     report["lifeline_fd"] = life_r
-    return libc
+    return True
 
 
 def _arm_lifeline(libc: _Libc, fd: int) -> None:
@@ -301,6 +294,26 @@ def _arm_lifeline(libc: _Libc, fd: int) -> None:
     libc.pdeathsig(signal.SIGKILL)
     ready, _, _ = select.select([fd], [], [], 0)
     if ready:
+        os._exit(137)
+    os.close(fd)
+
+
+def _tie_to_caller(libc: _Libc | None, caller_pid: int, report: dict) -> None:
+    """SIGKILL this process when the caller dies, whatever it died of (SIGKILL included); exit now
+    if it is already gone. In kernel mode pid 1 of the sandbox is tied to this process in turn, and
+    the kernel kills the whole pid namespace with its pid 1, so nothing of a sandbox outlives its
+    caller. In process mode only this process is tied (the guards refuse process creation).
+    The kernel sends the signal when the caller's *thread* that started this process ends, so
+    callers run a sandbox from a thread that waits for it (``run_source`` does)."""
+    try:
+        if libc is None:
+            raise OSError(0, "libc is unavailable")
+        libc.pdeathsig(signal.SIGKILL)
+        report["dies_with_caller"] = True
+    except OSError as exc:
+        report["dies_with_caller"] = False
+        report["lifetime_error"] = str(exc)
+    if os.getppid() != caller_pid:
         os._exit(137)
 
 
@@ -374,7 +387,7 @@ def _install_guards(workdir: str) -> None:
 
 # --------------------------------------------------------------------------- values
 class Unsupported(Exception):
-    """A value that is not plain data (its type name is the message)."""
+    """A value that is not plain data (its type name is the message), or one whose encoding failed."""
 
 
 class TooLarge(Exception):
@@ -383,19 +396,112 @@ class TooLarge(Exception):
 
 _DICT_TYPES_BY_NAME = {("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "Counter")}
 _BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+# A Decimal's exact form is a ratio of integers: 10**exponent is computed, so the exponent is bounded.
+MAX_DECIMAL_EXPONENT = 100_000
+_SHOWN = 80  # characters of a number's display text
 
 
-def _key(enc) -> str:
-    return dumps(enc)
+def _ratio(p: int, q: int) -> str:
+    """Exact text of p/q: reduced, in hex (linear in the size, no int->decimal-str limit)."""
+    g = math.gcd(p, q)
+    if g > 1:
+        p, q = p // g, q // g
+    if q < 0:
+        p, q = -p, -q
+    return format(p, "x") if q == 1 else format(p, "x") + "/" + format(q, "x")
+
+
+def _approx(p: int, q: int = 1) -> str:
+    """p/q as a float's hex text; "+big"/"-big" past the float range (never close to anything)."""
+    try:
+        return float.hex(p / q)
+    except OverflowError:
+        return "+big" if (p < 0) == (q < 0) else "-big"
+
+
+def _int_text(n: int) -> str:
+    return int.__repr__(n) if n.bit_length() <= 3000 else f"<int of {n.bit_length()} bits>"
+
+
+def _float_exact(x: float) -> str:
+    if x != x:
+        return "nan"
+    if x in (math.inf, -math.inf):
+        return "inf" if x > 0 else "-inf"
+    return _ratio(*float.as_integer_ratio(x))
+
+
+def _num(inexact: bool, exact: str, re: str, im: str, shown: str) -> list:
+    return ["n", inexact, exact, re, im, shown if len(shown) <= _SHOWN else shown[: _SHOWN - 1] + "…"]
+
+
+def encode_number(x, t) -> list | None:
+    """The canonical node of a number: ``["n", inexact, exact, re, im, shown]``.
+
+    exact: the value as a reduced hex ratio ("nan", "inf", "-inf"; complex "c<re>,<im>" unless its
+    imaginary part is 0), so that equal numbers of any type have equal text; inexact: a non-integral
+    or non-finite float, or a complex (these compare with a tolerance on ``re``/``im``, float hex
+    texts); shown: display text. All the work that could raise or take long on a hostile value
+    happens here, in the sandbox, under the call's timer. None for a type that is not a number."""
+    if t is bool:
+        return _num(False, "1" if x else "0", float.hex(float(x)), "0x0.0p+0", "True" if x else "False")
+    if t is int:
+        return _num(False, format(x, "x"), _approx(x), "0x0.0p+0", _int_text(x))
+    if t is float:
+        finite_int = math.isfinite(x) and float.is_integer(x)
+        return _num(not finite_int, _float_exact(x), float.hex(x), "0x0.0p+0", float.__repr__(x))
+    if t is complex:
+        re, im = complex.real.__get__(x), complex.imag.__get__(x)
+        exact = _float_exact(re) if im == 0 else "c" + _float_exact(re) + "," + _float_exact(im)
+        return _num(True, exact, float.hex(re), float.hex(im), complex.__repr__(x))
+    mod, name = t.__module__, t.__name__
+    if mod == "decimal" and name == "Decimal":
+        shown = "Decimal('" + str(x)[:_SHOWN] + "')"
+        if x.is_nan():
+            return _num(False, "nan", "nan", "0x0.0p+0", shown)
+        if x.is_infinite():
+            return _num(False, "-inf" if x.is_signed() else "inf", "-inf" if x.is_signed() else "inf", "0x0.0p+0", shown)
+        exponent = x.as_tuple().exponent
+        if type(exponent) is not int or abs(exponent) > MAX_DECIMAL_EXPONENT:
+            raise TooLarge(f"Decimal exponent beyond ±{MAX_DECIMAL_EXPONENT}")
+        p, q = x.as_integer_ratio()
+        return _num(False, _ratio(int.__int__(p), int.__int__(q)), _approx(p, q), "0x0.0p+0", shown)
+    if mod == "fractions" and name == "Fraction":
+        p, q = int.__int__(x.numerator), int.__int__(x.denominator)
+        if q == 0:
+            raise Unsupported("Fraction with denominator 0")
+        return _num(False, _ratio(p, q), _approx(p, q), "0x0.0p+0", f"Fraction({_int_text(p)}, {_int_text(q)})")
+    return None
+
+
+def _norm(enc: list) -> list:
+    """The identity of an encoded value as a dict key or set member: numbers by exact value only."""
+    tag = enc[0]
+    if tag == "n":
+        return ["n", enc[2]]
+    if tag in ("l", "t"):
+        return [tag, [_norm(e) for e in enc[1]]]
+    if tag == "S":
+        return ["S", [k for k, _ in enc[1]]]
+    if tag == "d":
+        return ["d", [[k, _norm(v)] for k, _, v in enc[1]]]
+    if tag == "nd":
+        return ["nd", enc[1], _norm(enc[2])]
+    return enc
+
+
+def key_of(enc: list) -> str:
+    """Canonical text of a dict key or set member (1, 1.0, True and Decimal(1) have the same)."""
+    return dumps(_norm(enc))
 
 
 def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | None = None):
     """Canonical, JSON-ready encoding of plain data as ``[tag, payload...]``.
 
-    Tags: N none, b bool, i int (I: hex for huge), f float (hex, exact), c complex, s str, y bytes
-    or bytearray, l list, t tuple, S set/frozenset (sorted), d dict (sorted by key), dt/da/ti/td
-    datetime types, D Decimal, F Fraction, nd numpy array, T a class (by qualified name). numpy
-    scalars become Python scalars.
+    Tags: N none, n number (bool, int, float, complex, Decimal, Fraction; see ``encode_number``), s
+    str, y bytes or bytearray (hex), l list, t tuple, S set/frozenset (``[[key, member], ...]``
+    sorted by key), d dict (``[[key, k, v], ...]`` sorted by key), dt/da/ti/td datetime types, nd
+    numpy array, T a class (by qualified name). numpy scalars become Python scalars.
     A subclass of a plain type is accepted only when it keeps the base ``__eq__`` (namedtuple,
     IntEnum) and is read through the base type's own methods; anything else raises Unsupported.
     ``budget`` is a one-element list of remaining nodes (TooLarge when exhausted).
@@ -410,16 +516,11 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
     t = type(x)
     if x is None:
         return ["N"]
-    if t is bool:
-        return ["b", x]
-    if t is int:
-        return ["i", x] if -(1 << 53) < x < (1 << 53) else ["I", hex(x)]
-    if t is float:
-        return ["f", x.hex()]
+    number = encode_number(x, t)
+    if number is not None:
+        return number
     if t is str:
         return ["s", x]
-    if t is complex:
-        return ["c", x.real.hex(), x.imag.hex()]
     if t is bytes or t is bytearray:
         return ["y", x.hex()]
     stack = _stack if _stack is not None else set()
@@ -434,9 +535,12 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
                 return ["t", [encode(e, budget, _depth + 1, stack) for e in tuple.__iter__(x)]]
             if t is set or t is frozenset:
                 items = [encode(e, budget, _depth + 1, stack) for e in (set.__iter__(x) if t is set else frozenset.__iter__(x))]
-                return ["S", sorted(items, key=_key)]
-            pairs = [[encode(k, budget, _depth + 1, stack), encode(v, budget, _depth + 1, stack)] for k, v in dict.items(x)]
-            return ["d", sorted(pairs, key=lambda kv: _key(kv[0]))]
+                return ["S", sorted(([key_of(e), e] for e in items), key=lambda ke: ke[0])]
+            triples = []
+            for k, v in dict.items(x):
+                kenc = encode(k, budget, _depth + 1, stack)
+                triples.append([key_of(kenc), kenc, encode(v, budget, _depth + 1, stack)])
+            return ["d", sorted(triples, key=lambda kv: kv[0])]
         finally:
             stack.discard(id(x))
     if isinstance(x, type):
@@ -444,19 +548,19 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
         return ["T", f"{type.__getattribute__(x, '__module__')}.{type.__getattribute__(x, '__qualname__')}"]
     mod, name = t.__module__, t.__name__
     if mod == "datetime" and name in ("datetime", "date", "time"):
-        return [{"datetime": "dt", "date": "da", "time": "ti"}[name], x.isoformat()]
+        return [{"datetime": "dt", "date": "da", "time": "ti"}[name], str.__str__(x.isoformat())]
     if mod == "datetime" and name == "timedelta":
-        return ["td", x.days, x.seconds, x.microseconds]
-    if mod == "decimal" and name == "Decimal":
-        return ["D", str(x)]
-    if mod == "fractions" and name == "Fraction":
-        return ["F", encode(x.numerator, budget), encode(x.denominator, budget)]
+        parts = [x.days, x.seconds, x.microseconds]
+        if not all(type(p) is int and abs(p) < 1 << 62 for p in parts):
+            raise Unsupported("timedelta with non-integer fields")
+        return ["td", *parts]
     if mod == "numpy" or mod.startswith("numpy."):
         np = sys.modules.get("numpy")
         if np is not None and t is np.ndarray:
             if x.dtype.kind not in "biufcUS?":
                 raise Unsupported(f"numpy.ndarray of dtype {x.dtype}")
-            return ["nd", list(x.shape), encode(x.tolist(), budget, _depth + 1, stack)]
+            shape = [int(n) for n in x.shape]
+            return ["nd", shape, encode(x.tolist(), budget, _depth + 1, stack)]
         if np is not None and isinstance(x, np.generic) and x.dtype.kind in "biufcUS?":
             return encode(x.item(), budget, _depth + 1, stack)
     for base in _BASES:
@@ -489,8 +593,12 @@ def _as_base(x, base):
 
 
 def _error_name(exc: BaseException) -> str:
-    t = type(exc)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    try:
+        t = type(exc)
+        mod, name = type.__getattribute__(t, "__module__"), type.__getattribute__(t, "__qualname__")
+        return str.__str__(name) if mod == "builtins" else f"{str.__str__(mod)}.{str.__str__(name)}"
+    except BaseException:
+        return "UnnamedError"
 
 
 def _short(text: str, n: int = 300) -> str:
@@ -552,7 +660,7 @@ def _execute(job: dict, chan: _Channel) -> None:
                   "message": f"module execution exceeded {lim['module_time']}s"}
     except BaseException as exc:  # SystemExit, SyntaxError, ImportError ... are outcomes
         module = {"kind": MODULE, "ok": False, "status": "raised", "error": _error_name(exc),
-                  "message": _short(exc)}
+                  "message": _safe_short(exc)}
     module["seconds"] = time.perf_counter() - t0
     chan.send(module)
     if not module["ok"]:
@@ -570,31 +678,54 @@ def _one_call(call: str, index: int, namespace: dict, seed: int, budget: float, 
             code = compile(call, "<call>", "eval")
             _timer(budget)
             value = eval(code, namespace)
-            enc = encode(value)
-            _timer(0)
-            text = dumps(enc)
-            if len(text) > value_bytes:
-                raise TooLarge(f"encoded value has {len(text)} bytes (limit {value_bytes})")
-            rec.update(status="ok", value=enc)
         finally:
             _timer(0)
+        rec.update(_encoded(value, budget - (time.perf_counter() - t0), value_bytes))
     except _CallTimeout:
         rec.update(status="timeout", error="Timeout", message=f"call exceeded {budget}s")
-    except Unsupported as exc:
-        rec.update(status="unsupported", error="Unsupported", message=f"returned a value of type {exc}")
-    except TooLarge as exc:
-        rec.update(status="too_large", error="TooLarge", message=_short(exc))
     except BaseException as exc:
-        try:
-            rec.update(status="raised", error=_error_name(exc), message=_short(exc))
-        except BaseException:  # a hostile exception whose __str__ raises
-            rec.update(status="raised", error=_error_name(exc), message="")
+        rec.update(status="raised", error=_error_name(exc), message=_safe_short(exc))
     rec["seconds"] = time.perf_counter() - t0
     return rec
 
 
+def _encoded(value, seconds_left: float, value_bytes: int) -> dict:
+    """The outcome fields of a returned value. Encoding runs under the rest of the call's budget;
+    whatever goes wrong in it (a hostile value, a limit) makes the value unsupported, never an
+    outcome that could match a reference's exception."""
+    try:
+        try:
+            _timer(max(seconds_left, 0.001))
+            enc = encode(value)
+            text = dumps(enc)
+        finally:
+            _timer(0)
+        if len(text) > value_bytes:
+            raise TooLarge(f"encoded value has {len(text)} bytes (limit {value_bytes})")
+        return {"status": "ok", "value": enc}
+    except _CallTimeout:
+        return {"status": "timeout", "error": "Timeout", "message": "encoding the returned value exceeded the call's budget"}
+    except TooLarge as exc:
+        return {"status": "too_large", "error": "TooLarge", "message": _safe_short(exc)}
+    except Unsupported as exc:
+        return {"status": "unsupported", "error": "Unsupported", "message": f"returned a value of type {_safe_short(exc)}"}
+    except BaseException as exc:
+        return {"status": "unsupported", "error": "Unsupported",
+                "message": f"the returned value could not be encoded ({_error_name(exc)}: {_safe_short(exc)})"}
+
+
+def _safe_short(exc: BaseException) -> str:
+    try:
+        return _short(exc)
+    except BaseException:  # a hostile exception whose __str__ raises
+        return ""
+
+
 def main() -> None:
     job_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    report: dict = {"mode": "process", "filesystem": "host", "pid_namespace": False, "network": "host"}
+    libc = _load_libc(report)
+    _tie_to_caller(libc, int(sys.argv[3]), report)
     job = marshal.loads(_read_all(job_fd))
     os.close(job_fd)
     job["result_fd"] = result_fd
@@ -608,12 +739,10 @@ def main() -> None:
 
     if not hasattr(builtins, "exit"):  # site.py normally provides these
         builtins.exit = builtins.quit = sys.exit
-    report: dict = {"mode": "process", "guards": bool(job["python_guards"])}
+    report["guards"] = bool(job["python_guards"])
     mode = job["isolation"]
-    libc = None
     if mode in ("auto", "kernel") and os.geteuid() == 0:
-        libc = _enter_namespaces(job, report)
-        if libc is not None:
+        if _enter_namespaces(job, libc, report):
             _kernel_isolate(job, libc, report)
             _arm_lifeline(libc, report.pop("lifeline_fd"))
             report["mode"] = "kernel"
@@ -640,6 +769,14 @@ def main() -> None:
     finally:
         # os._exit: no atexit handlers, no waiting for threads the code left running.
         os._exit(0)
+
+
+def _load_libc(report: dict) -> _Libc | None:
+    try:
+        return _Libc()
+    except (OSError, ImportError) as exc:
+        report["libc_error"] = str(exc)
+        return None
 
 
 if __name__ == "__main__":

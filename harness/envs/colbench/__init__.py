@@ -24,7 +24,7 @@ import os
 import re
 import threading
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -200,11 +200,9 @@ class ColbenchEnv(UserCentricEnv):
                  **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.source = TaskSource(data_file)
-        base = limits or DEFAULT_LIMITS
-        if self.source.data_file is not None:
-            # The data file holds every reference: its folder is invisible to sandboxed answers.
-            base = replace(base, hide_paths=tuple(dict.fromkeys((*base.hide_paths, str(self.source.data_file.parent)))))
-        self.limits = base
+        # The data file holds every reference; the sandbox's file system is an allow list that never
+        # holds it (nor this repository), so nothing is hidden per task.
+        self.limits = limits or DEFAULT_LIMITS
 
     def generate_task(self, split: str, index: int) -> Task:
         return self.source.task(split, index).to_task()
@@ -221,9 +219,7 @@ class ColbenchEnv(UserCentricEnv):
     @classmethod
     def code_check_limits(cls, data_file: str | os.PathLike | None = None) -> Limits:
         """The limits answers are scored with (``eau tasks check`` runs references under them)."""
-        if data_file is None:
-            return DEFAULT_LIMITS
-        return replace(DEFAULT_LIMITS, hide_paths=(str(Path(data_file).resolve().parent),))
+        return DEFAULT_LIMITS
 
     @classmethod
     def code_check_tasks(cls, data_file: str | os.PathLike | None = None, limit: int | None = None) -> list[CodeTask]:

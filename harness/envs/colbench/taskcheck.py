@@ -10,7 +10,9 @@ reason found is reported:
 * ``timeout``, ``crashed``, ``output_limit`` — a sandbox limit was hit;
 * ``unsupported_value`` / ``too_large`` — a test returned something that cannot be compared;
 * ``nondeterministic`` — the two runs returned different values;
-* ``no_tests`` — the task has no test calls.
+* ``no_tests`` — the task has no test calls;
+* ``check_error`` — checking this task failed unexpectedly (named with the exception); the check
+  goes on with the other tasks. Only a sandbox that cannot start at all stops it.
 
 The second run is only made when the first passes. Tasks are checked by a small thread pool (each
 sandbox run is its own process, so threads only wait).
@@ -36,12 +38,13 @@ from harness.sandbox import (
     UNSUPPORTED,
     CallResult,
     Limits,
+    SandboxError,
     run_source,
 )
 from harness.sandbox.values import render, values_equal
 
 REASONS = ("unavailable_module", "syntax_error", "module_error", "raised", "timeout", "crashed", "output_limit",
-           "unsupported_value", "too_large", "nondeterministic", "no_tests")
+           "unsupported_value", "too_large", "nondeterministic", "no_tests", "check_error")
 _MISSING_RE = re.compile(r"No module named '([^']+)'")
 
 
@@ -129,8 +132,19 @@ def _first_failure(item: CheckItem, calls: Sequence[CallResult]) -> tuple[str, s
 
 
 def check_item(item: CheckItem, limits: Limits) -> CheckResult:
-    """Run one reference twice (the second run only when the first passes) and judge it."""
+    """Run one reference twice (the second run only when the first passes) and judge it. Never
+    raises for anything the reference does; SandboxError when the sandbox cannot run at all."""
     t0 = time.monotonic()
+    try:
+        return _check_item(item, limits, t0)
+    except SandboxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- one task's failure is a line of the report, not a traceback
+        return CheckResult(item.index, item.task_id, False, "check_error",
+                           f"checking failed: {type(exc).__name__}: {str(exc)[:300]}", time.monotonic() - t0)
+
+
+def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
 
     def done(kind: str | None, reason: str | None) -> CheckResult:
         return CheckResult(item.index, item.task_id, kind is None, kind, reason, time.monotonic() - t0)
