@@ -21,6 +21,9 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 MAX_FILE_BYTES = 256 * 1024  # knob and rule files are small; anything larger is a mistake
+# the C (fast) loader recurses on the C stack and segfaults on deep flow nesting (100,000 "[" kill
+# the process); no knob, rule or --set value needs more than a few levels
+MAX_FLOW_DEPTH = 200
 
 
 class FileProblem(Exception):
@@ -71,6 +74,8 @@ def top_level_key_lines(text: str) -> dict[str, int]:
 def parse_text(path: Path, text: str, fast: bool = False) -> Any:
     """Parse YAML 1.2. ``fast``: plain values through the safe (C) loader; otherwise a round-trip
     document that keeps comments and line information. Errors carry the parser's line."""
+    if fast and text.count("[") + text.count("{") > MAX_FLOW_DEPTH and flow_depth(text) > MAX_FLOW_DEPTH:
+        raise FileProblem(path, "syntax", f"YAML nested deeper than {MAX_FLOW_DEPTH} levels of [ ] / {{ }}")
     try:
         return _safe().load(text) if fast else _rt().load(text)
     except MarkedYAMLError as exc:
@@ -82,6 +87,19 @@ def parse_text(path: Path, text: str, fast: bool = False) -> Any:
         raise FileProblem(path, "syntax", f"YAML error: {exc}") from None
     except RecursionError:
         raise FileProblem(path, "syntax", "YAML nesting too deep") from None
+
+
+def flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets in ``text`` (brackets inside quotes and comments
+    counted too: an upper bound, which is what a limit needs)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def read_capped(path: Path) -> bytes:
