@@ -253,7 +253,7 @@ def _record(case: Case, output: str, code: int | None, seconds: float, problems:
 
 def fuzz(ws: Workspace, subprocess_every: int = 0, repo: Path | None = None, only: set[str] | None = None,
          target: typer.Typer = app, sample: int = 0, shard: tuple[int, int] = (0, 1),
-         log: Any = None) -> dict[str, Any]:
+         log: Any = None, rows_file: Path | None = None) -> dict[str, Any]:
     """Run every case (in-process; every ``subprocess_every``-th also as a real process) and summarise;
     ``shard`` (i, n): only cases i, i+n, i+2n, ... (n processes share the work)."""
     todo = [c for c in cases(ws, target, sample) if only is None or " ".join(c.command) in only]
@@ -261,12 +261,21 @@ def fuzz(ws: Workspace, subprocess_every: int = 0, repo: Path | None = None, onl
     rows = []
     for i, c in enumerate(todo):
         rows.append(run_in_process(c, ws, target))
+        if rows_file is not None:  # one JSON line per case as it ends: a cut-short run still counts
+            with open(rows_file, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rows[-1], ensure_ascii=True) + "\n")
         if log is not None and rows[-1]["problems"]:
             log(f"[{i + 1}/{len(todo)}] {rows[-1]}")
     sub_rows = []
     if subprocess_every:
         sub_rows = [run_subprocess(c, ws, repo or Path.cwd()) for c in todo[::subprocess_every]]
     return summarise(rows, sub_rows)
+
+
+def summarise_file(path: Path) -> dict[str, Any]:
+    """The summary of the rows of one or more ``--rows`` files (a shard each)."""
+    rows = [json.loads(line) for p in str(path).split(",") for line in Path(p).read_text().splitlines() if line]
+    return summarise(rows, [])
 
 
 def summarise(rows: list[dict[str, Any]], sub_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -300,15 +309,22 @@ def main() -> None:
                     help="Also run every N-th case as a real process (0: none).")
     ap.add_argument("--only", action="append", help="Only this command (e.g. 'knobs set'); repeatable.")
     ap.add_argument("--out", type=Path, help="Also write the JSON here.")
+    ap.add_argument("--sample", type=int, default=0, metavar="K",
+                    help="Only K values per option, rotated over the options (0: every value).")
+    ap.add_argument("--rows", type=Path, help="Append each case's row to this JSONL file as it ends.")
     ap.add_argument("--shard", default="0/1", help="I/N: run only every N-th case from the I-th (parallel runs).")
+    ap.add_argument("--summarise", help="Print the summary of these --rows files (comma-separated) and exit.")
     args = ap.parse_args()
+    if args.summarise:
+        print(json.dumps(summarise_file(args.summarise), indent=2, ensure_ascii=False))
+        return
     shard = tuple(int(x) for x in args.shard.split("/"))
     with tempfile.TemporaryDirectory(prefix="eau-cli-fuzz-") as tmp:
         os.chdir(tmp)  # ./knobs, ./runs and anything a command creates by default land here
         ws = Workspace(Path(tmp) / "ws")
         t0 = time.perf_counter()
         doc = fuzz(ws, args.subprocess, Path(__file__).resolve().parents[1], set(args.only) if args.only else None,
-                   shard=shard, log=lambda m: print(m, file=sys.stderr, flush=True))
+                   sample=args.sample, shard=shard, log=lambda m: print(m, file=sys.stderr, flush=True), rows_file=args.rows)
         doc["wall_s"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(doc, indent=2, ensure_ascii=False)
     if args.out:
