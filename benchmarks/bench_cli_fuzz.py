@@ -251,6 +251,13 @@ def _record(case: Case, output: str, code: int | None, seconds: float, problems:
             "seconds": round(seconds, 3), "problems": problems, "last_line": last[0][:300]}
 
 
+def warm_up() -> None:
+    """Import what the long commands import lazily (torch, transformers), once, before any case is
+    timed: an import cut short by a case's alarm leaves torch half-registered for every later case."""
+    import harness.ppo.sft  # noqa: F401
+    import harness.ppo.trainer  # noqa: F401
+
+
 def fuzz(ws: Workspace, subprocess_every: int = 0, repo: Path | None = None, only: set[str] | None = None,
          target: typer.Typer = app, sample: int = 0, shard: tuple[int, int] = (0, 1),
          log: Any = None, rows_file: Path | None = None) -> dict[str, Any]:
@@ -258,6 +265,8 @@ def fuzz(ws: Workspace, subprocess_every: int = 0, repo: Path | None = None, onl
     ``shard`` (i, n): only cases i, i+n, i+2n, ... (n processes share the work)."""
     todo = [c for c in cases(ws, target, sample) if only is None or " ".join(c.command) in only]
     todo = todo[shard[0]::shard[1]]
+    if any(c.command[0] in ("train", "sft", "eval", "gate") for c in todo):
+        warm_up()
     rows = []
     for i, c in enumerate(todo):
         rows.append(run_in_process(c, ws, target))
