@@ -114,7 +114,7 @@ def test_preset_is_a_name_not_a_path() -> None:
 
 
 def test_colbench_data_file_names_file_and_line(files: Path) -> None:
-    (files / "tasks.jsonl").write_bytes(b"\n{\"a\": 1}\n\xff\xfe\n")
+    (files / "tasks.jsonl").write_bytes(b"\n  \n\xff\xfe\n")  # blank lines first: the line number counts them
     _run(["tasks", "check", "colbench", "--data", "tasks.jsonl"], 4, "tasks.jsonl:3", "not UTF-8")
     (files / "tasks.jsonl").write_text("[" * 200_000 + "\n")
     _run(["tasks", "check", "colbench", "--data", "tasks.jsonl"], 4, "tasks.jsonl:1", "nested too deeply")
