@@ -54,11 +54,12 @@ def test_set_accepted_and_each_refusal(cli, knobs_dir):
         (("agent.entropy_coeff", "0.009"), "max delta"),
         (("env.max_steps", "8", "--gym", "travel"), "requires"),
         (("env.max_repeated_probes", "5", "--gym", "colbench"), "wrong gym"),
-        (("agent.unknown_knob", "1"), "unknown knob"),
         (("agent.ppo_epochs", "two"), "type"),
     ]:
         res = cli("set", *args, "--reason", "r", code=3)
         assert rule in res.stderr, (args, res.stderr)
+    # an unknown knob is "not found" (5, README's table), refused and logged the same way
+    assert "unknown knob" in cli("set", "agent.unknown_knob", "1", "--reason", "r", code=5).stderr
     assert before == {p.name: p.read_bytes() for p in knobs_dir.glob("*.yaml")}  # untouched
     cli("set", "agent.lr", "1e-5", code=2)  # --reason is required (usage error)
 
@@ -90,6 +91,8 @@ def test_history_and_revert(cli):
     assert json.loads(cli("get", "agent.kl_coef", "--json").stdout)["value"] == 0.001
     assert "k-" in cli("history").stdout
     cli("revert", "k-0000000000", code=5)
+    assert "unknown knob" in cli("history", "agent.nosuch", code=5).stderr  # not an empty history
+    assert json.loads(cli("history", "env.", "--json").stdout)["total"] == 0  # an area prefix is fine
 
 
 def test_add(cli):

@@ -20,7 +20,9 @@ from harness.cli.common import (
     EXIT_USAGE,
     JsonOpt,
     KnobsDirOpt,
+    ReadOnlyKnobsDirOpt,
     RunsDirOpt,
+    check_knobs_dir,
     emit_json,
     fail,
     runs_dir,
@@ -38,11 +40,12 @@ def register(app: typer.Typer) -> None:
     app.command("gate")(gate_cmd)
 
 
-def _load(rdir: Optional[Path], run: Optional[str], as_json: bool) -> Any:
+def _load(rdir: Optional[Path], run: Optional[str], as_json: bool, kdir: Optional[Path] = None) -> Any:
     from harness.analysis.run_data import RunNotFound, load_run
 
+    check_knobs_dir(kdir, as_json)
     try:
-        return load_run(runs_dir(rdir), run)
+        return load_run(runs_dir(rdir, as_json), run)
     except RunNotFound as exc:
         fail(str(exc), EXIT_NOT_FOUND, as_json)
 
@@ -60,11 +63,12 @@ def status_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, 
                alerts: int = typer.Option(5, "--alerts", min=0, max=100, help="Open alerts shown."),
                detectors: bool = typer.Option(True, "--detectors/--no-detectors",
                                               help="Run the detectors over the window for open alerts."),
-               width: int = typer.Option(120, "--width", min=60, max=400, help="Screen width of the text view.")) -> None:
+               width: int = typer.Option(120, "--width", min=60, max=400, help="Screen width of the text view."),
+               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
     """The state of a run on one screen: step, trends with sparklines, per gym and arm, knob events, alerts."""
     from harness.analysis.status import render_status, status_doc
 
-    data = _load(runs_dir_, run, as_json)
+    data = _load(runs_dir_, run, as_json, knobs_dir_)
     doc = status_doc(data, spark=spark, window=window, events=events, alerts=alerts, detectors=detectors)
     if as_json:
         emit_json(doc)
@@ -82,7 +86,8 @@ def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt
                  list_: bool = typer.Option(False, "--list", help="List detectors and their thresholds, then exit."),
                  verbose: bool = typer.Option(False, "--verbose", "-v", help="Show evidence of unflagged detectors too."),
                  evidence_chars: int = typer.Option(600, "--evidence-chars", min=80, max=20000,
-                                                    help="Characters of evidence metrics per finding in text output.")) -> None:
+                                                    help="Characters of evidence metrics per finding in text output."),
+                 knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
     """Detectors over recent steps, each with evidence (metric values, example episode ids) and a suggestion."""
     from harness.analysis.diagnose import UsageError, catalogue, diagnose, parse_thresholds
 
@@ -97,7 +102,7 @@ def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt
             for k, t in d["thresholds"].items():
                 typer.echo(f"    {d['name']}.{k} = {t['default']:g}  {t['doc']}")
         return
-    data = _load(runs_dir_, run, as_json)
+    data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         th = parse_thresholds(threshold or [], detector)
         doc = diagnose(data, window=window, until=until, names=detector or None, thresholds=th)
@@ -137,12 +142,13 @@ def sample_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, 
                limit: int = typer.Option(3, "--limit", help="Episodes shown (1..100)."),
                seed: Optional[int] = typer.Option(None, "--seed", help="Random sample with this seed (default: newest first)."),
                max_chars: int = typer.Option(1500, "--max-chars", min=40, max=100000,
-                                             help="Longest text field shown; longer ones are clipped with a marker.")) -> None:
+                                             help="Longest text field shown; longer ones are clipped with a marker."),
+               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
     """Trajectories by step range, gym, arm, outcome or detector flag, rendered readably."""
     from harness.analysis.diagnose import UsageError
     from harness.analysis.sample import clip, parse_steps, render_episode, select
 
-    data = _load(runs_dir_, run, as_json)
+    data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         chosen_steps = parse_steps(steps, data, window)
         eps, summary = select(data, steps=chosen_steps, gym=gym, arm=arm, outcome_=outcome, flag=flag, limit=limit,
@@ -170,11 +176,12 @@ def effect_cmd(event: Optional[str] = typer.Option(None, "--event", help="Knob e
                direction: Optional[str] = typer.Option(None, "--direction", help="higher | lower is better (default: known "
                                                        "per metric)."),
                seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-               as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt) -> None:
+               as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
+               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
     """Before/after comparison around a knob event, with a bootstrap noise floor and a lag."""
     from harness.analysis.effect import EffectError, effect
 
-    data = _load(runs_dir_, run, as_json)
+    data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         doc = effect(data, event_id=event, at_step=at_step, metric=metric, lag=lag, window=window, direction=direction,
                      seed=seed)

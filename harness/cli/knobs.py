@@ -230,7 +230,7 @@ def set_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>."),
                                        status="rejected", rule="unknown knob", message=str(exc), source="cli",
                                        step_written=ctx.step))
         _log_to_run(ctx, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
-        fail(str(exc), EXIT_REFUSED, as_json, rule="unknown knob")
+        fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")  # README: 5 for an unknown knob
     try:
         res = ctx.store.set(name, parsed, gym=gym, author=author, reason=reason, recent_metrics=ctx.metrics,
                             step_written=ctx.step, run_live=ctx.live)
@@ -339,6 +339,8 @@ def history_cmd(name: Optional[str] = typer.Argument(None, help="Only events of 
                 runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt) -> None:
     """Knob events (accepted and refused writes) of the run, or of the knobs folder without a run."""
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, need_valid=False)
+    if name is not None:
+        _check_history_name(ctx, name)
     evs = [e for e in _events(ctx)
            if (name is None or e.get("knob") == name or str(e.get("knob", "")).startswith(name if name.endswith(".") else name + "."))
            and (status is None or e.get("status") == status)]
@@ -356,6 +358,22 @@ def history_cmd(name: Optional[str] = typer.Argument(None, help="Only events of 
                    + (f" | {e.get('rule')}: {e.get('message')}" if e.get("status") == "rejected" else ""))
     if total > len(evs):
         typer.echo(f"({total - len(evs)} older events not shown; --limit)")
+
+
+def _check_history_name(ctx: _Ctx, name: str) -> None:
+    """A knob (or area prefix such as ``env.``) the folder knows, or one its log has events of (an
+    added knob since removed); anything else is an unknown knob (exit 5), not an empty history."""
+    from harness.knobs.store import AREAS
+
+    prefix = name if name.endswith(".") else name + "."
+    if name.rstrip(".") in (*AREAS, "rules"):
+        return
+    known = {s.full_name for s in ctx.store.specs()}
+    logged = {str(e.get("knob")) for e in _events(ctx)}
+    if name in known or name in logged or any(k.startswith(prefix) for k in known | logged):
+        return
+    fail(f"unknown knob {name!r}: no such knob in {ctx.kdir} and no events of it; knob names are <area>.<name> "
+         f"with area in {', '.join(AREAS)} (eau knobs list)", EXIT_NOT_FOUND, ctx.as_json, rule="unknown knob")
 
 
 @app.command("revert")
@@ -392,8 +410,9 @@ def _print_event(e: dict[str, Any], as_json: bool) -> None:
 
 
 @app.command("watch")
-def watch_cmd(interval: float = typer.Option(0.5, "--interval", help="Seconds between checks."),
-              duration: float = typer.Option(0.0, "--duration", help="Stop after this many seconds (0: until Ctrl-C)."),
+def watch_cmd(interval: float = typer.Option(0.5, "--interval", min=0.05, max=3600.0, help="Seconds between checks."),
+              duration: float = typer.Option(0.0, "--duration", min=0.0, max=31_536_000.0,
+                                             help="Stop after this many seconds (0: until Ctrl-C; at most a year)."),
               as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
               knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
               run: Optional[str] = RunOpt) -> None:

@@ -8,9 +8,11 @@ import typer
 
 import harness.rewards  # noqa: F401  (registers the reward rule-file check with the knob store)
 import harness.users  # noqa: F401  (registers the user rule-file check with the knob store)
+from harness.cli.common import GuardedGroup
 
 app = typer.Typer(
     name="eau",
+    cls=GuardedGroup,  # an error no command handled: one line and a documented exit code, no traceback
     help="EAU harness: train user-centric agents with PPO; knobs, runs, diagnosis and the meta-agent loop.",
     no_args_is_help=True,
     add_completion=False,

@@ -35,6 +35,16 @@ def register(app: typer.Typer) -> None:
     app.command("autopilot")(autopilot_cmd)
 
 
+def _check_run(run: str, as_json: bool) -> None:
+    """--run names a run under --runs-dir (it may not exist yet): a plain name, never a path."""
+    from harness.runs.names import check_run_id
+
+    try:
+        check_run_id(run, "--run")
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE, as_json)
+
+
 def supervise_cmd(
     run: str = typer.Option(..., "--run", help="Run id (under --runs-dir) to supervise; it may still be starting."),
     every: int = typer.Option(..., "--every", help="Start a session each time this many more steps completed."),
@@ -56,8 +66,9 @@ def supervise_cmd(
     prompt_template: Optional[Path] = typer.Option(None, "--prompt-template", help="Prompt template file "
                                                    "($run, $step, $skill, ...; see harness/supervise/prompt.py)."),
     cwd: Path = CwdOpt,
-    wait: float = typer.Option(120.0, "--wait", help="Seconds to wait for the run folder to appear."),
-    poll: float = typer.Option(2.0, "--poll", help="Seconds between looks at the run."),
+    wait: float = typer.Option(120.0, "--wait", min=0.0, max=86_400.0,
+                              help="Seconds to wait for the run folder to appear (at most a day)."),
+    poll: float = typer.Option(2.0, "--poll", min=0.05, max=3_600.0, help="Seconds between looks at the run."),
     pool_dir: Optional[Path] = PoolDirOpt,
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
@@ -67,6 +78,7 @@ def supervise_cmd(
     when the run ends, after --max-sessions, at --total-budget-usd, or on Ctrl-C (the running
     session is ended and recorded). --json prints a summary of every session at the end.
     """
+    _check_run(run, as_json)
     from harness.supervise.agents import AgentOptions
     from harness.supervise.supervisor import SuperviseConfig, SuperviseError, Supervisor, skill_name
 
@@ -116,8 +128,9 @@ def autopilot_cmd(
     table: Optional[Path] = typer.Option(None, "--table", help="Intervention table (default: "
                                          "harness/supervise/interventions.yaml)."),
     cwd: Path = CwdOpt,
-    wait: float = typer.Option(120.0, "--wait", help="Seconds to wait for the run folder to appear (not with --once)."),
-    poll: float = typer.Option(2.0, "--poll", help="Seconds between looks at the run."),
+    wait: float = typer.Option(120.0, "--wait", min=0.0, max=86_400.0,
+                              help="Seconds to wait for the run folder to appear (not with --once) (at most a day)."),
+    poll: float = typer.Option(2.0, "--poll", min=0.05, max=3_600.0, help="Seconds between looks at the run."),
     pool_dir: Optional[Path] = PoolDirOpt,
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
@@ -126,6 +139,7 @@ def autopilot_cmd(
     It runs the same eau commands an agent runs (one subprocess each). State: runs/<id>/meta/
     autopilot_state.json; every turn: runs/<id>/meta/autopilot.jsonl.
     """
+    _check_run(run, as_json)
     from harness.supervise.autopilot import Autopilot, AutopilotConfig, run_loop
     from harness.supervise.interventions import TableError
     from harness.supervise.runwatch import wait_for_run

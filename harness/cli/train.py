@@ -15,6 +15,7 @@ from harness.cli.common import (
     EXIT_ERROR,
     EXIT_INVALID,
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
     JsonOpt,
     KnobsDirOpt,
     RunsDirOpt,
@@ -47,12 +48,13 @@ def train_cmd(
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Train with PPO. Writes runs/<run_id>/ (metrics.jsonl, trajectories/, log.txt, checkpoints/...)."""
-    from harness.knobs.store import KnobError
+    _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json)  # before torch is imported
+    from harness.knobs.store import KnobError, UnknownKnob
     from harness.ppo import checkpoint
     from harness.ppo.config import build_config
     from harness.ppo.trainer import Trainer, resume_config
 
-    kdir, rdir = knobs_dir(knobs_dir_), runs_dir(runs_dir_)
+    kdir, rdir = knobs_dir(knobs_dir_, as_json), runs_dir(runs_dir_, as_json)
     overrides = list(set_)
     if steps is not None:
         overrides.append(f"steps={steps}")
@@ -68,7 +70,8 @@ def train_cmd(
                 key, _, val = o.partition("=")
                 if key != "steps":
                     fail(f"--resume keeps the run's config; only --steps can change (got {key})", EXIT_ERROR, as_json)
-                cfg.steps = int(val)
+                cfg.steps = _parse(["steps=" + val])[0][1]
+            cfg.validate()  # the new step budget within its limits
         else:
             if from_run:
                 parent = rdir / from_run
@@ -93,6 +96,7 @@ def train_cmd(
                 cfg = build_config(preset, config, overrides)
             if run_id:
                 cfg.run_id = run_id
+                cfg.validate()
     except ValueError as exc:
         fail(str(exc), EXIT_ERROR, as_json)
     if no_progress:
@@ -115,6 +119,9 @@ def train_cmd(
     except KnobError as exc:
         progress.close()
         fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
+    except UnknownKnob as exc:  # a name in agent_knobs / env_knobs (--set agent_knobs.X=...)
+        progress.close()
+        fail(f"agent_knobs/env_knobs: {exc}", EXIT_NOT_FOUND, as_json)
     except (ValueError, FileExistsError) as exc:
         progress.close()
         fail(str(exc), EXIT_ERROR, as_json)
@@ -143,6 +150,24 @@ def train_cmd(
         _exit_after_process_group()
     if trainer.guard.stopped:  # the numeric guard stopped the run (harness/ppo/guards.py)
         raise typer.Exit(EXIT_ERROR)
+
+
+def _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json: bool) -> None:
+    """Options that only mean something together, and run names that must be plain names."""
+    from harness.runs.names import check_run_id
+
+    if resume and from_run:
+        fail("--resume continues a run and --from starts a new one; give one of them", EXIT_USAGE, as_json)
+    if (reason is not None or from_checkpoint) and not from_run:
+        fail("--reason and --from-checkpoint go with --from RUN", EXIT_USAGE, as_json)
+    if resume and run_id:
+        fail("--resume RUN continues RUN; --run-id names a new run", EXIT_USAGE, as_json)
+    for option, value in (("--resume", resume), ("--from", from_run), ("--run-id", run_id)):
+        if value is not None:
+            try:
+                check_run_id(value, option)
+            except ValueError as exc:
+                fail(str(exc), EXIT_USAGE, as_json)
 
 
 def _evaluate(trainer, protocol, progress, before: bool):
@@ -243,14 +268,9 @@ def _final_lent_values(run_dir: Path, cfg) -> tuple[dict, dict]:
 
 def _config_file(path: Optional[Path]) -> dict:
     """The mapping of a ``--config`` file ({} without one)."""
-    import yaml
+    from harness.ppo.config import load_config_file
 
-    if path is None:
-        return {}
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a config file is a mapping of TrainConfig fields")
-    return data
+    return {} if path is None else load_config_file(path)
 
 
 def _parse(overrides: list[str]):
@@ -268,7 +288,7 @@ def sft_cmd(
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
     from harness.knobs.store import KnobError, KnobStore
-    from harness.ppo.config import load_preset, parse_override
+    from harness.ppo.config import check_sft_sizes, load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
     from harness.ppo.specs import from_mapping
     from harness.ppo.trainer import default_run_id
@@ -281,7 +301,10 @@ def sft_cmd(
             k, v = parse_override(o)
             data[k] = v
         cfg = from_mapping(SFTConfig, data, "sft")
-        store = KnobStore(knobs_dir(knobs_dir_), events_path=None)
+        check_sft_sizes(data)
+        if out is not None and out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out}: exists and is not a folder")
+        store = KnobStore(knobs_dir(knobs_dir_, as_json), events_path=None)
     except KnobError as exc:
         fail(str(exc), EXIT_INVALID, as_json)
     except ValueError as exc:

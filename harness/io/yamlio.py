@@ -211,6 +211,19 @@ def _not_a_file(mode: int) -> str | None:
     return "not a regular file"
 
 
+def flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets in ``text`` (brackets inside quotes and comments
+    counted too: an upper bound, which is what a limit needs)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def read_capped(path: Path) -> bytes:
     """The bytes of a regular file, at most MAX_FILE_BYTES + 1 of them (never reads a huge file whole).
 

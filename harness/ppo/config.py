@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from harness.io.yamlio import FileProblem, decode, flow_depth
 from harness.ppo.specs import (
     BackendSpec,
     CriticSpec,
@@ -25,14 +28,44 @@ from harness.ppo.specs import (
     PolicySpec,
     UserLLMSpec,
     WarmStartSpec,
+    check_range,
     doc,
     field_docs,
     from_mapping,
     to_plain,
 )
 from harness.rollout.chat import check_user_replies
+from harness.runs.names import check_run_id
 
 PRESET_DIR = Path(__file__).parent / "presets"
+
+# Sane bounds of the sizes a config sets (inclusive). A value past them is a typo or a unit mistake
+# that would start a run that can never finish or never fit in memory; each is far above anything
+# the project's presets use (cpu-small: 32 episodes a step, 40 steps).
+LIMITS = {
+    "steps": (1, 1_000_000),
+    "tasks_per_step": (1, 4_096),
+    "samples_per_task": (1, 256),
+    "seed": (0, 2**32 - 1),  # numpy and torch seed range
+    "checkpoint_every": (0, 1_000_000),
+    "keep_checkpoints": (1, 1_000),
+    "metrics_window": (1, 100_000),
+    "torch_threads": (0, 1_024),
+    "max_lineage": (1, 1_000),
+}
+MAX_EPISODES_PER_STEP = 16_384  # tasks_per_step * samples_per_task
+# eau sft / warm_start sizes (harness.ppo.sft.SFTConfig); token budgets as the agent knob's schema
+SFT_LIMITS = {
+    "episodes": (1, 1_000_000),
+    "epochs": (1, 1_000),
+    "batch_size": (1, 4_096),
+    "max_episode_tokens": (256, 131_072),
+    "give_up": (0.0, 1.0),
+    "lr": (0.0, 1.0),
+    "seed": (0, 2**32 - 1),
+}
+MAX_CONFIG_BYTES = 256 * 1024
+MAX_SET_DEPTH = 64  # nesting of a --set value or config file; a config needs a handful of levels  # a --config or config.yaml file; anything larger is not a config
 
 
 @dataclass
@@ -87,10 +120,13 @@ class TrainConfig:
         """Cross-field checks with messages that say what to fix."""
         from harness.envs.registry import names
 
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.tasks_per_step < 1 or self.samples_per_task < 1:
-            raise ValueError("tasks_per_step and samples_per_task must be >= 1")
+        for name, (low, high) in LIMITS.items():  # sizes first (types were checked when it was built)
+            check_range(name, getattr(self, name), low, high)
+        if self.run_id is not None:
+            check_run_id(self.run_id)
+        if self.tasks_per_step * self.samples_per_task > MAX_EPISODES_PER_STEP:
+            raise ValueError(f"tasks_per_step * samples_per_task must be at most {MAX_EPISODES_PER_STEP:,} episodes "
+                             f"a step, got {self.tasks_per_step} * {self.samples_per_task}")
         unknown = [g for g in self.gyms if g not in names()]
         if not self.gyms or unknown:
             raise ValueError(f"gyms must be a non-empty list of {', '.join(names())}; unknown: {unknown}")
@@ -102,9 +138,11 @@ class TrainConfig:
         if self.rollout_stats == "rollout" and (self.backend.name != "hf" or not self.backend.continuous):
             raise ValueError("rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
                              "recorded by run_turns); use rollout_stats=auto or recompute")
-        if self.warm_start is not None and self.init_checkpoint:
-            raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
-                             "first), not both; --set warm_start=null drops the preset's warm start")
+        if self.warm_start is not None:
+            check_sft_sizes(dataclasses.asdict(self.warm_start), "warm_start.")
+            if self.init_checkpoint:
+                raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
+                                 "first), not both; --set warm_start=null drops the preset's warm start")
         if len(self.lineage) >= self.max_lineage:
             raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
                              f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")
@@ -147,18 +185,36 @@ def help_epilog() -> str:
     return "\n".join(parts)
 
 
+def check_sft_sizes(settings: Mapping[str, Any], prefix: str = "") -> None:
+    """ValueError naming the first eau sft setting that is not a finite number within SFT_LIMITS."""
+    for key, (low, high) in SFT_LIMITS.items():
+        if key not in settings:
+            continue
+        value = settings[key]
+        integral = isinstance(low, int)
+        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)) \
+                or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"{prefix}{key} must be {'an integer' if integral else 'a finite number'}, got {value!r}")
+        check_range(prefix + key, value, low, high)
+
+
 def load_preset(name: str) -> dict[str, Any]:
+    if name not in preset_names():  # a name, never a path
+        raise ValueError(f"--preset: unknown preset {name!r}; presets: {', '.join(preset_names())}")
     path = PRESET_DIR / f"{name}.yaml"
-    if not path.exists():
-        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
     data = yaml.safe_load(path.read_text()) or {}
     data["preset"] = name
     return data
 
 
+_KEY_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
     """``set_dotted(cfg, "policy.lora.r", 16)``; intermediate mappings are created."""
     parts = key.split(".")
+    if not all(_KEY_PART.fullmatch(p) for p in parts):
+        raise ValueError(f"--set {key!r}: a key is a field name, dotted for nested fields (policy.lora.r)")
     cur = d
     for p in parts[:-1]:
         if cur.get(p) is None:
@@ -176,7 +232,56 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     from harness.io.yamlio import parse_text, plain
 
-    return key.strip(), plain(parse_text(Path("<--set>"), raw, fast=True))
+    if flow_depth(raw) > MAX_SET_DEPTH:  # ruamel's C parser overflows the C stack (a segfault) far below
+        raise ValueError(f"--set {key.strip()}: the value nests [ ] / {{ }} deeper than {MAX_SET_DEPTH} levels")
+    try:
+        return key.strip(), plain(parse_text(Path("<--set>"), raw, fast=True))
+    except FileProblem as exc:
+        raise ValueError(f"--set {key.strip()}: the value is not YAML ({exc.message}): {raw[:80]!r}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise ValueError(f"--set {key.strip()}: {exc}") from None
+
+
+def load_config_file(path: str | Path, what: str = "--config") -> dict[str, Any]:
+    """The mapping of a config YAML file (``--config``, a run's ``config.yaml``). ValueError that
+    names the file (and the line when the parser knows it) when it is missing, not a regular file,
+    too large, not UTF-8, not YAML, nested too deeply or not a mapping. YAML anchors and aliases
+    are refused: a config never needs them, and expanding them can take exponential memory."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{what} {p}: no such file")
+    if not p.is_file():  # a folder, FIFO or device would block or fail on read
+        raise ValueError(f"{what} {p}: not a regular file")
+    with open(p, "rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{what} {p}: larger than {MAX_CONFIG_BYTES:,} bytes, not a config file")
+    try:
+        text = decode(p, data)
+        if flow_depth(text) > MAX_SET_DEPTH:  # refused before a parser spends seconds on it
+            raise ValueError(f"{what} {p}: YAML nested deeper than {MAX_SET_DEPTH} levels of [ ] / {{ }}")
+        if any(isinstance(ev, yaml.AliasEvent) for ev in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ValueError(f"{what} {p}: YAML aliases (*name) are not allowed in a config file")
+        doc = yaml.safe_load(text)
+    except FileProblem as exc:
+        raise ValueError(f"{what} {exc}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"{what} {p}{line}: YAML syntax error: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{what} {p}: not YAML ({one_line(str(exc))})") from None
+    except RecursionError:
+        raise ValueError(f"{what} {p}: YAML nested too deeply") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{what} {p}: a config file is a mapping of TrainConfig fields, got {type(doc).__name__}")
+    return doc
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
 
 
 def build_config(preset: str = "tiny", config_file: str | Path | None = None,
@@ -184,10 +289,7 @@ def build_config(preset: str = "tiny", config_file: str | Path | None = None,
     """preset < config file < overrides; unknown top-level keys raise."""
     data = load_preset(preset)
     if config_file:
-        extra = yaml.safe_load(Path(config_file).read_text()) or {}
-        if not isinstance(extra, dict):
-            raise ValueError(f"{config_file}: a config file is a mapping of TrainConfig fields")
-        data.update(extra)
+        data.update(load_config_file(config_file))
     items = overrides.items() if isinstance(overrides, Mapping) else [parse_override(o) for o in overrides]
     for k, v in items:
         set_dotted(data, k, v)
@@ -196,11 +298,15 @@ def build_config(preset: str = "tiny", config_file: str | Path | None = None,
 
 def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
     """A validated TrainConfig from plain data: unknown keys and wrong types raise naming the key."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a config is a mapping of TrainConfig fields, got {type(data).__name__}")
+    if not all(isinstance(k, str) for k in data):
+        raise ValueError(f"config keys are field names; got {sorted(map(repr, data))[:5]}")
     data = copy.deepcopy(dict(data))
     if isinstance(data.get("policy"), str):  # policy: smollm2-135m is short for policy: {model: ...}
         data["policy"] = {"model": data["policy"]}
     valid = [f.name for f in dataclasses.fields(TrainConfig)]
-    unknown = sorted(set(map(str, data)) - set(valid))
+    unknown = sorted(set(data) - set(valid))
     if unknown:
         raise ValueError(f"unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}")
     cfg = from_mapping(TrainConfig, data, "")

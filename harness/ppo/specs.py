@@ -70,7 +70,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
                 return _convert(value, arg, where)
             except ValueError:
                 continue
-        raise ValueError(f"{where} must be {_type_name(tp)}; got {value!r}") from None
+        raise ValueError(f"{where} must be {_type_name(tp)}; got {show(value)}") from None
     if tp is type(None):
         if value is None:
             return None
@@ -84,7 +84,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         return tuple(items) if origin is tuple else items
     elif (origin is dict or tp is dict) and isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
-            raise ValueError(f"{where}: keys must be strings; got {sorted(map(repr, value))}")
+            raise ValueError(f"{where}: keys must be strings; got {show(sorted(map(repr, value)))}")
         return dict(value)
     elif tp is bool and isinstance(value, bool):
         return value
@@ -96,14 +96,14 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         return value
     elif tp is str and isinstance(value, str):
         return value
-    raise ValueError(f"{where} must be {_type_name(tp)}; got {value!r}")
+    raise ValueError(f"{where} must be {_type_name(tp)}; got {show(value)}")
 
 
 def from_mapping(cls: type[S], data: Mapping[str, Any], where: str) -> S:
     """Build spec ``cls`` from ``data``: unknown keys, wrong types and failed checks raise ValueError
     naming the dotted key (``policy.lora.r``) and what is allowed."""
     if not isinstance(data, Mapping):
-        raise ValueError(f"{where} must be {_type_name(cls)}; got {data!r}")
+        raise ValueError(f"{where} must be {_type_name(cls)}; got {show(data)}")
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     unknown = sorted(set(map(str, data)) - set(names))
     if unknown:
@@ -143,6 +143,23 @@ def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
         else:
             rows.append((key, json.dumps(to_plain(default)), f.metadata.get("help", "")))
     return rows
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """A value for a message: bounded, and safe for an integer too long for ``str``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}" if abs(value) < 10**30 else f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_range(name: str, value: Any, low: float, high: float) -> None:
+    """ValueError unless ``low <= value <= high`` (a sane-size limit: the message gives it)."""
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {show(low)} and {show(high)}, got {show(value)}")
 
 
 def _positive_int(value: Any, where: str) -> None:

@@ -27,14 +27,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 import harness.rewards  # noqa: F401  (registers the reward rule-file check the knob store runs)
 from harness.envs.registry import make as make_gym
 from harness.knobs.watcher import KnobWatcher
 from harness.ppo import checkpoint, core
 from harness.ppo.batch import Batch, collate, minibatch_plan
-from harness.ppo.config import TrainConfig, config_from_dict
+from harness.ppo.config import TrainConfig, config_from_dict, load_config_file
 from harness.ppo.distributed import Dist, seed_everything
 from harness.ppo.guards import NumericGuard
 from harness.ppo.models import (
@@ -488,4 +487,9 @@ def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = F
 
 def resume_config(run_dir: Path) -> TrainConfig:
     """The frozen config of a run folder (``config.yaml``), validated."""
-    return config_from_dict(yaml.safe_load((Path(run_dir) / "config.yaml").read_text()))
+    path = Path(run_dir) / "config.yaml"
+    try:
+        return config_from_dict(load_config_file(path, what="run config"))
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if str(path) in msg else f"run config {path}: {msg}") from None

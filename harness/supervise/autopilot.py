@@ -299,8 +299,8 @@ class Autopilot:
         args = ["knobs", "set", e.knob, cli_value(new), "--author", "agent", "--reason", reason, "--run", self.cfg.run]
         if gym:
             args += ["--gym", gym]
-        res = self.cli.run(*args, ok=(0, 3))
-        if res.rc == 3:
+        res = self.cli.run(*args, ok=(0, 3, 5))  # 5: the knob was removed since the get above
+        if res.rc in (3, 5):
             ev = (res.doc or {}).get("event") or {}
             return skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
         self.state["pending"] = {**change, "event": None, "written_step": rec.get("step"), "written": now_iso(),

@@ -117,15 +117,22 @@ def load_colbench(path: str | Path) -> tuple[ColbenchRecord, ...]:
         if key in _CACHE:
             return _CACHE[key]
     records = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+    with p.open("rb") as fh:
+        for lineno, raw_bytes in enumerate(fh, start=1):
+            where = f"{p}:{lineno}"
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ColbenchDataError(f"{where}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x} at column "
+                                        f"{exc.start + 1})") from None
             if not raw.strip():
                 continue
-            where = f"{p}:{lineno}"
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise ColbenchDataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:  # e.g. 200,000 nested brackets
+                raise ColbenchDataError(f"{where}: JSON nested too deeply") from None
             records.append(parse_record(obj, where, len(records), lineno))
     if not records:
         raise ColbenchDataError(f"{p}: no tasks (the file has no non-blank lines)")
