@@ -230,6 +230,7 @@ def test_every_hostile_program_through_the_gym(suite):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # two training runs (one killed); ~10 min on a busy 2-core box
 def test_a_training_run_with_hostile_answers_goes_on_and_leaves_nothing(suite, tmp_path):
     progs = bench._blocking_first(list(suite.programs.values()))
     out = bench.train_with_hostile_answers(progs, suite.data, tmp_path / "train", steps=2)
