@@ -14,11 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_users_support import ToyGym, travel_task
 
 from harness.io import yamlio
-from harness.knobs.folder import defaults_dir
-from harness.knobs.snapshot import KnobSnapshot
 from harness.knobs.store import KnobError, KnobStore
 from harness.users.rules import RuleFileError, validate_rule_file
 
@@ -211,34 +208,6 @@ def test_catastrophic_pattern_is_refused_at_the_gate_with_its_line(store, knobs_
     res = poll_edit(store, travel)
     assert res.refused and "backtracks catastrophically" in res.refused[0]["message"]
     assert res.refused[0]["line"] == travel.read_text().splitlines().index("      - '(a+)+$'") + 1
-
-
-def test_a_slow_pattern_in_force_cannot_hang_the_real_user_simulator():
-    """A pattern the gate's probes do not catch (polynomial backtracking on a long enough question) is
-    bounded at run time: the symbolic user answers a long adversarial question within a time bound."""
-    base = KnobSnapshot.read_dir(defaults_dir())
-    rules = dict(base.user_rules)
-    travel = dict(rules["travel"])
-    slow = r"(?:zq+)+$"
-    travel["intents"] = [{**travel["intents"][0], "patterns": [slow]}] + travel["intents"][1:]
-    validate_rule_file(travel, gym="travel")  # it passes the gate
-    values = {a: dict(v) for a, v in base.values.items()}
-    question = "ASK: " + "zq" * 4000 + "!"
-
-    def answer(user_rules):
-        env = ToyGym("travel", travel_task(), knobs=KnobSnapshot(values=values, user_rules=user_rules,
-                                                                 reward_rules=base.reward_rules))
-        env.reset(seed=0)
-        t0 = time.monotonic()
-        out = env.step(question)
-        return time.monotonic() - t0, out
-
-    baseline, _ = answer(base.user_rules)  # the same question with the shipped patterns (a loaded machine is slow)
-    rules["travel"] = travel
-    took, (_, _, _, _, info) = answer(rules)
-    # unbounded, this one search takes seconds (minutes on a loaded machine); bounded, 0.2 s at most
-    assert took < baseline + 2.0, (took, baseline)
-    assert info["turn"]["user_reply"]["flags"]["intent"] != "jailbreak"  # a timed-out search counts as no match
 
 
 def test_invalid_pattern_and_template_name_their_line(store, knobs_dir):
