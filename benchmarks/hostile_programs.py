@@ -71,7 +71,7 @@ def _load(paths):
             for line in open(p, errors='replace'):
                 try:
                     r = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(r, dict) and 'def solve' in str(r.get('ground_truth', '')):
                     rows.append(r)

@@ -51,8 +51,9 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("seed=-1", ("seed must be between 0 and",)),
     ("samples_per_task=1000000000", ("samples_per_task must be between 1 and 256",)),
     ("tasks_per_step=4096|samples_per_task=8", ("at most 16,384 episodes",)),
-    ("policy.lr=.nan", ("policy.lr", "NaN")),
-    ("warm_start={episodes: 1e400}", ("warm_start.episodes", "NaN and infinity are not allowed")),
+    ("policy.lora.alpha=.nan", ("policy.lora.alpha", "must be a finite number")),
+    ("policy.lr=1", ("policy: unknown key(s) lr", "allowed: model")),
+    ("warm_start={episodes: 1e400}", ("warm_start.episodes", "must be an integer; got inf")),
     ("run_id=../x", ("run_id '../x'", "plain name")),
     ("steps=" + "9" * 5000, ("--set steps", "4300 digits")),
     ("gyms=" + "[" * 100_000, ("--set gyms", "deeper than 64 levels")),  # the C parser would segfault

@@ -23,7 +23,6 @@ import hostile_programs as hp  # noqa: E402
 
 from harness.envs.colbench import ColbenchEnv  # noqa: E402
 from harness.knobs.folder import defaults_dir  # noqa: E402
-from harness.ppo.trainer import Trainer  # noqa: E402
 from harness.rollout.chat import ChatFormat  # noqa: E402
 from harness.rollout.engine import RolloutEngine  # noqa: E402
 from harness.runs.writer import RunWriter  # noqa: E402
@@ -71,7 +70,8 @@ def test_the_cheats_work_where_nothing_stops_them(suite):
     reference = json.loads(suite.data.read_text())["ground_truth"]
     truth: dict = {}
     exec(reference, truth)
-    for name in ("fs_exact_path", "fs_parent_dir", "fs_glob_tmp"):
+    # (not the /tmp-wide glob: other files there may hold other references, or nest too deep to read)
+    for name in ("fs_exact_path", "fs_parent_dir"):
         ns: dict = {}
         exec(suite.programs[name].source, ns)
         assert ns["solve"](3) == truth["solve"](3), name
@@ -153,7 +153,7 @@ def test_a_gym_whose_step_raises_ends_only_that_episode(tmp_path):
     # The trainer turns it into an event and a log line, and the run goes on.
     w = RunWriter.create(tmp_path / "run", {"preset": "tiny"}, defaults_dir(), ["colbench"], 1)
     recs[1]["episode_id"] = "s000000-e001"
-    Trainer._log_episode_errors(SimpleNamespace(writer=w), 0, recs)
+    w.episode_errors(0, recs)
     events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events] == ["started", "episode_error"]
     assert events[1]["episode_id"] == "s000000-e001" and events[1]["error"]["type"] == "builtins.RuntimeError"
@@ -177,7 +177,9 @@ def test_tasks_check_on_hostile_references_reports_lines_not_tracebacks(suite, t
 
 @kernel_only
 def test_the_file_system_is_an_allow_list(suite):
+    visible = tuple(isolation_report()["visible"])
     src = ("import os, glob\n"
+           f"SKIP = {('/proc',) + visible!r}\n"  # the allowed folders are large: list them, do not walk them
            "def f():\n"
            "    return sorted(os.listdir('/'))\n"
            "def g():\n"
@@ -188,20 +190,22 @@ def test_the_file_system_is_an_allow_list(suite):
            "    out = []\n"
            "    for d, ds, _ in os.walk('/'):\n"
            "        out.append(d)\n"
-           "        ds[:] = [e for e in ds if not os.path.join(d, e).startswith(('/proc', '/usr', '/lib', '/root/.pyenv',\n"
-           "                                                                       '/work/main/.venv/lib/'))]\n"
+           "        ds[:] = [e for e in ds if not os.path.join(d, e).startswith(SKIP)]\n"
            "    return out\n")
     run = run_source(src, ["f()", "g()", "h()", "k()"], Limits(call_time=5.0, module_time=2.0, total_time=20.0))
     top, pids, mountinfo, walked = (render(c.value, 100_000) for c in run.calls)
     assert all(c.status == OK for c in run.calls), [c.describe() for c in run.calls]
-    assert eval(top) <= ["dev", "etc", "lib", "lib64", "proc", "root", "tmp", "usr", "work"]  # noqa: S307
+    tops = {v.split("/")[1] for v in visible} | {"dev", "etc", "proc", "tmp"}
+    assert set(eval(top)) <= tops, (eval(top), tops)  # noqa: S307
     assert eval(pids) == ["1"]  # noqa: S307 -- only the sandbox's own pid namespace
-    for secret in (str(suite.data.parent), str(REPO), "/work/notes", os.getcwd(), "/home"):
+    # The venv may live inside the checkout (as in CI): its site-packages folder is visible, the
+    # checkout's own files are not.
+    for secret in (str(suite.data.parent), str(REPO / "harness"), str(REPO / "tests"), "/work/notes", "/home"):
         assert secret not in mountinfo and secret not in walked, secret
     for path in eval(walked):  # noqa: S307 -- every folder it can reach is an allowed one or on the way to one
-        assert path in ("/", "/dev", "/etc", "/tmp", "/work", "/work/main", "/work/main/.venv", "/root") or \
-            path.startswith(("/tmp/eau-sbx-", "/work/main/.venv/lib")) or os.path.realpath(path).startswith(
-                tuple(isolation_report()["visible"])), path
+        on_the_way = any(v.startswith(path.rstrip("/") + "/") for v in visible)
+        inside = any(path == v or path.startswith(v + "/") for v in visible)
+        assert on_the_way or inside or path in ("/", "/dev", "/tmp") or path.startswith("/tmp/eau-sbx-"), path
 
 
 @pytest.mark.parametrize("mode", ["kernel", "process"])

@@ -277,10 +277,12 @@ def test_engine_refuses_continuous_decoding_on_a_backend_without_it(tiny):
 def test_backend_config_takes_continuous_and_names_what_it_does_not_know():
     from harness.ppo.config import build_config
 
-    assert build_config("tiny", None, ["backend.continuous=false"]).backend["continuous"] is False
-    with pytest.raises(ValueError, match=r"backend \(hf\) takes name and continuous; unknown: \['contnuous'\]"):
+    assert build_config("tiny", None, ["backend.continuous=false"]).backend.continuous is False
+    with pytest.raises(ValueError, match=r"backend: unknown key\(s\) contnuous; allowed: name, continuous"):
         build_config("tiny", None, ["backend.contnuous=false"])
-    with pytest.raises(ValueError, match="backend.continuous must be true or false, got 'maybe'"):
+    with pytest.raises(ValueError, match=r"backend \(hf\) takes name and continuous; port are vllm options"):
+        build_config("tiny", None, ["backend.port=8000"])
+    with pytest.raises(ValueError, match="backend.continuous must be true or false; got 'maybe'"):
         build_config("tiny", None, ["backend.continuous=maybe"])
 
 
