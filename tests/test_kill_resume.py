@@ -14,7 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_kill_resume as bench  # noqa: E402  (benchmarks/ is put on sys.path just above)
 
 
-@pytest.mark.timeout(1800)  # three start-ups of a trainer and the CLI checks: minutes on a loaded box
+# Slow-marked: three trainer start-ups and the CLI checks take minutes, and on a loaded 2-core box the
+# campaign's timing (a write landing between a kill and the resume) has failed them (issue 28 notes).
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     doc = bench.kill_campaign(tmp_path, kills=2, steps=4, checkpoint_every=1, seed=7, min_delay=0.0, max_delay=10.0,
                               cli_effects=1, timeout=900)
@@ -24,6 +27,7 @@ def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     assert doc["timeline_steps_checked"] == 4 * doc["runs"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_kill_before_the_first_checkpoint_keeps_the_knob_log(tmp_path):
     doc = bench.before_first_checkpoint(tmp_path, steps=6, timeout=900)
