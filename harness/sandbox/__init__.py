@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Sequence
 
+from harness.io.processes import pid_alive
 from harness.sandbox.values import render, values_equal, well_formed
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
@@ -277,16 +278,6 @@ def _workdir_root(limits: Limits) -> str:
     return os.path.realpath(limits.tmp_root or tempfile.gettempdir())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_workdirs(root: str) -> list[str]:
     """Remove working folders (``eau-sbx-<pid>-...``) whose caller process is gone: a caller that
     was SIGKILLed mid-run (process mode keeps files there) cannot clean up after itself."""
@@ -299,7 +290,7 @@ def remove_stale_workdirs(root: str) -> list[str]:
         if not entry.name.startswith(WORKDIR_PREFIX):
             continue
         pid_text = entry.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
-        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+        if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
