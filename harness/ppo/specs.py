@@ -230,8 +230,6 @@ class TinySpec:
             raise ValueError(f"{where}.num_attention_heads ({self.num_attention_heads}) must be divisible by "
                              f"num_key_value_heads ({self.num_key_value_heads})")
 
-    validate = check
-
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
 
