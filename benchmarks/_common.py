@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.knobs.folder import defaults_dir
+from harness.ppo.specs import PolicySpec
 
 REPO = Path(__file__).resolve().parents[1]
 # The tiny preset's per-turn and per-episode token budgets and turn limit (harness/ppo/presets/tiny.yaml).
@@ -147,7 +148,10 @@ def warm_start(rendering: str = "tagged", chat_template: str | None = None, epoc
         want = {"rendering": rendering, "epochs": epochs, "policy": policy, "max_episode_tokens": max_tokens,
                 "user_replies": user_replies}
         got = {k: summary["config"].get(k, "user" if k == "user_replies" else None) for k in want}
-        if got != want:
+        # sft.json writes the whole policy spec (every field); compare specs, not mappings
+        same_policy = PolicySpec.from_dict(got["policy"]) == PolicySpec.from_dict(want["policy"])
+        if {k: v for k, v in got.items() if k != "policy"} != {k: v for k, v in want.items() if k != "policy"} \
+                or not same_policy:
             raise ValueError(f"{out} holds a warm start of {got}, not {want}; pass another --sft-dir or delete it")
         return {"dir": str(out), "cached": True, "time_s": summary.get("time_s"), "summary": _sft_brief(summary)}
     if log:
