@@ -52,9 +52,15 @@ def machine() -> dict[str, Any]:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
-            "cores": cores, "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available()}
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cores": cores,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+    }
 
 
 def load_average() -> list[float]:
@@ -123,9 +129,14 @@ def tiny_tokenizer_fingerprint() -> str:
     return hashlib.sha256(json.dumps(vocab).encode()).hexdigest()[:8]
 
 
-def warm_start(rendering: str = "tagged", chat_template: str | None = None, epochs: int | None = None,
-               directory: str | Path | None = None, log: Callable[[str], None] | None = None,
-               user_replies: str = "user") -> dict[str, Any]:
+def warm_start(
+    rendering: str = "tagged",
+    chat_template: str | None = None,
+    epochs: int | None = None,
+    directory: str | Path | None = None,
+    log: Callable[[str], None] | None = None,
+    user_replies: str = "user",
+) -> dict[str, Any]:
     """An ``eau sft`` warm start of the tiny model: ``{"dir", "cached", "time_s", "summary"}``.
 
     Trained once with the real CLI (oracle demonstrations through the real gyms and the symbolic
@@ -145,25 +156,51 @@ def warm_start(rendering: str = "tagged", chat_template: str | None = None, epoc
     summary_file = out / "sft.json"
     if (out / "policy.pt").is_file() and summary_file.is_file():
         summary = json.loads(summary_file.read_text())
-        want = {"rendering": rendering, "epochs": epochs, "policy": policy, "max_episode_tokens": max_tokens,
-                "user_replies": user_replies}
+        want = {
+            "rendering": rendering,
+            "epochs": epochs,
+            "policy": policy,
+            "max_episode_tokens": max_tokens,
+            "user_replies": user_replies,
+        }
         got = {k: summary["config"].get(k, "user" if k == "user_replies" else None) for k in want}
         # sft.json writes the whole policy spec (every field); compare specs, not mappings
         same_policy = PolicySpec.from_dict(got["policy"]) == PolicySpec.from_dict(want["policy"])
-        if {k: v for k, v in got.items() if k != "policy"} != {k: v for k, v in want.items() if k != "policy"} \
-                or not same_policy:
+        if {k: v for k, v in got.items() if k != "policy"} != {
+            k: v for k, v in want.items() if k != "policy"
+        } or not same_policy:
             raise ValueError(f"{out} holds a warm start of {got}, not {want}; pass another --sft-dir or delete it")
         return {"dir": str(out), "cached": True, "time_s": summary.get("time_s"), "summary": _sft_brief(summary)}
     if log:
-        log(f"training the tiny warm start ({rendering}, user replies as {user_replies} messages, "
+        log(
+            f"training the tiny warm start ({rendering}, user replies as {user_replies} messages, "
             f"{chat_template or 'turns'}, {epochs} epochs, demonstrations "
-            f"<= {max_tokens} tokens) into {out}; this takes minutes, once")
+            f"<= {max_tokens} tokens) into {out}; this takes minutes, once"
+        )
     policy_yaml = "{" + ", ".join(f"{k}: {v}" for k, v in policy.items()) + "}"
     t0 = time.perf_counter()
-    proc = subprocess.run(eau_cmd("sft", "--out", str(out), "--json", "--set", f"rendering={rendering}",
-                                  "--set", f"policy={policy_yaml}", "--set", f"epochs={epochs}",
-                                  "--set", f"max_episode_tokens={max_tokens}", "--set", f"user_replies={user_replies}"),
-                          env=eau_env(EAU_KNOBS_DIR=str(private_knobs(Path(tempfile.mkdtemp(prefix="eau-sft-knobs-"))))), capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        eau_cmd(
+            "sft",
+            "--out",
+            str(out),
+            "--json",
+            "--set",
+            f"rendering={rendering}",
+            "--set",
+            f"policy={policy_yaml}",
+            "--set",
+            f"epochs={epochs}",
+            "--set",
+            f"max_episode_tokens={max_tokens}",
+            "--set",
+            f"user_replies={user_replies}",
+        ),
+        env=eau_env(EAU_KNOBS_DIR=str(private_knobs(Path(tempfile.mkdtemp(prefix="eau-sft-knobs-"))))),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"eau sft failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     summary = json.loads(summary_file.read_text())
@@ -191,8 +228,9 @@ def load_tiny(sft_dir: str | None, chat_template: str | None = None) -> tuple[An
     return model, tok
 
 
-def alternate(sides: Mapping[str, Callable[[int], Any]], repeats: int,
-              log: Callable[[str], None] | None = None) -> dict[str, list[Any]]:
+def alternate(
+    sides: Mapping[str, Callable[[int], Any]], repeats: int, log: Callable[[str], None] | None = None
+) -> dict[str, list[Any]]:
     """Call each side once per repeat, in turn (A B A B ...; the order flips every repeat so neither
     side always runs first). ``side(repeat)`` returns that repeat's measurement."""
     if repeats < 1:
@@ -216,8 +254,12 @@ def median(xs: Sequence[float]) -> float:
 
 def summary(xs: Sequence[float]) -> dict[str, Any]:
     """Median, min, max and the values themselves (rounded for the report)."""
-    return {"median": round(median(xs), 4), "min": round(min(xs), 4) if xs else None,
-            "max": round(max(xs), 4) if xs else None, "values": [round(x, 4) for x in xs]}
+    return {
+        "median": round(median(xs), 4),
+        "min": round(min(xs), 4) if xs else None,
+        "max": round(max(xs), 4) if xs else None,
+        "values": [round(x, 4) for x in xs],
+    }
 
 
 def stderr_log(msg: str) -> None:

@@ -41,11 +41,35 @@ DEEP = 100_000  # nesting depth of a --set value (an argv string stays under Lin
 
 INT_VALUES = ["abc", "1e400", "nan", "", "99999999999999999999999999", "-99999999999999999999", "-1", "1.5"]
 FLOAT_VALUES = ["abc", "1e400", "nan", "inf", "-inf", "", "-1", "1e308"]
-STR_VALUES = ["", "../x", "../../../../etc/passwd", "/", "nosuch", "x" * 10_000, "[intention", "1e400", "nan",
-              "\udcff\udcfe", "{a: [1, 2"]
-SET_VALUES = ["steps=abc", "gyms=[intention", "seed=1e400", "agent_knobs.nosuch=1", "samples_per_task=1000000000",
-              "=", "steps", "policy.lr=.nan", "gyms=" + "[" * DEEP, "..=1", "steps=" + "9" * 5000,
-              "tasks_per_step=-3", "run_id=../x", "warm_start={episodes: 1e400}"]
+STR_VALUES = [
+    "",
+    "../x",
+    "../../../../etc/passwd",
+    "/",
+    "nosuch",
+    "x" * 10_000,
+    "[intention",
+    "1e400",
+    "nan",
+    "\udcff\udcfe",
+    "{a: [1, 2",
+]
+SET_VALUES = [
+    "steps=abc",
+    "gyms=[intention",
+    "seed=1e400",
+    "agent_knobs.nosuch=1",
+    "samples_per_task=1000000000",
+    "=",
+    "steps",
+    "policy.lr=.nan",
+    "gyms=" + "[" * DEEP,
+    "..=1",
+    "steps=" + "9" * 5000,
+    "tasks_per_step=-3",
+    "run_id=../x",
+    "warm_start={episodes: 1e400}",
+]
 PATH_KINDS = ["missing", "folder", "file", "non_utf8", "deep", "unclosed", "empty_name", "traversal"]
 
 
@@ -70,24 +94,49 @@ class Workspace:
         (self.root / "candidate.yaml").write_text("entropy_coeff: 0.002\n")
 
     def path_value(self, kind: str) -> str:
-        return {"missing": str(self.root / "missing.yaml"), "folder": str(self.root / "folder"),
-                "file": str(self.root / "file.txt"), "non_utf8": str(self.root / "non_utf8.yaml"),
-                "deep": str(self.root / "deep.yaml"), "unclosed": str(self.root / "unclosed.yaml"),
-                "empty_name": "", "traversal": "../../../../../etc"}[kind]
+        return {
+            "missing": str(self.root / "missing.yaml"),
+            "folder": str(self.root / "folder"),
+            "file": str(self.root / "file.txt"),
+            "non_utf8": str(self.root / "non_utf8.yaml"),
+            "deep": str(self.root / "deep.yaml"),
+            "unclosed": str(self.root / "unclosed.yaml"),
+            "empty_name": "",
+            "traversal": "../../../../../etc",
+        }[kind]
 
     def env(self) -> dict[str, str]:
-        return {"EAU_KNOBS_DIR": str(self.knobs), "EAU_RUNS_DIR": str(self.runs), "EAU_DEBUG": "",
-                "EAU_POOL_DIR": str(self.root / "pool"), "EAU_EVAL_DIR": str(self.root / "eval"),
-                "NO_COLOR": "1", "COLUMNS": "200"}
+        return {
+            "EAU_KNOBS_DIR": str(self.knobs),
+            "EAU_RUNS_DIR": str(self.runs),
+            "EAU_DEBUG": "",
+            "EAU_POOL_DIR": str(self.root / "pool"),
+            "EAU_EVAL_DIR": str(self.root / "eval"),
+            "NO_COLOR": "1",
+            "COLUMNS": "200",
+        }
 
 
 # Valid values for required parameters that are not the one under test (by parameter name).
 def fillers(ws: Workspace) -> dict[str, list[str]]:
     return {
-        "gym": ["intention"], "name": ["agent.entropy_coeff"], "value": ["0.002"], "reason": ["fuzz"],
-        "folder": [str(ws.root / "new-knobs")], "event": ["k-0000000000"], "files": [str(ws.root / "candidate.yaml")],
-        "query": ["entropy"], "fid": ["f-0000000000"], "title": ["t"], "change": ["c"], "verdict": ["helped"],
-        "run": ["fuzz-run"], "every": ["1"], "agent": ["claude"], "run_a": ["a"], "run_b": ["b"],
+        "gym": ["intention"],
+        "name": ["agent.entropy_coeff"],
+        "value": ["0.002"],
+        "reason": ["fuzz"],
+        "folder": [str(ws.root / "new-knobs")],
+        "event": ["k-0000000000"],
+        "files": [str(ws.root / "candidate.yaml")],
+        "query": ["entropy"],
+        "fid": ["f-0000000000"],
+        "title": ["t"],
+        "change": ["c"],
+        "verdict": ["helped"],
+        "run": ["fuzz-run"],
+        "every": ["1"],
+        "agent": ["claude"],
+        "run_a": ["a"],
+        "run_b": ["b"],
         "schema": ['{"description": "d", "x-hot": true, "x-gyms": ["*"], "type": "integer"}'],
     }
 
@@ -237,8 +286,14 @@ def run_subprocess(case: Case, ws: Workspace, repo: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     argv = [a.encode("utf-8", "surrogateescape") for a in case.argv]  # undecodable bytes as a shell passes them
     try:
-        proc = subprocess.run([sys.executable.encode(), b"-m", b"harness.cli.main", *argv], cwd=ws.root, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=CASE_SECONDS)
+        proc = subprocess.run(
+            [sys.executable.encode(), b"-m", b"harness.cli.main", *argv],
+            cwd=ws.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=CASE_SECONDS,
+        )
     except subprocess.TimeoutExpired:
         return _record(case, "", None, time.perf_counter() - t0, ["hang"])
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
@@ -247,8 +302,15 @@ def run_subprocess(case: Case, ws: Workspace, repo: Path) -> dict[str, Any]:
 
 def _record(case: Case, output: str, code: int | None, seconds: float, problems: list[str]) -> dict[str, Any]:
     last = [line for line in output.strip().splitlines() if line.strip()][-1:] or [""]
-    return {"command": " ".join(case.command), "param": case.param, "value": case.label, "exit_code": code,
-            "seconds": round(seconds, 3), "problems": problems, "last_line": last[0][:300]}
+    return {
+        "command": " ".join(case.command),
+        "param": case.param,
+        "value": case.label,
+        "exit_code": code,
+        "seconds": round(seconds, 3),
+        "problems": problems,
+        "last_line": last[0][:300],
+    }
 
 
 def warm_up() -> None:
@@ -258,13 +320,21 @@ def warm_up() -> None:
     import harness.ppo.trainer  # noqa: F401
 
 
-def fuzz(ws: Workspace, subprocess_every: int = 0, repo: Path | None = None, only: set[str] | None = None,
-         target: typer.Typer = app, sample: int = 0, shard: tuple[int, int] = (0, 1),
-         log: Any = None, rows_file: Path | None = None) -> dict[str, Any]:
+def fuzz(
+    ws: Workspace,
+    subprocess_every: int = 0,
+    repo: Path | None = None,
+    only: set[str] | None = None,
+    target: typer.Typer = app,
+    sample: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    log: Any = None,
+    rows_file: Path | None = None,
+) -> dict[str, Any]:
     """Run every case (in-process; every ``subprocess_every``-th also as a real process) and summarise;
     ``shard`` (i, n): only cases i, i+n, i+2n, ... (n processes share the work)."""
     todo = [c for c in cases(ws, target, sample) if only is None or " ".join(c.command) in only]
-    todo = todo[shard[0]::shard[1]]
+    todo = todo[shard[0] :: shard[1]]
     if any(c.command[0] in ("train", "sft", "eval", "gate") for c in todo):
         warm_up()
     rows = []
@@ -305,21 +375,31 @@ def summarise(rows: list[dict[str, Any]], sub_rows: list[dict[str, Any]]) -> dic
         "exit_codes": dict(sorted(codes.items())),
         "accepted_exit_0": sum(r["exit_code"] == 0 for r in rows),
         "seconds_total": round(sum(r["seconds"] for r in rows), 1),
-        "subprocess": {"cases": len(sub_rows), "tracebacks": count(sub_rows, "traceback"),
-                       "unexpected_errors": count(sub_rows, "unexpected"), "hangs": count(sub_rows, "hang"),
-                       "bad_exit_codes": count(sub_rows, "exit code")},
+        "subprocess": {
+            "cases": len(sub_rows),
+            "tracebacks": count(sub_rows, "traceback"),
+            "unexpected_errors": count(sub_rows, "unexpected"),
+            "hangs": count(sub_rows, "hang"),
+            "bad_exit_codes": count(sub_rows, "exit code"),
+        },
         "failures": [r for r in rows + sub_rows if r["problems"]],
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--subprocess", type=int, default=0, metavar="N",
-                    help="Also run every N-th case as a real process (0: none).")
+    ap.add_argument(
+        "--subprocess", type=int, default=0, metavar="N", help="Also run every N-th case as a real process (0: none)."
+    )
     ap.add_argument("--only", action="append", help="Only this command (e.g. 'knobs set'); repeatable.")
     ap.add_argument("--out", type=Path, help="Also write the JSON here.")
-    ap.add_argument("--sample", type=int, default=0, metavar="K",
-                    help="Only K values per option, rotated over the options (0: every value).")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="K",
+        help="Only K values per option, rotated over the options (0: every value).",
+    )
     ap.add_argument("--rows", type=Path, help="Append each case's row to this JSONL file as it ends.")
     ap.add_argument("--shard", default="0/1", help="I/N: run only every N-th case from the I-th (parallel runs).")
     ap.add_argument("--summarise", help="Print the summary of these --rows files (comma-separated) and exit.")
@@ -332,8 +412,16 @@ def main() -> None:
         os.chdir(tmp)  # ./knobs, ./runs and anything a command creates by default land here
         ws = Workspace(Path(tmp) / "ws")
         t0 = time.perf_counter()
-        doc = fuzz(ws, args.subprocess, Path(__file__).resolve().parents[1], set(args.only) if args.only else None,
-                   sample=args.sample, shard=shard, log=lambda m: print(m, file=sys.stderr, flush=True), rows_file=args.rows)
+        doc = fuzz(
+            ws,
+            args.subprocess,
+            Path(__file__).resolve().parents[1],
+            set(args.only) if args.only else None,
+            sample=args.sample,
+            shard=shard,
+            log=lambda m: print(m, file=sys.stderr, flush=True),
+            rows_file=args.rows,
+        )
         doc["wall_s"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(doc, indent=2, ensure_ascii=False)
     if args.out:

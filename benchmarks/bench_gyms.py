@@ -36,10 +36,14 @@ def bench(gym: str, episodes: int, knobs: KnobSnapshot) -> dict[str, float]:
         turns.append(rec["num_turns"])
         success += bool(rec["success"])
     times.sort()
-    return {"median_ms": round(statistics.median(times), 3), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 3),
-            "mean_turns": round(statistics.mean(turns), 2), "ms_per_turn": round(statistics.median(times) /
-                                                                                  statistics.mean(turns), 3),
-            "oracle_success": success / episodes, "meets_target": statistics.median(times) < TARGET_MS}
+    return {
+        "median_ms": round(statistics.median(times), 3),
+        "p95_ms": round(times[int(0.95 * (len(times) - 1))], 3),
+        "mean_turns": round(statistics.mean(turns), 2),
+        "ms_per_turn": round(statistics.median(times) / statistics.mean(turns), 3),
+        "oracle_success": success / episodes,
+        "meets_target": statistics.median(times) < TARGET_MS,
+    }
 
 
 def main() -> None:
@@ -48,9 +52,20 @@ def main() -> None:
     args = ap.parse_args()
     knobs = KnobSnapshot.read_dir(defaults_dir())
     results = {gym: bench(gym, args.episodes, knobs) for gym in GYMS}
-    print(json.dumps({"benchmark": "bench_gyms", "episodes_per_gym": args.episodes, "target_median_ms": TARGET_MS,
-                      "python": platform.python_version(), "machine": platform.machine(), "gyms": results,
-                      "all_meet_target": all(r["meets_target"] for r in results.values())}, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "bench_gyms",
+                "episodes_per_gym": args.episodes,
+                "target_median_ms": TARGET_MS,
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+                "gyms": results,
+                "all_meet_target": all(r["meets_target"] for r in results.values()),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -27,10 +27,13 @@ from transformers import GenerationConfig
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     ap.add_argument("--batch", type=int, default=16, help="prompts (default 16, the rollout benchmark's episodes)")
-    ap.add_argument("--new-tokens", type=int, default=48, help="new tokens per prompt (default 48, the tiny turn budget)")
+    ap.add_argument(
+        "--new-tokens", type=int, default=48, help="new tokens per prompt (default 48, the tiny turn budget)"
+    )
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of both sides (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1; 0 = torch's default)")
     args = ap.parse_args()
@@ -42,8 +45,14 @@ def main() -> None:
     words = "ASK: what should i know about the trip"
     prompts = [tok(" ".join([words] * (1 + i % 3)))["input_ids"] for i in range(args.batch)]
     pad = tok.pad_token_id
-    gc = GenerationConfig(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=True,
-                          temperature=1.0, pad_token_id=pad, eos_token_id=None)
+    gc = GenerationConfig(
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+        do_sample=True,
+        temperature=1.0,
+        pad_token_id=pad,
+        eos_token_id=None,
+    )
     width = max(map(len, prompts))
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     am = (ids != pad).long() if pad is not None else torch.ones_like(ids)
@@ -66,10 +75,22 @@ def main() -> None:
     first_cb = cb(-1)  # manager set-up and first compile of the paged path
     times = alternate({"generate": raw, "generate_batch": cb}, args.repeats)
     t_raw, t_cb = median(times["generate"]), median(times["generate_batch"])
-    emit({"benchmark": "hf_continuous_batching", "batch": args.batch, "new_tokens": args.new_tokens,
-          "threads": threads, "generate_s": t_raw, "generate_batch_s": t_cb, "generate_batch_first_call_s": first_cb,
-          "cb_over_generate": t_cb / t_raw, "repeats": times, "machine": machine(),
-          "load_start": load_start, "load_end": load_average()})
+    emit(
+        {
+            "benchmark": "hf_continuous_batching",
+            "batch": args.batch,
+            "new_tokens": args.new_tokens,
+            "threads": threads,
+            "generate_s": t_raw,
+            "generate_batch_s": t_cb,
+            "generate_batch_first_call_s": first_cb,
+            "cb_over_generate": t_cb / t_raw,
+            "repeats": times,
+            "machine": machine(),
+            "load_start": load_start,
+            "load_end": load_average(),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def _stat_fields(pid: str) -> list[str] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return raw[raw.rindex(")") + 2:].split()  # fields after the command name
+    return raw[raw.rindex(")") + 2 :].split()  # fields after the command name
 
 
 def sandbox_processes(session: int | None = None) -> list[int]:
@@ -118,8 +118,13 @@ def score_in_gym(programs: Sequence[hp.Hostile], data_file: Path, limits: Limits
         try:
             _, reward, _, _, info = env.step(f"ANSWER:\n```python\n{prog.source}```")
             details = info["turn"]["answer"]["details"]
-            row.update(crashed=False, passed=int(details.get("passed", 0)), total=details.get("total"),
-                       statuses=details.get("statuses", {}), reward=reward)
+            row.update(
+                crashed=False,
+                passed=int(details.get("passed", 0)),
+                total=details.get("total"),
+                statuses=details.get("statuses", {}),
+                reward=reward,
+            )
         except Exception as exc:  # noqa: BLE001 -- the figure this benchmark counts
             row.update(crashed=True, passed=0, error=f"{type(exc).__name__}: {exc}"[:300])
         row["seconds"] = round(time.monotonic() - t0, 3)
@@ -131,38 +136,72 @@ def summarise_gym(rows: list[dict]) -> dict:
     statuses: Counter = Counter()
     for r in rows:
         statuses.update(r.get("statuses", {}))
-    return {"programs": len(rows), "families": dict(Counter(r["family"] for r in rows)),
-            "trainer_crashes": sum(r["crashed"] for r in rows),
-            "cheating_passes": sum(1 for r in rows if r["passed"] > 0),
-            "cheaters": [r["name"] for r in rows if r["passed"] > 0 or r["crashed"]],
-            "call_statuses": dict(statuses), "seconds_total": round(sum(r["seconds"] for r in rows), 2),
-            "seconds_max": max((r["seconds"] for r in rows), default=0.0)}
+    return {
+        "programs": len(rows),
+        "families": dict(Counter(r["family"] for r in rows)),
+        "trainer_crashes": sum(r["crashed"] for r in rows),
+        "cheating_passes": sum(1 for r in rows if r["passed"] > 0),
+        "cheaters": [r["name"] for r in rows if r["passed"] > 0 or r["crashed"]],
+        "call_statuses": dict(statuses),
+        "seconds_total": round(sum(r["seconds"] for r in rows), 2),
+        "seconds_max": max((r["seconds"] for r in rows), default=0.0),
+    }
 
 
 # ------------------------------------------------------------------ eau tasks check
-def check_as_references(programs: Sequence[hp.Hostile], folder: Path, workers: int = 2,
-                        timeout: float = 1800.0) -> dict:
+def check_as_references(
+    programs: Sequence[hp.Hostile], folder: Path, workers: int = 2, timeout: float = 1800.0
+) -> dict:
     """Every program as a reference in a data file, through the real ``eau tasks check`` CLI."""
     rows = []
     for prog in programs:
-        rows.append({"problem_description": f"{prog.name}. The signature of the function is: def {hp.FUNCTION}(x)",
-                     "ground_truth": prog.source, "hidden_information": prog.source,
-                     "test_cases": {f"test{j + 1}": f"{hp.FUNCTION}({x})" for j, x in enumerate(hp.TEST_INPUTS)}})
+        rows.append(
+            {
+                "problem_description": f"{prog.name}. The signature of the function is: def {hp.FUNCTION}(x)",
+                "ground_truth": prog.source,
+                "hidden_information": prog.source,
+                "test_cases": {f"test{j + 1}": f"{hp.FUNCTION}({x})" for j, x in enumerate(hp.TEST_INPUTS)},
+            }
+        )
     data = folder / "hostile_references.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tasks", "check", "colbench", "--data", str(data),
-                           "--json", "--workers", str(workers)], capture_output=True, text=True, env=env,
-                          cwd=str(folder), timeout=timeout, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "tasks",
+            "check",
+            "colbench",
+            "--data",
+            str(data),
+            "--json",
+            "--workers",
+            str(workers),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(folder),
+        timeout=timeout,
+        check=False,
+    )
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
         doc = {}
-    return {"references": len(programs), "exit_code": proc.returncode,
-            "tracebacks": proc.stderr.count("Traceback") + proc.stdout.count("Traceback"),
-            "reported": doc.get("total"), "passed": doc.get("passed"), "reasons": doc.get("reasons", {}),
-            "seconds": round(time.monotonic() - t0, 2), "stderr_tail": proc.stderr[-500:] if proc.returncode not in (0, 4) else ""}
+    return {
+        "references": len(programs),
+        "exit_code": proc.returncode,
+        "tracebacks": proc.stderr.count("Traceback") + proc.stdout.count("Traceback"),
+        "reported": doc.get("total"),
+        "passed": doc.get("passed"),
+        "reasons": doc.get("reasons", {}),
+        "seconds": round(time.monotonic() - t0, 2),
+        "stderr_tail": proc.stderr[-500:] if proc.returncode not in (0, 4) else "",
+    }
 
 
 # ------------------------------------------------------------------ a caller killed mid-run
@@ -178,8 +217,12 @@ def kill_caller_mid_call(prog: hp.Hostile, isolation: str, tmp_root: Path, settl
     """Start a caller running ``prog`` (a call that blocks or spins, ignoring SIGALRM), SIGKILL the
     caller once its sandbox child is in the call, and see what is left after a few seconds."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    caller = subprocess.Popen([sys.executable, "-c", _CALLER.format(fn=hp.FUNCTION), prog.source, isolation,
-                               str(tmp_root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    caller = subprocess.Popen(
+        [sys.executable, "-c", _CALLER.format(fn=hp.FUNCTION), prog.source, isolation, str(tmp_root)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sessions: set[int] = set()
     end = time.monotonic() + 30
     while not sessions and time.monotonic() < end and caller.poll() is None:
@@ -191,8 +234,14 @@ def kill_caller_mid_call(prog: hp.Hostile, isolation: str, tmp_root: Path, settl
     caller.wait()
     t0 = time.monotonic()
     left, dirs = wait_gone(sessions, str(tmp_root / f"{'eau-sbx-'}{caller.pid}-*"))
-    row = {"name": prog.name, "isolation": isolation, "sandbox_started": alive_before,
-           "processes_left": len(left), "workdirs_left": len(dirs), "seconds_to_clean": round(time.monotonic() - t0, 2)}
+    row = {
+        "name": prog.name,
+        "isolation": isolation,
+        "sandbox_started": alive_before,
+        "processes_left": len(left),
+        "workdirs_left": len(dirs),
+        "seconds_to_clean": round(time.monotonic() - t0, 2),
+    }
     for pid in left:  # do not leave them to the machine
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
@@ -208,11 +257,14 @@ def kill_caller_mid_call(prog: hp.Hostile, isolation: str, tmp_root: Path, settl
 def lifetime(programs: Sequence[hp.Hostile], folder: Path) -> dict:
     modes = ["kernel", "process"] if os.geteuid() == 0 else ["process"]
     rows = [kill_caller_mid_call(p, m, folder) for m in modes for p in programs if p.name in hp.BLOCKING]
-    return {"kills": len(rows), "sandboxes_started": sum(r["sandbox_started"] for r in rows),
-            "processes_left": sum(r["processes_left"] for r in rows),
-            "workdirs_left": {m: sum(r["workdirs_left"] for r in rows if r["isolation"] == m) for m in modes},
-            "workdirs_left_after_next_start": sum(r.get("workdirs_left_after_next_start", 0) for r in rows),
-            "rows": rows}
+    return {
+        "kills": len(rows),
+        "sandboxes_started": sum(r["sandbox_started"] for r in rows),
+        "processes_left": sum(r["processes_left"] for r in rows),
+        "workdirs_left": {m: sum(r["workdirs_left"] for r in rows if r["isolation"] == m) for m in modes},
+        "workdirs_left_after_next_start": sum(r.get("workdirs_left_after_next_start", 0) for r in rows),
+        "rows": rows,
+    }
 
 
 # ------------------------------------------------------------------ a training run
@@ -238,8 +290,9 @@ class HostileAnswers:
         pass
 
 
-def train_with_hostile_answers(programs: Sequence[hp.Hostile], data_file: Path, folder: Path, steps: int,
-                               tasks_per_step: int = 4) -> dict:
+def train_with_hostile_answers(
+    programs: Sequence[hp.Hostile], data_file: Path, folder: Path, steps: int, tasks_per_step: int = 4
+) -> dict:
     """A real tiny training run on the colbench gym (tasks from ``data_file``) with hostile answers."""
     from harness.envs.colbench import ColbenchEnv
     from harness.knobs.folder import defaults_dir
@@ -252,28 +305,55 @@ def train_with_hostile_answers(programs: Sequence[hp.Hostile], data_file: Path, 
     ColbenchEnv.__init__.__kwdefaults__.update(data_file=str(data_file), limits=SUITE_LIMITS)
     knobs = folder / "knobs"
     shutil.copytree(defaults_dir(), knobs, ignore=shutil.ignore_patterns(".pending", ".history"))
-    cfg = build_config("tiny", None, {"run_id": "hostile", "steps": steps, "gyms": ["colbench"],
-                                      "tasks_per_step": tasks_per_step, "samples_per_task": 2, "checkpoint_every": 1000,
-                                      "agent_knobs": {"max_episode_tokens": 4096, "max_new_tokens_per_turn": 48}})
+    cfg = build_config(
+        "tiny",
+        None,
+        {
+            "run_id": "hostile",
+            "steps": steps,
+            "gyms": ["colbench"],
+            "tasks_per_step": tasks_per_step,
+            "samples_per_task": 2,
+            "checkpoint_every": 1000,
+            "agent_knobs": {"max_episode_tokens": 4096, "max_new_tokens_per_turn": 48},
+        },
+    )
     t0 = time.monotonic()
     crashed = None
     trainer = Trainer(cfg, folder / "runs", knobs)
     backend = HostileAnswers(trainer.tokenizer, trainer.chat.stop_ids, programs)
-    trainer.backend, trainer.engine, trainer.rollout_stats = backend, RolloutEngine(backend, trainer.chat, continuous=False), False
+    trainer.backend, trainer.engine, trainer.rollout_stats = (
+        backend,
+        RolloutEngine(backend, trainer.chat, continuous=False),
+        False,
+    )
     try:
         with trainer.session():
             trainer.train()
     except Exception as exc:  # noqa: BLE001 -- the figure this benchmark counts
         crashed = f"{type(exc).__name__}: {exc}"[:500]
     run = folder / "runs" / "hostile"
-    episodes = [json.loads(line) for p in sorted((run / "trajectories").glob("step_*.jsonl"))
-                for line in p.read_text().splitlines()]
-    passes = [e for e in episodes for t in e.get("turns", []) if (t.get("answer") or {}).get("details", {}).get("passed")]
-    return {"steps": steps, "trainer_crashed": crashed, "episodes": len(episodes), "answers": len(backend.used),
-            "distinct_programs": len(set(backend.used)), "cheating_passes": len(passes),
-            "episode_errors": sum(1 for e in episodes if e.get("error")),
-            "metrics_lines": len((run / "metrics.jsonl").read_text().splitlines()) if (run / "metrics.jsonl").exists() else 0,
-            "seconds": round(time.monotonic() - t0, 1)}
+    episodes = [
+        json.loads(line)
+        for p in sorted((run / "trajectories").glob("step_*.jsonl"))
+        for line in p.read_text().splitlines()
+    ]
+    passes = [
+        e for e in episodes for t in e.get("turns", []) if (t.get("answer") or {}).get("details", {}).get("passed")
+    ]
+    return {
+        "steps": steps,
+        "trainer_crashed": crashed,
+        "episodes": len(episodes),
+        "answers": len(backend.used),
+        "distinct_programs": len(set(backend.used)),
+        "cheating_passes": len(passes),
+        "episode_errors": sum(1 for e in episodes if e.get("error")),
+        "metrics_lines": len((run / "metrics.jsonl").read_text().splitlines())
+        if (run / "metrics.jsonl").exists()
+        else 0,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
 
 
 def kill_training_mid_rollout(folder: Path, steps: int, seconds: float = 3.0, start_timeout: float = 900.0) -> dict:
@@ -283,8 +363,12 @@ def kill_training_mid_rollout(folder: Path, steps: int, seconds: float = 3.0, st
     tmp_root = folder / "tmp"
     tmp_root.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_root)}
-    trainer = subprocess.Popen([sys.executable, __file__, "--child-train", str(folder / "killed"), "--train-steps",
-                                str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=open(folder / "killed.err", "wb"))
+    trainer = subprocess.Popen(
+        [sys.executable, __file__, "--child-train", str(folder / "killed"), "--train-steps", str(steps)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "killed.err", "wb"),
+    )
     sessions: set[int] = set()
     end = time.monotonic() + start_timeout
     while time.monotonic() < end and trainer.poll() is None:
@@ -300,8 +384,12 @@ def kill_training_mid_rollout(folder: Path, steps: int, seconds: float = 3.0, st
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    out = {"sandboxes_seen": len(sessions), "sandbox_processes_at_kill": len(running), "processes_left": len(left),
-           "workdirs_left": len(dirs)}
+    out = {
+        "sandboxes_seen": len(sessions),
+        "sandbox_processes_at_kill": len(running),
+        "processes_left": len(left),
+        "workdirs_left": len(dirs),
+    }
     if ended_by_itself is not None:  # it should still be rolling out when killed
         out["trainer_ended_before_kill"] = ended_by_itself
         out["trainer_stderr_tail"] = (folder / "killed.err").read_text(errors="replace")[-1000:]
@@ -329,8 +417,13 @@ def main() -> None:
     data_file = hp.write_task_file(folder / "data" / "tasks.jsonl")
     progs = hp.programs(str(data_file), str(REPO))[: args.limit]
     parts = set(args.parts.split(","))
-    result: dict[str, Any] = {"programs": len(progs), "data_file": str(data_file), "cpus": os.cpu_count(),
-                              "load_average": os.getloadavg(), "isolation": run_source("", []).isolation.get("mode")}
+    result: dict[str, Any] = {
+        "programs": len(progs),
+        "data_file": str(data_file),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "isolation": run_source("", []).isolation.get("mode"),
+    }
     try:
         if "gym" in parts:
             result["gym"] = summarise_gym(score_in_gym(progs, data_file))

@@ -53,11 +53,29 @@ from harness.io import jsonl  # noqa: E402
 from harness.io.processes import pid_alive  # noqa: E402
 from harness.knobs.folder import copy_defaults  # noqa: E402
 
-FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
-        "--set", "agent_knobs.max_new_tokens_per_turn=12", "--set", "agent_knobs.max_episode_tokens=512",
-        "--set", "agent_knobs.mini_batch_size=4", "--set", "agent_knobs.micro_batch_size=4",
-        "--set", "policy.tiny.num_hidden_layers=2", "--set", "policy.tiny.hidden_size=64",
-        "--set", "policy.tiny.intermediate_size=128", "--no-progress"]
+FAST = [
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "samples_per_task=2",
+    "--set",
+    "env_knobs.max_steps=3",
+    "--set",
+    "agent_knobs.max_new_tokens_per_turn=12",
+    "--set",
+    "agent_knobs.max_episode_tokens=512",
+    "--set",
+    "agent_knobs.mini_batch_size=4",
+    "--set",
+    "agent_knobs.micro_batch_size=4",
+    "--set",
+    "policy.tiny.num_hidden_layers=2",
+    "--set",
+    "policy.tiny.hidden_size=64",
+    "--set",
+    "policy.tiny.intermediate_size=128",
+    "--no-progress",
+]
 KNOB = "agent.entropy_coeff"
 LOGS = ("events.jsonl", "knob_events.jsonl")
 
@@ -68,14 +86,25 @@ def eau_env(kdir: Path, rdir: Path) -> dict[str, str]:
 
 
 def eau(args: list[str], kdir: Path, rdir: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=eau_env(kdir, rdir),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        env=eau_env(kdir, rdir),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def start(args: list[str], kdir: Path, rdir: Path, log: Path) -> subprocess.Popen:
     with open(log, "a") as f:
-        return subprocess.Popen([sys.executable, "-m", "harness.cli.main", *args], env=eau_env(kdir, rdir),
-                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness.cli.main", *args],
+            env=eau_env(kdir, rdir),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def run_live(run: Path) -> bool:
@@ -115,16 +144,28 @@ class Writer(threading.Thread):
             reason = f"bench write {i}: entropy to {value}"
             self.busy.set()
             try:
-                out = eau(["knobs", "set", KNOB, str(value), "--author", "agent", "--reason", reason, "--json"],
-                          self.kdir, self.rdir, timeout=300)
+                out = eau(
+                    ["knobs", "set", KNOB, str(value), "--author", "agent", "--reason", reason, "--json"],
+                    self.kdir,
+                    self.rdir,
+                    timeout=300,
+                )
             finally:
                 self.busy.clear()
             try:
                 doc = json.loads(out.stdout) if out.stdout.strip() else None
             except ValueError:
                 doc = None
-            self.writes.append({"i": i, "value": value, "reason": reason, "rc": out.returncode, "doc": doc,
-                                "stderr": out.stderr[-500:]})
+            self.writes.append(
+                {
+                    "i": i,
+                    "value": value,
+                    "reason": reason,
+                    "rc": out.returncode,
+                    "doc": doc,
+                    "stderr": out.stderr[-500:],
+                }
+            )
             self.stopped.wait(self.rng.uniform(0.5, 2.5))
 
     def pause(self) -> None:
@@ -166,13 +207,24 @@ def snapshot(run: Path) -> dict[str, Any]:
         st = json.loads((run / "status.json").read_text())
     except (OSError, ValueError):
         st = {}
-    return {"lines": {name: complete_lines(run / name) for name in LOGS}, "phase": st.get("phase"),
-            "step": st.get("step"), "metrics_steps": len(jsonl.read(run / "metrics.jsonl"))}
+    return {
+        "lines": {name: complete_lines(run / name) for name in LOGS},
+        "phase": st.get("phase"),
+        "step": st.get("step"),
+        "metrics_steps": len(jsonl.read(run / "metrics.jsonl")),
+    }
 
 
 # ---------------------------------------------------------------------------- checks
-def check_run(run: Path, steps: int, snaps: list[dict[str, Any]], writes: list[dict[str, Any]],
-              cli_effects: int, kdir: Path, rdir: Path) -> dict[str, Any]:
+def check_run(
+    run: Path,
+    steps: int,
+    snaps: list[dict[str, Any]],
+    writes: list[dict[str, Any]],
+    cli_effects: int,
+    kdir: Path,
+    rdir: Path,
+) -> dict[str, Any]:
     problems: list[str] = []
     figures: dict[str, Any] = {}
     final = {name: complete_lines(run / name) for name in LOGS}
@@ -191,8 +243,10 @@ def check_run(run: Path, steps: int, snaps: list[dict[str, Any]], writes: list[d
                 checked[name] += 1
                 n = counts[name].get(line, 0)
                 if n != 1:
-                    problems.append(f"kill {k}: a line of {name} written before the kill is in the final file "
-                                    f"{n} times: {line[:160]!r}")
+                    problems.append(
+                        f"kill {k}: a line of {name} written before the kill is in the final file "
+                        f"{n} times: {line[:160]!r}"
+                    )
     figures["lines_checked"] = checked
     ids = [json.loads(line).get("id") for line in final["events.jsonl"]]
     if len(ids) != len(set(ids)) or None in ids:
@@ -215,8 +269,9 @@ def _kinds(run: Path) -> dict[str, int]:
     return out
 
 
-def check_writes(run: Path, writes: list[dict[str, Any]], cli_effects: int, kdir: Path, rdir: Path,
-                 problems: list[str]) -> dict[str, Any]:
+def check_writes(
+    run: Path, writes: list[dict[str, Any]], cli_effects: int, kdir: Path, rdir: Path, problems: list[str]
+) -> dict[str, Any]:
     records = jsonl.read(run / "knob_events.jsonl")
     last = {}
     for r in records:
@@ -249,8 +304,14 @@ def check_writes(run: Path, writes: list[dict[str, Any]], cli_effects: int, kdir
             if out.returncode == 5:
                 problems.append(f"eau effect --event {eid}: not found ({out.stderr.strip()[-200:]})")
     others = [w for w in writes if not (w["doc"] and w["doc"].get("live"))]
-    return {"writes": len(writes), "writes_to_the_live_run": len(live), "writes_while_no_run_was_live": len(others),
-            "write_outcomes": outcome, "found_by_effect": found_by_effect, "cli_effect_checked": cli_checked}
+    return {
+        "writes": len(writes),
+        "writes_to_the_live_run": len(live),
+        "writes_while_no_run_was_live": len(others),
+        "write_outcomes": outcome,
+        "found_by_effect": found_by_effect,
+        "cli_effect_checked": cli_checked,
+    }
 
 
 def check_timeline(run: Path, problems: list[str]) -> int:
@@ -259,8 +320,11 @@ def check_timeline(run: Path, problems: list[str]) -> int:
     for r in jsonl.read(run / "knob_events.jsonl"):
         last.pop(r["id"], None)
         last[r["id"]] = r
-    applied = [r for r in last.values() if r["knob"] == KNOB and r["status"] == "accepted"
-               and isinstance(r.get("step_effective"), int)]
+    applied = [
+        r
+        for r in last.values()
+        if r["knob"] == KNOB and r["status"] == "accepted" and isinstance(r.get("step_effective"), int)
+    ]
     metrics = jsonl.read(run / "metrics.jsonl")
     current = metrics[0]["entropy_coeff"] if metrics else None
     for m in metrics:
@@ -272,8 +336,19 @@ def check_timeline(run: Path, problems: list[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- campaigns
-def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, seed: int, min_delay: float,
-                  max_delay: float, cli_effects: int, timeout: float, startup_share: float = 0.25) -> dict[str, Any]:
+def kill_campaign(
+    work: Path,
+    *,
+    kills: int,
+    steps: int,
+    checkpoint_every: int,
+    seed: int,
+    min_delay: float,
+    max_delay: float,
+    cli_effects: int,
+    timeout: float,
+    startup_share: float = 0.25,
+) -> dict[str, Any]:
     """``kills`` SIGKILLs at random delays after each (re)start; a run that reaches its last step
     before the next kill is checked and a new run takes its place (so the count of kill points does
     not depend on the machine's speed)."""
@@ -283,15 +358,36 @@ def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, 
     runs, points, done = [], [], 0
     while done < kills and len(runs) < 3 * kills:  # (a machine so fast that no run is ever killed stops too)
         run_id = f"kill{len(runs)}"
-        doc = _one_run(work, kdir, rdir, run_id, rng, kills - done, steps, checkpoint_every, min_delay, max_delay,
-                       cli_effects, timeout, startup_share)
+        doc = _one_run(
+            work,
+            kdir,
+            rdir,
+            run_id,
+            rng,
+            kills - done,
+            steps,
+            checkpoint_every,
+            min_delay,
+            max_delay,
+            cli_effects,
+            timeout,
+            startup_share,
+        )
         runs.append(doc)
         done += doc["kills"]
         points += [{"run": run_id, **p} for p in doc.pop("kill_points")]
     problems = [f"{r['run']}: {p}" for r in runs for p in r["problems"]]
-    totals = {key: sum(r[key] for r in runs) for key in ("writes", "writes_to_the_live_run",
-                                                           "writes_while_no_run_was_live", "found_by_effect",
-                                                           "cli_effect_checked", "timeline_steps_checked")}
+    totals = {
+        key: sum(r[key] for r in runs)
+        for key in (
+            "writes",
+            "writes_to_the_live_run",
+            "writes_while_no_run_was_live",
+            "found_by_effect",
+            "cli_effect_checked",
+            "timeline_steps_checked",
+        )
+    }
     outcomes: dict[str, int] = {}
     for r in runs:
         for k, v in r["write_outcomes"].items():
@@ -301,21 +397,52 @@ def kill_campaign(work: Path, *, kills: int, steps: int, checkpoint_every: int, 
     for p in points:
         if not p.get("finished_first"):
             phases[str(p.get("phase"))] = phases.get(str(p.get("phase")), 0) + 1
-    return {"kills": done, "runs": len(runs), "wall_s": round(time.monotonic() - t0, 1), "lines_checked": lines,
-            "write_outcomes": outcomes, "kill_phases": phases, **totals, "problems": problems, "per_run": runs,
-            "kill_points": points}
+    return {
+        "kills": done,
+        "runs": len(runs),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "lines_checked": lines,
+        "write_outcomes": outcomes,
+        "kill_phases": phases,
+        **totals,
+        "problems": problems,
+        "per_run": runs,
+        "kill_points": points,
+    }
 
 
-def _one_run(work: Path, kdir: Path, rdir: Path, run_id: str, rng: random.Random, kills: int, steps: int,
-             checkpoint_every: int, min_delay: float, max_delay: float, cli_effects: int,
-             timeout: float, startup_share: float) -> dict[str, Any]:
+def _one_run(
+    work: Path,
+    kdir: Path,
+    rdir: Path,
+    run_id: str,
+    rng: random.Random,
+    kills: int,
+    steps: int,
+    checkpoint_every: int,
+    min_delay: float,
+    max_delay: float,
+    cli_effects: int,
+    timeout: float,
+    startup_share: float,
+) -> dict[str, Any]:
     run = rdir / run_id
     log = work / f"{run_id}.log"
     writer = Writer(kdir, rdir, run, rng.randrange(1 << 30))
     writer.start()
     snaps, points = [], []
-    args = ["train", "--preset", "tiny", "--steps", str(steps), "--run-id", run_id,
-            "--set", f"checkpoint_every={checkpoint_every}", *FAST]
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        str(steps),
+        "--run-id",
+        run_id,
+        "--set",
+        f"checkpoint_every={checkpoint_every}",
+        *FAST,
+    ]
     finished = False
     try:
         for k in range(kills):
@@ -341,9 +468,16 @@ def _one_run(work: Path, kdir: Path, rdir: Path, run_id: str, rng: random.Random
             writer.pause()
             snap = snapshot(run)
             snaps.append(snap)
-            points.append({"kill": k, "after_s": round(time.monotonic() - t_start, 1), "aimed_at_startup": in_startup,
-                           "phase": snap["phase"] if live_at_kill else "start-up", "step": snap["step"],
-                           "metrics_lines": snap["metrics_steps"]})
+            points.append(
+                {
+                    "kill": k,
+                    "after_s": round(time.monotonic() - t_start, 1),
+                    "aimed_at_startup": in_startup,
+                    "phase": snap["phase"] if live_at_kill else "start-up",
+                    "step": snap["step"],
+                    "metrics_lines": snap["metrics_steps"],
+                }
+            )
             writer.resume()
         if not finished:
             fresh = not (run / "config.yaml").exists()
@@ -363,8 +497,12 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
     kdir, rdir = copy_defaults(work / "knobs"), work / "runs"
     run = rdir / "early"
     log = work / "train.log"
-    proc = start(["train", "--preset", "tiny", "--steps", str(steps), "--run-id", "early",
-                  "--set", "checkpoint_every=0", *FAST], kdir, rdir, log)
+    proc = start(
+        ["train", "--preset", "tiny", "--steps", str(steps), "--run-id", "early", "--set", "checkpoint_every=0", *FAST],
+        kdir,
+        rdir,
+        log,
+    )
     writes = []
     try:
         if not wait_for(lambda: run_live(run) and len(jsonl.read(run / "metrics.jsonl")) >= 1, timeout):
@@ -374,8 +512,12 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
         doc = json.loads(out.stdout)
         writes.append({"i": 0, "value": 0.003, "reason": reason, "rc": out.returncode, "doc": doc})
         eid = doc["event"]["id"]
-        applied = wait_for(lambda: any(r["id"] == eid and r.get("step_effective") is not None
-                                       for r in jsonl.read(run / "knob_events.jsonl")), 300)
+        applied = wait_for(
+            lambda: any(
+                r["id"] == eid and r.get("step_effective") is not None for r in jsonl.read(run / "knob_events.jsonl")
+            ),
+            300,
+        )
     finally:
         kill(proc)
     had_checkpoint = any((run / "checkpoints").glob("step_*"))
@@ -384,8 +526,10 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
     rc = proc.wait(timeout=timeout)
     figures = check_run(run, steps, snaps, writes, 1, kdir, rdir)
     if had_checkpoint or not doc.get("live") or not applied:
-        figures["problems"].append("the case was not set up (a checkpoint before the kill, the write made while "
-                                   "no run was live, or not applied before the kill): raise --early-steps")
+        figures["problems"].append(
+            "the case was not set up (a checkpoint before the kill, the write made while "
+            "no run was live, or not applied before the kill): raise --early-steps"
+        )
     if rc != 0:
         figures["problems"].append(f"the resume exited {rc}; see {log}")
     return {"had_checkpoint_at_kill": had_checkpoint, "final_rc": rc, **figures}
@@ -409,12 +553,24 @@ def main() -> None:
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="eau-kill-"))
     doc: dict[str, Any] = {"command": " ".join(sys.argv), "workdir": str(work)}
-    doc["before_first_checkpoint"] = ({"problems": [], "skipped": True} if a.skip_early else
-                                      before_first_checkpoint(work / "early", steps=a.early_steps, timeout=a.timeout))
+    doc["before_first_checkpoint"] = (
+        {"problems": [], "skipped": True}
+        if a.skip_early
+        else before_first_checkpoint(work / "early", steps=a.early_steps, timeout=a.timeout)
+    )
     print(json.dumps(doc["before_first_checkpoint"], default=str), file=sys.stderr, flush=True)
-    doc["kills"] = kill_campaign(work / "kills", kills=a.kills, steps=a.steps, checkpoint_every=a.checkpoint_every,
-                                 seed=a.seed, min_delay=a.min_delay, max_delay=a.max_delay,
-                                 cli_effects=a.cli_effects, timeout=a.timeout, startup_share=a.startup_share)
+    doc["kills"] = kill_campaign(
+        work / "kills",
+        kills=a.kills,
+        steps=a.steps,
+        checkpoint_every=a.checkpoint_every,
+        seed=a.seed,
+        min_delay=a.min_delay,
+        max_delay=a.max_delay,
+        cli_effects=a.cli_effects,
+        timeout=a.timeout,
+        startup_share=a.startup_share,
+    )
     doc["ok"] = not doc["kills"]["problems"] and not doc["before_first_checkpoint"]["problems"]
     text = json.dumps(doc, indent=1, default=str)
     if a.out:

@@ -48,11 +48,30 @@ REPO = Path(__file__).resolve().parents[1]
 POLL_LIMIT_S = 120.0  # one store poll; far above the slowest legitimate one, on a loaded machine too
 CLI_LIMIT_S = 120.0  # one `eau knobs set` (Python start-up on a loaded machine included)
 BOUNDARY_LIMIT_S = 300.0  # the next step boundary of a live tiny run
-TINY_FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=1", "--set", "env_knobs.max_steps=3",
-             "--set", "agent_knobs.max_new_tokens_per_turn=8", "--set", "agent_knobs.max_episode_tokens=400",
-             "--set", "agent_knobs.mini_batch_size=2", "--set", "agent_knobs.micro_batch_size=2",
-             "--set", "policy.tiny.num_hidden_layers=1", "--set", "policy.tiny.hidden_size=32",
-             "--set", "policy.tiny.intermediate_size=64", "--set", "checkpoint_every=0"]
+TINY_FAST = [
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "samples_per_task=1",
+    "--set",
+    "env_knobs.max_steps=3",
+    "--set",
+    "agent_knobs.max_new_tokens_per_turn=8",
+    "--set",
+    "agent_knobs.max_episode_tokens=400",
+    "--set",
+    "agent_knobs.mini_batch_size=2",
+    "--set",
+    "agent_knobs.micro_batch_size=2",
+    "--set",
+    "policy.tiny.num_hidden_layers=1",
+    "--set",
+    "policy.tiny.hidden_size=32",
+    "--set",
+    "policy.tiny.intermediate_size=64",
+    "--set",
+    "checkpoint_every=0",
+]
 
 
 def prepare_knobs(root: Path) -> Path:
@@ -78,8 +97,11 @@ class Tally:
     def outcome(self, edit: Edit, outcome: str) -> None:
         self.edits += 1
         self.by_class[edit.cls][outcome] += 1
-        if (edit.expect == "refuse" and outcome == "accepted" and edit.cls != "catastrophic_regex") or \
-                (edit.expect == "accept" and outcome != "accepted") or outcome == "unobserved":
+        if (
+            (edit.expect == "refuse" and outcome == "accepted" and edit.cls != "catastrophic_regex")
+            or (edit.expect == "accept" and outcome != "accepted")
+            or outcome == "unobserved"
+        ):
             self.unexpected.append(f"{edit.describe()} -> {outcome}")
 
     def refusal_events(self, events: list[dict[str, Any]]) -> None:
@@ -100,13 +122,21 @@ class Tally:
         self.invalid += invalid_in_force(reference, doc)
 
     def figures(self) -> dict[str, Any]:
-        return {"edits": self.edits, "crashes": self.crashes, "hangs": self.hangs,
-                "invalid_values_in_force": len(self.invalid), "in_force_checks": self.invalid_checks,
-                "refusals": self.refusals, "refusals_with_file_and_line": self.refusals_with_line,
-                "refusals_of_non_files": self.refusals_not_a_file, "internal_errors": self.internal,
-                "poll_s_max": round(max(self.poll_s), 3) if self.poll_s else None,
-                "by_class": {k: dict(v) for k, v in sorted(self.by_class.items())},
-                "unexpected": self.unexpected[:20], "invalid_examples": self.invalid[:10]}
+        return {
+            "edits": self.edits,
+            "crashes": self.crashes,
+            "hangs": self.hangs,
+            "invalid_values_in_force": len(self.invalid),
+            "in_force_checks": self.invalid_checks,
+            "refusals": self.refusals,
+            "refusals_with_file_and_line": self.refusals_with_line,
+            "refusals_of_non_files": self.refusals_not_a_file,
+            "internal_errors": self.internal,
+            "poll_s_max": round(max(self.poll_s), 3) if self.poll_s else None,
+            "by_class": {k: dict(v) for k, v in sorted(self.by_class.items())},
+            "unexpected": self.unexpected[:20],
+            "invalid_examples": self.invalid[:10],
+        }
 
 
 def outcome_of(events: list[dict[str, Any]]) -> str:
@@ -201,8 +231,19 @@ def _status(run_dir: Path) -> dict[str, Any]:
 
 def run_cli_set(env: dict[str, str], edit: Edit) -> tuple[str, int, str]:
     knob, text, gym = edit.cli
-    cmd = [sys.executable, "-m", "harness.cli.main", "knobs", "set", knob, text, "--reason", "hostile-edit benchmark",
-           "--author", "agent"] + (["--gym", gym] if gym else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli.main",
+        "knobs",
+        "set",
+        knob,
+        text,
+        "--reason",
+        "hostile-edit benchmark",
+        "--author",
+        "agent",
+    ] + (["--gym", gym] if gym else [])
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=CLI_LIMIT_S, cwd=REPO)
     except subprocess.TimeoutExpired:
@@ -222,17 +263,41 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
     tally = Tally()
     t_start = time.monotonic()
     err = open(root / "train.stderr", "w")
-    train = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", str(steps),
-                              "--run-id", "hostile", "--no-progress", *TINY_FAST], env=env, cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=err)
+    train = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            str(steps),
+            "--run-id",
+            "hostile",
+            "--no-progress",
+            *TINY_FAST,
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
     try:
         while _status(run_dir).get("step") is None or not (run_dir / "knob_events.jsonl").exists():
             if train.poll() is not None:
                 tally.crashes += 1
-                return {**tally.figures(), "error": "the run did not start", "stderr": (root / "train.stderr").read_text()[-2000:]}
+                return {
+                    **tally.figures(),
+                    "error": "the run did not start",
+                    "stderr": (root / "train.stderr").read_text()[-2000:],
+                }
             if time.monotonic() - t_start > 3 * BOUNDARY_LIMIT_S:  # a slow start on a loaded machine is no crash
-                return {**tally.figures(), "error": f"the run had not started after {3 * BOUNDARY_LIMIT_S:.0f} s",
-                        "stderr": (root / "train.stderr").read_text()[-2000:]}
+                return {
+                    **tally.figures(),
+                    "error": f"the run had not started after {3 * BOUNDARY_LIMIT_S:.0f} s",
+                    "stderr": (root / "train.stderr").read_text()[-2000:],
+                }
             time.sleep(0.5)
         base = read_base(kdir)  # after the run lent its preset's values
         gen = Generator(base, seed=seed, tmp=root)
@@ -280,7 +345,9 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             restore_slots(kdir, base)
             # let a boundary take the restored files (their events, e.g. a schema reloaded, belong to no edit)
             t0, step0 = time.monotonic(), _status(run_dir).get("step") or 0
-            while (_status(run_dir).get("step") or 0) < step0 + 2 and time.monotonic() - t0 < 60 and train.poll() is None:
+            while (
+                (_status(run_dir).get("step") or 0) < step0 + 2 and time.monotonic() - t0 < 60 and train.poll() is None
+            ):
                 time.sleep(0.2)
         train.send_signal(signal.SIGTERM)
         try:
@@ -299,15 +366,30 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
     if state not in ("finished", "interrupted") or "Traceback" in stderr:
         tally.crashes += 1
     figures = tally.figures()
-    figures.update({"run_state": state, "run_returncode": rc, "run_steps": _status(run_dir).get("step"),
-                    "cli_returncodes": dict(cli_returncodes), "seconds": round(time.monotonic() - t_start, 1),
-                    "log_refusals": sum("REFUSED" in line for line in (run_dir / "log.txt").read_text().splitlines())})
+    figures.update(
+        {
+            "run_state": state,
+            "run_returncode": rc,
+            "run_steps": _status(run_dir).get("step"),
+            "cli_returncodes": dict(cli_returncodes),
+            "seconds": round(time.monotonic() - t_start, 1),
+            "log_refusals": sum("REFUSED" in line for line in (run_dir / "log.txt").read_text().splitlines()),
+        }
+    )
     return figures
 
 
 def total(phases: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ["edits", "crashes", "hangs", "invalid_values_in_force", "refusals", "refusals_with_file_and_line",
-            "refusals_of_non_files", "internal_errors"]
+    keys = [
+        "edits",
+        "crashes",
+        "hangs",
+        "invalid_values_in_force",
+        "refusals",
+        "refusals_with_file_and_line",
+        "refusals_of_non_files",
+        "internal_errors",
+    ]
     out = {k: sum(p.get(k, 0) for p in phases) for k in keys}
     classes: Counter = Counter()
     for p in phases:
@@ -322,7 +404,9 @@ def main() -> None:
     ap.add_argument("--store-edits", type=int, default=300, help="edits against a KnobStore directly")
     ap.add_argument("--live-runs", type=int, default=2, help="live tiny runs")
     ap.add_argument("--live-edits", type=int, default=500, help="edits per live run")
-    ap.add_argument("--steps", type=int, default=400, help="step limit of each live run (it is stopped when its edits are done)")
+    ap.add_argument(
+        "--steps", type=int, default=400, help="step limit of each live run (it is stopped when its edits are done)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it (runs, knobs, logs)")
     args = ap.parse_args()
@@ -337,8 +421,19 @@ def main() -> None:
             (root / f"live{i}.json").write_text(json.dumps(live[-1], indent=1))
     phases = ([store] if store else []) + live
     live_total = total(live)
-    print(json.dumps({"benchmark": "hostile knob and rule edits", "args": {k: str(v) for k, v in vars(args).items()},
-                      "live_total": live_total, "all_total": total(phases), "store": store, "live": live}, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "hostile knob and rule edits",
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "live_total": live_total,
+                "all_total": total(phases),
+                "store": store,
+                "live": live,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

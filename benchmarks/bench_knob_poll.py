@@ -56,8 +56,14 @@ def main() -> None:
     out = {
         "benchmark": "knob_poll",
         "machine": f"{platform.machine()} {platform.processor() or ''} python {platform.python_version()}".strip(),
-        "poll_no_change_ms": {"median": statistics.median(nochange), "p95": sorted(nochange)[int(0.95 * len(nochange))]},
-        "poll_one_changed_file_ms": {"median": statistics.median(changed), "p95": sorted(changed)[int(0.95 * len(changed))]},
+        "poll_no_change_ms": {
+            "median": statistics.median(nochange),
+            "p95": sorted(nochange)[int(0.95 * len(nochange))],
+        },
+        "poll_one_changed_file_ms": {
+            "median": statistics.median(changed),
+            "p95": sorted(changed)[int(0.95 * len(changed))],
+        },
         "targets_ms": {"no_change": 1.0, "one_changed_file": 20.0},
     }
     out["meets_targets"] = out["poll_no_change_ms"]["median"] < 1.0 and out["poll_one_changed_file_ms"]["median"] < 20.0

@@ -44,9 +44,14 @@ def _t(line: str) -> float | None:
 
 def phases(log_lines: list[str], t_start: float) -> dict[str, float | None]:
     """Seconds from the command's start at which each phase began, from log.txt's timestamps."""
-    marks = {"warm_start": "warm start: ", "first_progress_line": "warm start: update ",
-             "eval_before": "evaluating the starting policy", "first_step": "step 0: ",
-             "eval_after": "evaluating the final policy", "finished": "run finished"}
+    marks = {
+        "warm_start": "warm start: ",
+        "first_progress_line": "warm start: update ",
+        "eval_before": "evaluating the starting policy",
+        "first_step": "step 0: ",
+        "eval_after": "evaluating the final policy",
+        "finished": "run finished",
+    }
     out: dict[str, float | None] = {k: None for k in marks}
     for line in log_lines:
         t = _t(line)
@@ -64,11 +69,24 @@ def one_seed(seed: int, work: Path, cache_dir: str | None, extra: list[str]) -> 
     if cache_dir:
         env["EAU_CACHE_DIR"] = cache_dir
     run_id = f"main-seed{seed}"
-    cmd = [sys.executable, "-m", "harness.cli.main", "train", "--preset", "cpu-small", "--seed", str(seed),
-           "--run-id", run_id, "--json", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli.main",
+        "train",
+        "--preset",
+        "cpu-small",
+        "--seed",
+        str(seed),
+        "--run-id",
+        run_id,
+        "--json",
+        *extra,
+    ]
     t0 = time.time()
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=open(root / "stderr.txt", "w"),
-                            text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=open(root / "stderr.txt", "w"), text=True
+    )
     metrics = root / "runs" / run_id / "metrics.jsonl"
     first_metrics_s = None
     while proc.poll() is None:
@@ -84,13 +102,21 @@ def one_seed(seed: int, work: Path, cache_dir: str | None, extra: list[str]) -> 
     rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
     log = (run / "log.txt").read_text().splitlines()
     ev = doc["evaluation"]
-    return {"seed": seed, "wall_s": round(wall, 1), "phases_s": phases(log, t0), "first_metrics_line_s": first_metrics_s,
-            "steps": len(rows), "step_s_median": sorted(r["time_step_s"] for r in rows)[len(rows) // 2],
-            "train_success_first_last": [rows[0]["success_rate"], rows[-1]["success_rate"]],
-            "train_success_last5": round(sum(r["success_rate"] for r in rows[-5:]) / len(rows[-5:]), 3),
-            "held_out": ev["gyms"], "held_out_overall": ev["overall"],
-            "delta_success": round(ev["overall"]["success_rate_delta"], 4),
-            "command": " ".join(cmd[2:]), "dir": str(root)}
+    return {
+        "seed": seed,
+        "wall_s": round(wall, 1),
+        "phases_s": phases(log, t0),
+        "first_metrics_line_s": first_metrics_s,
+        "steps": len(rows),
+        "step_s_median": sorted(r["time_step_s"] for r in rows)[len(rows) // 2],
+        "train_success_first_last": [rows[0]["success_rate"], rows[-1]["success_rate"]],
+        "train_success_last5": round(sum(r["success_rate"] for r in rows[-5:]) / len(rows[-5:]), 3),
+        "held_out": ev["gyms"],
+        "held_out_overall": ev["overall"],
+        "delta_success": round(ev["overall"]["success_rate_delta"], 4),
+        "command": " ".join(cmd[2:]),
+        "dir": str(root),
+    }
 
 
 def main() -> None:
@@ -98,8 +124,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--work", type=Path, default=None, help="keep every seed's folder here (default: a temp folder)")
     ap.add_argument("--cold-cache", action="store_true", help="each seed on an empty model cache (de-quantises)")
-    ap.add_argument("--set", dest="extra", action="append", default=[],
-                    help="extra `eau train --set` overrides (repeatable): for trying recipes, not the target")
+    ap.add_argument(
+        "--set",
+        dest="extra",
+        action="append",
+        default=[],
+        help="extra `eau train --set` overrides (repeatable): for trying recipes, not the target",
+    )
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="eau-main-job-"))
     extra = [x for e in args.extra for x in ("--set", e)]
@@ -108,17 +139,30 @@ def main() -> None:
     for s in args.seeds:
         cache = str(work / f"cache{s}") if args.cold_cache else None
         results.append(one_seed(s, work, cache, extra))
-        print(json.dumps({k: results[-1][k] for k in ("seed", "wall_s", "delta_success", "phases_s")}),
-              file=sys.stderr, flush=True)
-    out = {"benchmark": "main_job", "command": " ".join(["python", *sys.argv]),
-           "targets": {"minutes": TARGET_MINUTES, "delta_success": TARGET_DELTA, "first_line_s": TARGET_FIRST_LINE_S},
-           "machine": {"platform": platform.platform(), "cores": os.cpu_count(), "load_start": load0,
-                       "load_end": os.getloadavg()},
-           "results": results,
-           "meets_target": all(r["wall_s"] <= TARGET_MINUTES * 60 and r["delta_success"] >= TARGET_DELTA
-                               and (r["phases_s"]["first_progress_line"] or 1e9) <= TARGET_FIRST_LINE_S
-                               for r in results),
-           "work": str(work)}
+        print(
+            json.dumps({k: results[-1][k] for k in ("seed", "wall_s", "delta_success", "phases_s")}),
+            file=sys.stderr,
+            flush=True,
+        )
+    out = {
+        "benchmark": "main_job",
+        "command": " ".join(["python", *sys.argv]),
+        "targets": {"minutes": TARGET_MINUTES, "delta_success": TARGET_DELTA, "first_line_s": TARGET_FIRST_LINE_S},
+        "machine": {
+            "platform": platform.platform(),
+            "cores": os.cpu_count(),
+            "load_start": load0,
+            "load_end": os.getloadavg(),
+        },
+        "results": results,
+        "meets_target": all(
+            r["wall_s"] <= TARGET_MINUTES * 60
+            and r["delta_success"] >= TARGET_DELTA
+            and (r["phases_s"]["first_progress_line"] or 1e9) <= TARGET_FIRST_LINE_S
+            for r in results
+        ),
+        "work": str(work),
+    }
     print(json.dumps(out, indent=2))
 
 

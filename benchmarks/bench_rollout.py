@@ -74,8 +74,14 @@ def episode_specs(gyms: list[str], tasks: int, samples: int, first_task: int) ->
     for i in range(tasks):
         gym, index = gyms[i % len(gyms)], first_task + i
         for s in range(samples):
-            specs.append({"gym": gym, "group": f"{gym}/train/{index}", "sample": s,
-                          "reset": {"seed": index * 31 + s, "options": {"task_index": index, "split": "train"}}})
+            specs.append(
+                {
+                    "gym": gym,
+                    "group": f"{gym}/train/{index}",
+                    "sample": s,
+                    "reset": {"seed": index * 31 + s, "options": {"task_index": index, "split": "train"}},
+                }
+            )
     return specs
 
 
@@ -89,9 +95,16 @@ class TimedBackend(HFBackend):
     def generate(self, prompts, max_new_tokens, params):  # type: ignore[override]
         t0 = time.perf_counter()
         outs = super().generate(prompts, max_new_tokens, params)
-        self.calls.append({"rows": len(prompts), "width": max(len(p) for p in prompts), "budget": max(max_new_tokens),
-                           "kept": sum(len(o) for o in outs), "steps": max(len(o) for o in outs),
-                           "s": time.perf_counter() - t0})
+        self.calls.append(
+            {
+                "rows": len(prompts),
+                "width": max(len(p) for p in prompts),
+                "budget": max(max_new_tokens),
+                "kept": sum(len(o) for o in outs),
+                "steps": max(len(o) for o in outs),
+                "s": time.perf_counter() - t0,
+            }
+        )
         return outs
 
 
@@ -99,13 +112,17 @@ def call_profile(calls: list[dict[str, float]]) -> dict[str, Any]:
     """Where batched generation spends its steps: rows x decode steps vs the tokens episodes keep."""
     slots = sum(c["rows"] * c["steps"] for c in calls)
     kept = sum(c["kept"] for c in calls)
-    return {"calls": len(calls), "rows_per_call": [c["rows"] for c in calls],
-            "prompt_width_per_call": [c["width"] for c in calls],
-            "decode_steps_per_call": [c["steps"] for c in calls],
-            "seconds_per_call": [round(c["s"], 3) for c in calls],
-            "prefill_tokens": sum(c["rows"] * c["width"] for c in calls),
-            "row_step_slots": slots, "tokens_kept": kept,
-            "kept_fraction_of_slots": round(kept / max(1, slots), 3)}
+    return {
+        "calls": len(calls),
+        "rows_per_call": [c["rows"] for c in calls],
+        "prompt_width_per_call": [c["width"] for c in calls],
+        "decode_steps_per_call": [c["steps"] for c in calls],
+        "seconds_per_call": [round(c["s"], 3) for c in calls],
+        "prefill_tokens": sum(c["rows"] * c["width"] for c in calls),
+        "row_step_slots": slots,
+        "tokens_kept": kept,
+        "kept_fraction_of_slots": round(kept / max(1, slots), 3),
+    }
 
 
 class Rollouts:
@@ -122,8 +139,9 @@ class Rollouts:
         agent = self.knobs.area("agent")
         self.params = SamplingParams(float(agent["temperature"]), float(agent["top_p"]), tuple(self.chat.stop_ids))
 
-    def run(self, specs: list[dict[str, Any]], seed: int, per_turn: bool = False,
-            seeds: list[int] | None = None) -> tuple[RolloutResult, float, int]:
+    def run(
+        self, specs: list[dict[str, Any]], seed: int, per_turn: bool = False, seeds: list[int] | None = None
+    ) -> tuple[RolloutResult, float, int]:
         """Roll out ``specs`` in one engine call: (result, wall seconds, turns handed to the gyms per
         batched step: generate calls per turn, or turns ended in continuous mode). ``seeds``: one
         sampling seed per episode (continuous decoding), else the global RNG seeded with ``seed``."""
@@ -137,10 +155,17 @@ class Rollouts:
         self.turn_backend.calls = []
         engine = self.turn_engine if per_turn else self.engine
         t0 = time.perf_counter()
-        res = engine.run(envs, [s["reset"] for s in specs], [s["group"] for s in specs],
-                              [s["sample"] for s in specs], params=self.params,
-                              max_new_tokens_per_turn=self.args.turn_tokens,
-                              max_episode_tokens=self.args.episode_tokens, on_turn=count, seeds=seeds)
+        res = engine.run(
+            envs,
+            [s["reset"] for s in specs],
+            [s["group"] for s in specs],
+            [s["sample"] for s in specs],
+            params=self.params,
+            max_new_tokens_per_turn=self.args.turn_tokens,
+            max_episode_tokens=self.args.episode_tokens,
+            on_turn=count,
+            seeds=seeds,
+        )
         return res, time.perf_counter() - t0, calls[0]
 
     @torch.no_grad()
@@ -168,16 +193,25 @@ class Rollouts:
         ids = torch.full((len(prompts), width), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
         torch.manual_seed(seed)
         t0 = time.perf_counter()
         # the engine's sampling settings (HFBackend); rows end at their lengths, not at a stop id
-        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(lengths),
-                                  do_sample=True, temperature=self.params.temperature, top_p=self.params.top_p,
-                                  top_k=0, pad_token_id=pad, eos_token_id=stop_ids, use_cache=True,
-                                  logits_processor=LogitsProcessorList([NoStop()]),
-                                  stopping_criteria=StoppingCriteriaList([AtLength()]))
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max(lengths),
+            do_sample=True,
+            temperature=self.params.temperature,
+            top_p=self.params.top_p,
+            top_k=0,
+            pad_token_id=pad,
+            eos_token_id=stop_ids,
+            use_cache=True,
+            logits_processor=LogitsProcessorList([NoStop()]),
+            stopping_criteria=StoppingCriteriaList([AtLength()]),
+        )
         dt = time.perf_counter() - t0
         generated = int(out.shape[1] - width)
         if generated != max(lengths):
@@ -188,45 +222,63 @@ class Rollouts:
 def episode_stats(res: RolloutResult) -> dict[str, Any]:
     recs = [e.record for e in res.episodes]
     n = len(recs)
-    return {"turns_mean": sum(r["num_turns"] for r in recs) / n,
-            "turns_min": min(r["num_turns"] for r in recs), "turns_max": max(r["num_turns"] for r in recs),
-            "generated_tokens_per_episode": res.generated_tokens / n,
-            "prompt_tokens_mean": sum(e.prompt_tokens for e in res.episodes) / n,
-            "final_length_mean": sum(len(e.ids) for e in res.episodes) / n,
-            "answered_rate": sum(bool(r["answered"]) for r in recs) / n,
-            "success_rate": sum(bool(r["success"]) for r in recs) / n,
-            "format_errors_per_episode": sum(r["format_errors"] for r in recs) / n,
-            "questions_per_episode": sum(r["questions"] for r in recs) / n}
+    return {
+        "turns_mean": sum(r["num_turns"] for r in recs) / n,
+        "turns_min": min(r["num_turns"] for r in recs),
+        "turns_max": max(r["num_turns"] for r in recs),
+        "generated_tokens_per_episode": res.generated_tokens / n,
+        "prompt_tokens_mean": sum(e.prompt_tokens for e in res.episodes) / n,
+        "final_length_mean": sum(len(e.ids) for e in res.episodes) / n,
+        "answered_rate": sum(bool(r["answered"]) for r in recs) / n,
+        "success_rate": sum(bool(r["success"]) for r in recs) / n,
+        "format_errors_per_episode": sum(r["format_errors"] for r in recs) / n,
+        "questions_per_episode": sum(r["questions"] for r in recs) / n,
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     ap.add_argument("--gyms", default="intention", help="comma-separated gyms, tasks round-robin (default intention)")
     ap.add_argument("--tasks", type=int, default=8, help="distinct tasks (default 8)")
     ap.add_argument("--samples", type=int, default=2, help="episodes per task (default 2; B = tasks x samples)")
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of every side (default 3)")
-    ap.add_argument("--policy", choices=["sft", "random", "cpu-gemma", "cpu-small"], default="sft",
-                    help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny; "
-                         "cpu-gemma / cpu-small: that preset's policy (Gemma 3 270M / SmolLM2-135M with LoRA, as its "
-                         "trainer rolls out; pair with smaller --max-steps/--turn-tokens: ~0.1 s a decode step)")
+    ap.add_argument(
+        "--policy",
+        choices=["sft", "random", "cpu-gemma", "cpu-small"],
+        default="sft",
+        help="sft: tiny model after a cached `eau sft` warm start (default); random: untrained tiny; "
+        "cpu-gemma / cpu-small: that preset's policy (Gemma 3 270M / SmolLM2-135M with LoRA, as its "
+        "trainer rolls out; pair with smaller --max-steps/--turn-tokens: ~0.1 s a decode step)",
+    )
     ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
     ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="env.max_steps (tiny preset: 6)")
     ap.add_argument("--turn-tokens", type=int, default=TINY_TURN_TOKENS, help="max new tokens per turn (48)")
     ap.add_argument("--episode-tokens", type=int, default=TINY_EPISODE_TOKENS, help="max tokens per episode (1024)")
     ap.add_argument("--first-task", type=int, default=1000, help="task index of the first task (default 1000)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed (the same every repeat)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)")
-    ap.add_argument("--warmup", type=int, default=1,
-                    help="untimed batched rollouts before the timed repeats (default 1: the first call of a "
-                         "process allocates the KV buffers and the kernels' workspaces)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed batched rollouts before the timed repeats (default 1: the first call of a "
+        "process allocates the KV buffers and the kernels' workspaces)",
+    )
     ap.add_argument("--skip-sequential", action="store_true", help="measure (a) only")
     ap.add_argument("--skip-raw", action="store_true", help="skip (a): no raw generate sides")
-    ap.add_argument("--skip-per-turn", action="store_true",
-                    help="skip (c) and (d): no one-generate-per-turn sides")
-    ap.add_argument("--skip-fresh", action="store_true",
-                    help="skip the side that runs the engine without KV-cache reuse across turns")
+    ap.add_argument("--skip-per-turn", action="store_true", help="skip (c) and (d): no one-generate-per-turn sides")
+    ap.add_argument(
+        "--skip-fresh",
+        action="store_true",
+        help="skip the side that runs the engine without KV-cache reuse across turns",
+    )
     args = ap.parse_args()
 
     load_start = load_average()
@@ -257,14 +309,21 @@ def main() -> None:
     def engine_side(r: int) -> dict[str, Any]:
         before = (ro.backend.encoded_tokens, ro.backend.model_calls)
         res, wall, _ = ro.run(specs, args.seed, seeds=seeds)
-        state["shape"] = ([e.ids[:e.prompt_tokens] for e in res.episodes],
-                          [max(1, sum(e.response_tokens)) for e in res.episodes])
+        state["shape"] = (
+            [e.ids[: e.prompt_tokens] for e in res.episodes],
+            [max(1, sum(e.response_tokens)) for e in res.episodes],
+        )
         state.setdefault("stats", episode_stats(res))
-        return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
-                "env_s": res.time_env_s, "model_calls": ro.backend.model_calls - before[1],
-                "encoded_tokens": ro.backend.encoded_tokens - before[0],
-                "episode_turns": sum(len(e.response_tokens) for e in res.episodes),
-                "longest_episode_tokens": max(sum(e.response_tokens) for e in res.episodes)}
+        return {
+            "wall_s": wall,
+            "tokens": res.generated_tokens,
+            "generate_s": res.time_generate_s,
+            "env_s": res.time_env_s,
+            "model_calls": ro.backend.model_calls - before[1],
+            "encoded_tokens": ro.backend.encoded_tokens - before[0],
+            "episode_turns": sum(len(e.response_tokens) for e in res.episodes),
+            "longest_episode_tokens": max(sum(e.response_tokens) for e in res.episodes),
+        }
 
     def per_turn_side(r: int) -> dict[str, Any]:
         """One generate per turn over the live episodes (the KV cache kept across turns)."""
@@ -273,19 +332,30 @@ def main() -> None:
         res, wall, calls = ro.run(specs, args.seed, per_turn=True)
         state.setdefault("reuse", (b.reused_tokens - before[0], b.encoded_tokens - before[1]))
         state.setdefault("first_calls", list(b.calls))
-        return {"wall_s": wall, "tokens": res.generated_tokens, "generate_s": res.time_generate_s,
-                "generate_calls": calls, "episode_turns": sum(len(e.response_tokens) for e in res.episodes)}
+        return {
+            "wall_s": wall,
+            "tokens": res.generated_tokens,
+            "generate_s": res.time_generate_s,
+            "generate_calls": calls,
+            "episode_turns": sum(len(e.response_tokens) for e in res.episodes),
+        }
 
     def raw_side_of(mean: bool) -> Callable[[int], dict[str, Any]]:
         """The raw generate with each episode's own length per row, or (``mean``) the mean length in every row."""
+
         def side(r: int) -> dict[str, Any]:
             if "shape" not in state:
                 engine_side(r)  # only when raw runs first: establish the shape (not timed as a sample)
             prompts, lengths = state["shape"]
             new: int | list[int] = max(1, round(sum(lengths) / len(lengths))) if mean else lengths
             wall, tokens = ro.raw_generate(prompts, new, args.seed)
-            return {"wall_s": wall, "tokens": tokens, "new_tokens_per_row": new,
-                    "prompt_len_max": max(len(p) for p in prompts)}
+            return {
+                "wall_s": wall,
+                "tokens": tokens,
+                "new_tokens_per_row": new,
+                "prompt_len_max": max(len(p) for p in prompts),
+            }
+
         return side
 
     def sequential_side(r: int) -> dict[str, Any]:
@@ -329,12 +399,22 @@ def main() -> None:
         "benchmark": "rollout",
         "command": " ".join(["python", *sys.argv]),
         "machine": {**machine(), "load_average_start": load_start},
-        "setup": {"gyms": gyms, "episodes": len(specs), "tasks": args.tasks, "samples": args.samples,
-                  "policy": args.policy, "warm_start": ws, "max_steps": args.max_steps,
-                  "turn_tokens": args.turn_tokens, "episode_tokens": args.episode_tokens,
-                  "temperature": ro.params.temperature, "repeats": args.repeats, "warmup": args.warmup,
-                  "seed": args.seed,
-                  "knobs": "repository knobs/ with env.max_steps overridden"},
+        "setup": {
+            "gyms": gyms,
+            "episodes": len(specs),
+            "tasks": args.tasks,
+            "samples": args.samples,
+            "policy": args.policy,
+            "warm_start": ws,
+            "max_steps": args.max_steps,
+            "turn_tokens": args.turn_tokens,
+            "episode_tokens": args.episode_tokens,
+            "temperature": ro.params.temperature,
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "seed": args.seed,
+            "knobs": "repository knobs/ with env.max_steps overridden",
+        },
         "episodes": state["stats"],
         "engine_generated_tokens_per_repeat": [x["tokens"] for x in eng],
         "engine_breakdown": {
@@ -358,8 +438,11 @@ def main() -> None:
         out["engine_vs_raw_generate"] = {
             "engine_tokens_per_s": summary(eng_tps),
             "raw_generate_tokens_per_s": summary(raw_tps),
-            "raw_shape": {"rows": len(specs), "prompt_len_max": raw[0]["prompt_len_max"],
-                          "new_tokens_per_row": raw[0]["new_tokens_per_row"]},
+            "raw_shape": {
+                "rows": len(specs),
+                "prompt_len_max": raw[0]["prompt_len_max"],
+                "new_tokens_per_row": raw[0]["new_tokens_per_row"],
+            },
             "ratio_per_repeat": [round(x, 3) for x in ratio_raw],
             "ratio": round(median(ratio_raw), 3),
             "target": TARGET_VS_RAW,
@@ -411,7 +494,7 @@ def main() -> None:
             "target": TARGET_VS_SEQUENTIAL,
             "meets_target": median(speed_wall) >= TARGET_VS_SEQUENTIAL,
             "note": "both sides seed each episode's sampling alike (seeds=), so they generate the same "
-                    "episodes up to float rounding; speedup_tokens_per_s normalises for any difference",
+            "episodes up to float rounding; speedup_tokens_per_s normalises for any difference",
         }
     out["machine"]["load_average_end"] = load_average()
     emit(out)

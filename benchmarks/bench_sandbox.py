@@ -50,8 +50,13 @@ def bench(mode: str, repeat: int) -> dict:
     slow = Limits(isolation=mode, call_time=0.2)
     hang = "def f(x):\n    while x:\n        pass\n    return x\n"
     restart = _timed(hang, ["f(0)", "f(1)", "f(0)"], slow, max(3, repeat // 3)) - 0.2
-    return {"mode": isolation_report(limits).get("mode"), "start_s": round(start, 4),
-            "per_call_s": round((many - one) / 100, 6), "per_task_s": round(task, 4), "restart_s": round(restart, 4)}
+    return {
+        "mode": isolation_report(limits).get("mode"),
+        "start_s": round(start, 4),
+        "per_call_s": round((many - one) / 100, 6),
+        "per_task_s": round(task, 4),
+        "restart_s": round(restart, 4),
+    }
 
 
 def main() -> None:
@@ -59,8 +64,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15, help="runs per measurement (median reported)")
     args = ap.parse_args()
     modes = ["kernel", "process"] if os.geteuid() == 0 else ["process"]
-    out = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-           "repeat": args.repeat, "results": [bench(m, args.repeat) for m in modes]}
+    out = {
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "repeat": args.repeat,
+        "results": [bench(m, args.repeat) for m in modes],
+    }
     print(json.dumps(out, indent=2))
 
 

@@ -73,14 +73,27 @@ def model_cache_state(preset: str, cache_root: str | None) -> dict[str, Any] | N
     return {"model": name, "dir": str(folder), "complete": cache_complete(name, folder)}
 
 
-def run_train(root: Path, preset: str, steps: int, extra: list[str], env_extra: dict[str, str],
-              timeout_s: float) -> dict[str, Any]:
+def run_train(
+    root: Path, preset: str, steps: int, extra: list[str], env_extra: dict[str, str], timeout_s: float
+) -> dict[str, Any]:
     """One ``eau train`` run: wall times (first metrics line, total) and the metrics lines."""
     kdir = private_knobs(root)
     rdir = root / "runs"
     run_id = "bench"
-    cmd = eau_cmd("train", "--preset", preset, "--steps", str(steps), "--run-id", run_id, "--json", "--no-progress",
-                  "--set", "checkpoint_every=0", *extra)
+    cmd = eau_cmd(
+        "train",
+        "--preset",
+        preset,
+        "--steps",
+        str(steps),
+        "--run-id",
+        run_id,
+        "--json",
+        "--no-progress",
+        "--set",
+        "checkpoint_every=0",
+        *extra,
+    )
     env = eau_env(EAU_KNOBS_DIR=str(kdir), EAU_RUNS_DIR=str(rdir), **env_extra)
     metrics = rdir / run_id / "metrics.jsonl"
     first_line_s = None
@@ -106,8 +119,13 @@ def run_train(root: Path, preset: str, steps: int, extra: list[str], env_extra: 
         first_line_s = total_s
     lines = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
     traj = sorted((rdir / run_id / "trajectories").glob("step_*.jsonl"))
-    return {"command": " ".join(cmd), "wall_first_metrics_s": round(first_line_s, 2), "wall_total_s": round(total_s, 2),
-            "metrics": lines, "trajectory_bytes_per_step": [p.stat().st_size for p in traj]}
+    return {
+        "command": " ".join(cmd),
+        "wall_first_metrics_s": round(first_line_s, 2),
+        "wall_total_s": round(total_s, 2),
+        "metrics": lines,
+        "trajectory_bytes_per_step": [p.stat().st_size for p in traj],
+    }
 
 
 def analyse(run: dict[str, Any]) -> dict[str, Any]:
@@ -129,8 +147,9 @@ def analyse(run: dict[str, Any]) -> dict[str, Any]:
             "unattributed": round(median(unattributed), 4),
         },
         "harness_share": summary(share),
-        "harness_plus_unattributed_share": round(median([(m["time_harness_s"] + u) / m["time_step_s"]
-                                                         for m, u in zip(ms, unattributed)]), 4),
+        "harness_plus_unattributed_share": round(
+            median([(m["time_harness_s"] + u) / m["time_step_s"] for m, u in zip(ms, unattributed)]), 4
+        ),
         "rollout_tokens_per_s": round(median([m.get("rollout_tokens_per_s", 0.0) for m in ms]), 1),
         "turns_mean": round(median([m.get("turns_mean", 0.0) for m in ms]), 2),
         "response_tokens_mean": round(median([m.get("response_tokens_mean", 0.0) for m in ms]), 1),
@@ -145,31 +164,52 @@ def analyse(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     ap.add_argument("--preset", default="tiny", help="train preset (default tiny; cpu-gemma: Gemma 3 270M)")
     ap.add_argument("--steps", type=int, default=5, help="PPO steps of the run (default 5)")
-    ap.add_argument("--policy", choices=["preset", "sft"], default="preset",
-                    help="preset: the preset's policy as is (default); sft: tiny preset started from the cached "
-                         "`eau sft` warm start (real multi-turn episodes)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[],
-                    help="extra `eau train --set key=value` overrides (repeatable)")
-    ap.add_argument("--cold-cache", action="store_true",
-                    help="a packaged model's preset: first run on an empty EAU_CACHE_DIR (cold), then a second run on "
-                         "it (warm)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="OMP threads of the training process (default 1: stable on a shared 2-core box; "
-                         "0 = torch's default)")
+    ap.add_argument(
+        "--policy",
+        choices=["preset", "sft"],
+        default="preset",
+        help="preset: the preset's policy as is (default); sft: tiny preset started from the cached "
+        "`eau sft` warm start (real multi-turn episodes)",
+    )
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="extra `eau train --set key=value` overrides (repeatable)",
+    )
+    ap.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="a packaged model's preset: first run on an empty EAU_CACHE_DIR (cold), then a second run on it (warm)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP threads of the training process (default 1: stable on a shared 2-core box; 0 = torch's default)",
+    )
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before giving up (default 3600)")
-    ap.add_argument("--versus", action="append", default=[],
-                    help="also run with these extra overrides (repeatable; e.g. rollout_stats=recompute), "
-                         "alternating with the plain run over --repeats, and report the update/step time ratios")
+    ap.add_argument(
+        "--versus",
+        action="append",
+        default=[],
+        help="also run with these extra overrides (repeatable; e.g. rollout_stats=recompute), "
+        "alternating with the plain run over --repeats, and report the update/step time ratios",
+    )
     ap.add_argument("--repeats", type=int, default=1, help="with --versus: alternating runs of each side (default 1)")
     args = ap.parse_args()
     if args.steps < 1:
         ap.error("--steps must be >= 1")
     if args.cold_cache and model_cache_state(args.preset, None) is None:
-        ap.error(f"--cold-cache applies to a preset with a packaged model (cpu-gemma, cpu-small); {args.preset} has none")
+        ap.error(
+            f"--cold-cache applies to a preset with a packaged model (cpu-gemma, cpu-small); {args.preset} has none"
+        )
     if args.versus and args.cold_cache:
         ap.error("--versus and --cold-cache measure different things: use one")
 
@@ -199,9 +239,13 @@ def main() -> None:
         else:
             plans = [("default", {}, extra)]
         for n, (label, env_extra, plan_extra) in enumerate(plans):
-            cache_before = model_cache_state(args.preset, env_extra.get("EAU_CACHE_DIR") or os.environ.get("EAU_CACHE_DIR"))
-            stderr_log(f"eau train --preset {args.preset} --steps {args.steps} ({label}; model cache complete before: "
-                       f"{cache_before['complete'] if cache_before else 'no packaged model'})")
+            cache_before = model_cache_state(
+                args.preset, env_extra.get("EAU_CACHE_DIR") or os.environ.get("EAU_CACHE_DIR")
+            )
+            stderr_log(
+                f"eau train --preset {args.preset} --steps {args.steps} ({label}; model cache complete before: "
+                f"{cache_before['complete'] if cache_before else 'no packaged model'})"
+            )
             run = run_train(root / f"{label}-{n}", args.preset, args.steps, plan_extra, env_extra, args.timeout)
             res = analyse(run)
             res["label"] = label
@@ -209,8 +253,10 @@ def main() -> None:
                 res["model_cache_warm_before_run"] = cache_before["complete"]
                 res["model_cache_dir"] = cache_before["dir"]
             runs.append(res)
-            stderr_log(f"{label}: first metrics line after {res['wall_first_metrics_s']}s, step "
-                       f"{res['time_step_s']['median']}s, harness share {res['harness_share']['median']}")
+            stderr_log(
+                f"{label}: first metrics line after {res['wall_first_metrics_s']}s, step "
+                f"{res['time_step_s']['median']}s, harness share {res['harness_share']['median']}"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -218,10 +264,19 @@ def main() -> None:
     out: dict[str, Any] = {
         "benchmark": "train_step",
         "command": " ".join(["python", *sys.argv]),
-        "machine": {**machine(), "train_process_threads": threads if args.threads else "torch default",
-                    "load_average_start": load_start},
-        "setup": {"preset": args.preset, "steps": args.steps, "policy": args.policy, "warm_start": ws,
-                  "overrides": args.overrides, "checkpoints": "only after the last step (outside time_step_s)"},
+        "machine": {
+            **machine(),
+            "train_process_threads": threads if args.threads else "torch default",
+            "load_average_start": load_start,
+        },
+        "setup": {
+            "preset": args.preset,
+            "steps": args.steps,
+            "policy": args.policy,
+            "warm_start": ws,
+            "overrides": args.overrides,
+            "checkpoints": "only after the last step (outside time_step_s)",
+        },
         "runs": runs,
         "harness_share_median": main_run["harness_share"]["median"],
         "target_harness_share": TARGET_HARNESS_SHARE,
@@ -229,7 +284,9 @@ def main() -> None:
         "step_time_s_median": main_run["time_step_s"]["median"],
     }
     if args.versus:
-        out["versus"] = compare([r for r in runs if r["label"] == "default"], [r for r in runs if r["label"] == "versus"])
+        out["versus"] = compare(
+            [r for r in runs if r["label"] == "default"], [r for r in runs if r["label"] == "versus"]
+        )
         out["versus"]["overrides"] = args.versus
     out["machine"]["load_average_end"] = load_average()
     emit(out)
@@ -238,9 +295,11 @@ def main() -> None:
 def compare(plain: list[dict[str, Any]], versus: list[dict[str, Any]]) -> dict[str, Any]:
     """Median update and step times of the plain runs and the --versus runs (all steps pooled; step
     0 excluded when there are more), and their ratios (versus / plain)."""
+
     def pooled(runs: list[dict[str, Any]], key: str) -> float:
-        return median([x for r in runs for x in (r["per_step"][key][1:] if len(r["per_step"][key]) > 1
-                                                  else r["per_step"][key])])
+        return median(
+            [x for r in runs for x in (r["per_step"][key][1:] if len(r["per_step"][key]) > 1 else r["per_step"][key])]
+        )
 
     out: dict[str, Any] = {}
     for key in ("time_update_s", "time_step_s", "time_rollout_s"):

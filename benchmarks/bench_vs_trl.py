@@ -106,8 +106,9 @@ def make_environment_class(gym: str, knobs: Any, samples: int, counters: dict[st
             index = int(row["task_index"])
             sample = counters["resets"].get(index, 0)  # TRL repeats a row num_generations times
             counters["resets"][index] = sample + 1
-            obs, _info = self.env.reset(seed=index * 31 + sample % samples,
-                                        options={"task_index": index, "split": "train"})
+            obs, _info = self.env.reset(
+                seed=index * 31 + sample % samples, options={"task_index": index, "split": "train"}
+            )
             counters["episodes"] += 1
             return obs
 
@@ -126,12 +127,14 @@ def make_environment_class(gym: str, knobs: Any, samples: int, counters: dict[st
     GymEnvironment.interact.__doc__ = (
         f"{schema['description']}\n\nArgs:\n"
         f"    choice: {props['choice']['description']} (choices: {json.dumps(choices)})\n"
-        f"    content: {props['content']['description']}\n")
+        f"    content: {props['content']['description']}\n"
+    )
     return GymEnvironment
 
 
-def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: str, max_completion: int,
-            root: Path, seed: int) -> dict[str, Any]:
+def trl_run(
+    args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: str, max_completion: int, root: Path, seed: int
+) -> dict[str, Any]:
     """One GRPOTrainer run of ``args.steps`` steps: per-step wall times and work counters."""
     import torch
     from datasets import Dataset
@@ -144,19 +147,43 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
     agent = knobs.area("agent")
     episodes = args.tasks * args.samples
     rows = args.tasks * args.steps
-    data = Dataset.from_dict({
-        "prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}]] * rows,
-        "task_index": [args.first_task + 100_000 * seed + i for i in range(rows)]})
+    data = Dataset.from_dict(
+        {
+            "prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}]] * rows,
+            "task_index": [args.first_task + 100_000 * seed + i for i in range(rows)],
+        }
+    )
     cfg = GRPOConfig(
-        output_dir=str(root / "trl"), use_cpu=True, bf16=False, fp16=False, seed=seed, max_steps=args.steps,
-        per_device_train_batch_size=args.micro_batch, gradient_accumulation_steps=episodes // args.micro_batch,
-        num_generations=args.samples, num_iterations=1, beta=0.0, epsilon=float(agent["clip_ratio"]),
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, optim="adamw_torch",
-        max_grad_norm=float(agent["max_grad_norm"]), temperature=float(agent["temperature"]),
-        top_p=float(agent["top_p"]), top_k=0, max_completion_length=max_completion,
+        output_dir=str(root / "trl"),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        seed=seed,
+        max_steps=args.steps,
+        per_device_train_batch_size=args.micro_batch,
+        gradient_accumulation_steps=episodes // args.micro_batch,
+        num_generations=args.samples,
+        num_iterations=1,
+        beta=0.0,
+        epsilon=float(agent["clip_ratio"]),
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        optim="adamw_torch",
+        max_grad_norm=float(agent["max_grad_norm"]),
+        temperature=float(agent["temperature"]),
+        top_p=float(agent["top_p"]),
+        top_k=0,
+        max_completion_length=max_completion,
         generation_kwargs={"max_new_tokens": args.turn_tokens},  # per turn, as the harness's budget
-        max_tool_calling_iterations=args.max_steps, shuffle_dataset=False, disable_dropout=True,
-        logging_steps=1, report_to="none", save_strategy="no", dataloader_num_workers=0)
+        max_tool_calling_iterations=args.max_steps,
+        shuffle_dataset=False,
+        disable_dropout=True,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        dataloader_num_workers=0,
+    )
     times: list[float] = []
     logs: list[dict[str, Any]] = []
 
@@ -187,20 +214,29 @@ def trl_run(args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: s
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         try:
-            trainer = GRPOTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok,
-                                  environment_factory=env_cls, callbacks=[StepTimer()])
+            trainer = GRPOTrainer(
+                model=model,
+                args=cfg,
+                train_dataset=data,
+                processing_class=tok,
+                environment_factory=env_cls,
+                callbacks=[StepTimer()],
+            )
             trainer.train()
         finally:
             hook.remove()
     step_logs = [x for x in logs if "loss" in x or "reward" in x]
     n_ep = max(1, counters["episodes"])
-    return {"step_s": times, "episodes": counters["episodes"],
-            "env_steps_per_episode": counters["env_steps"] / n_ep,
-            "calls_after_end_per_episode": counters["calls_after_end"] / n_ep,
-            "model_tokens_per_episode": median([x.get("completions/mean_length", 0.0) for x in step_logs]),
-            "trained_tokens_per_episode": trained[0] / n_ep,
-            "tool_calls_per_episode": median([x.get("tools/call_frequency", 0.0) for x in step_logs]),
-            "reward_mean": median([x.get("reward", 0.0) for x in step_logs])}
+    return {
+        "step_s": times,
+        "episodes": counters["episodes"],
+        "env_steps_per_episode": counters["env_steps"] / n_ep,
+        "calls_after_end_per_episode": counters["calls_after_end"] / n_ep,
+        "model_tokens_per_episode": median([x.get("completions/mean_length", 0.0) for x in step_logs]),
+        "trained_tokens_per_episode": trained[0] / n_ep,
+        "tool_calls_per_episode": median([x.get("tools/call_frequency", 0.0) for x in step_logs]),
+        "reward_mean": median([x.get("reward", 0.0) for x in step_logs]),
+    }
 
 
 # ------------------------------------------------------------------------------------------ harness side
@@ -212,29 +248,43 @@ def harness_run(args: argparse.Namespace, sft_dir: str, critic: str, root: Path,
     kdir = private_knobs(root / f"{critic}-{seed}")
     rdir = root / f"{critic}-{seed}" / "runs"
     overrides = {
-        "steps": args.steps, "run_id": "bench", "seed": seed, "gyms": [args.gym], "rendering": RENDERING,
+        "steps": args.steps,
+        "run_id": "bench",
+        "seed": seed,
+        "gyms": [args.gym],
+        "rendering": RENDERING,
         "user_replies": args.user_replies,
-        "tasks_per_step": args.tasks, "samples_per_task": args.samples,
-        "policy": {"model": "tiny", "chat_template": TEMPLATE}, "init_checkpoint": sft_dir,
+        "tasks_per_step": args.tasks,
+        "samples_per_task": args.samples,
+        "policy": {"model": "tiny", "chat_template": TEMPLATE},
+        "init_checkpoint": sft_dir,
         "critic": {"mode": critic} if critic == "shared" else {"mode": "separate", "init": "policy"},
-        "checkpoint_every": 0, "progress": False,
-        "agent_knobs.lr": args.lr, "agent_knobs.critic_lr": args.lr, "agent_knobs.ppo_epochs": 1,
-        "agent_knobs.mini_batch_size": args.tasks * args.samples, "agent_knobs.micro_batch_size": args.micro_batch,
+        "checkpoint_every": 0,
+        "progress": False,
+        "agent_knobs.lr": args.lr,
+        "agent_knobs.critic_lr": args.lr,
+        "agent_knobs.ppo_epochs": 1,
+        "agent_knobs.mini_batch_size": args.tasks * args.samples,
+        "agent_knobs.micro_batch_size": args.micro_batch,
         "agent_knobs.max_new_tokens_per_turn": args.turn_tokens,
-        "agent_knobs.max_episode_tokens": args.episode_tokens, "env_knobs.max_steps": args.max_steps,
+        "agent_knobs.max_episode_tokens": args.episode_tokens,
+        "env_knobs.max_steps": args.max_steps,
     }
     cfg = build_config("tiny", None, overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = train(cfg, rdir, kdir)
     ms = [json.loads(x) for x in (trainer.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return {"step_s": [m["time_step_s"] for m in ms],
-            "rollout_s": [m["time_rollout_s"] for m in ms], "update_s": [m["time_update_s"] for m in ms],
-            "harness_s": [m["time_harness_s"] for m in ms],
-            "model_tokens_per_episode": median([m["turns_mean"] * m["response_tokens_mean"] for m in ms]),
-            "trained_tokens_per_episode": median([m["episode_tokens_mean"] for m in ms]),
-            "turns_per_episode": median([m["turns_mean"] for m in ms]),
-            "reward_mean": median([m["reward_mean"] for m in ms])}
+    return {
+        "step_s": [m["time_step_s"] for m in ms],
+        "rollout_s": [m["time_rollout_s"] for m in ms],
+        "update_s": [m["time_update_s"] for m in ms],
+        "harness_s": [m["time_harness_s"] for m in ms],
+        "model_tokens_per_episode": median([m["turns_mean"] * m["response_tokens_mean"] for m in ms]),
+        "trained_tokens_per_episode": median([m["episode_tokens_mean"] for m in ms]),
+        "turns_per_episode": median([m["turns_mean"] for m in ms]),
+        "reward_mean": median([m["reward_mean"] for m in ms]),
+    }
 
 
 def prompt_tokens(gym: str, knobs: Any, sft_dir: str) -> tuple[str, int]:
@@ -255,36 +305,51 @@ def prompt_tokens(gym: str, knobs: Any, sft_dir: str) -> tuple[str, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     ap.add_argument("--gym", default="intention", help="gym of both sides (default intention)")
     ap.add_argument("--tasks", type=int, default=8, help="tasks per step (default 8, the tiny preset's)")
     ap.add_argument("--samples", type=int, default=2, help="episodes per task = GRPO num_generations (default 2)")
     ap.add_argument("--steps", type=int, default=5, help="training steps per run (default 5; step 0 is excluded)")
     ap.add_argument("--repeats", type=int, default=2, help="alternating runs of every side (default 2)")
-    ap.add_argument("--critics", default="separate,shared",
-                    help="harness critic set-ups to measure, comma-separated (default separate,shared)")
+    ap.add_argument(
+        "--critics",
+        default="separate,shared",
+        help="harness critic set-ups to measure, comma-separated (default separate,shared)",
+    )
     ap.add_argument("--micro-batch", type=int, default=8, help="episodes per forward/backward (default 8)")
     # A step's work does not depend on the learning rate, but the next step's episodes do: at the
     # tiny preset's 1e-3 one update of the shared-critic harness turned every later turn into a format
     # error (format_error_rate 0.32 -> 1.0, every episode at the turn limit), so the steps after it
     # timed a broken policy. A small rate keeps both sides playing the warm start's episodes.
-    ap.add_argument("--lr", type=float, default=1e-5,
-                    help="learning rate of both sides (default 1e-5: the warm start's behaviour stays; tiny preset: 1e-3)")
+    ap.add_argument(
+        "--lr",
+        type=float,
+        default=1e-5,
+        help="learning rate of both sides (default 1e-5: the warm start's behaviour stays; tiny preset: 1e-3)",
+    )
     ap.add_argument("--max-steps", type=int, default=TINY_MAX_STEPS, help="turn limit (tiny preset: 6)")
     # The tiny preset's 48 / 1,024 cut tool calls: in the tiny tokenizer an interact call is ~30-60
     # tokens and the qwen3 prompt with its tool block ~580, so both budgets are doubled here.
     ap.add_argument("--turn-tokens", type=int, default=2 * TINY_TURN_TOKENS, help="max new tokens per turn (96)")
-    ap.add_argument("--episode-tokens", type=int, default=2 * TINY_EPISODE_TOKENS,
-                    help="max tokens per episode (2048)")
-    ap.add_argument("--user-replies", choices=("tool", "user"), default="tool",
-                    help="how the harness renders the user's replies (and the warm start learned them): tool "
-                         "(default) = as the interact call's result, as TRL renders every result; user = as user "
-                         "messages (the harness's default), which TRL cannot render")
+    ap.add_argument("--episode-tokens", type=int, default=2 * TINY_EPISODE_TOKENS, help="max tokens per episode (2048)")
+    ap.add_argument(
+        "--user-replies",
+        choices=("tool", "user"),
+        default="tool",
+        help="how the harness renders the user's replies (and the warm start learned them): tool "
+        "(default) = as the interact call's result, as TRL renders every result; user = as user "
+        "messages (the harness's default), which TRL cannot render",
+    )
     ap.add_argument("--first-task", type=int, default=5000, help="first task index of the TRL dataset")
     ap.add_argument("--sft-dir", default=None, help="warm-start folder (default: a cache under $EAU_CACHE_DIR)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: stable on a shared 2-core box; 0 = torch's default)",
+    )
     args = ap.parse_args()
     episodes = args.tasks * args.samples
     if episodes % args.micro_batch:
@@ -307,7 +372,7 @@ def main() -> None:
     trl_error = None
     sides: dict[str, Callable[[int], Any]] = {}
     for c in critics:
-        sides[f"harness_{c}_critic"] = (lambda r, c=c: harness_run(args, ws["dir"], c, root, r))
+        sides[f"harness_{c}_critic"] = lambda r, c=c: harness_run(args, ws["dir"], c, root, r)
 
     def trl_side(r: int) -> dict[str, Any] | None:
         nonlocal trl_error
@@ -320,8 +385,10 @@ def main() -> None:
             return None
 
     sides["trl_grpo"] = trl_side
-    stderr_log(f"{episodes} episodes/step on {args.gym}, {args.steps} steps x {args.repeats} repeats, "
-               f"sides {list(sides)}, torch threads {threads}")
+    stderr_log(
+        f"{episodes} episodes/step on {args.gym}, {args.steps} steps x {args.repeats} repeats, "
+        f"sides {list(sides)}, torch threads {threads}"
+    )
     try:
         runs = alternate(sides, args.repeats, log=stderr_log)
     finally:
@@ -334,23 +401,39 @@ def main() -> None:
         "benchmark": "vs_trl",
         "command": " ".join(["python", *sys.argv]),
         "machine": {**machine(), "load_average_start": load_start},
-        "setup": {"gym": args.gym, "episodes_per_step": episodes, "tasks": args.tasks, "samples": args.samples,
-                  "steps_per_run": args.steps, "repeats": args.repeats, "micro_batch": args.micro_batch,
-                  "lr": args.lr, "max_steps": args.max_steps, "turn_tokens": args.turn_tokens,
-                  "episode_tokens": args.episode_tokens, "harness_prompt_tokens_max": prompt_len,
-                  "trl_max_completion_length": max_completion, "chat_template": TEMPLATE, "rendering": RENDERING,
-                  "user_replies": args.user_replies,
-                  "warm_start": ws, "trl": __import__("trl").__version__,
-                  "step_time": "median over steps 1.. of every run (step 0 warms up)"},
+        "setup": {
+            "gym": args.gym,
+            "episodes_per_step": episodes,
+            "tasks": args.tasks,
+            "samples": args.samples,
+            "steps_per_run": args.steps,
+            "repeats": args.repeats,
+            "micro_batch": args.micro_batch,
+            "lr": args.lr,
+            "max_steps": args.max_steps,
+            "turn_tokens": args.turn_tokens,
+            "episode_tokens": args.episode_tokens,
+            "harness_prompt_tokens_max": prompt_len,
+            "trl_max_completion_length": max_completion,
+            "chat_template": TEMPLATE,
+            "rendering": RENDERING,
+            "user_replies": args.user_replies,
+            "warm_start": ws,
+            "trl": __import__("trl").__version__,
+            "step_time": "median over steps 1.. of every run (step 0 warms up)",
+        },
         "sides": {},
     }
     for name, rs in runs.items():
         rs = [r for r in rs if r]
         if not rs:
             continue
-        side = {"step_s": summary(steady(rs)), "reward_mean": round(median([r["reward_mean"] for r in rs]), 3),
-                "model_tokens_per_episode": round(median([r["model_tokens_per_episode"] for r in rs]), 1),
-                "trained_tokens_per_episode": round(median([r["trained_tokens_per_episode"] for r in rs]), 1)}
+        side = {
+            "step_s": summary(steady(rs)),
+            "reward_mean": round(median([r["reward_mean"] for r in rs]), 3),
+            "model_tokens_per_episode": round(median([r["model_tokens_per_episode"] for r in rs]), 1),
+            "trained_tokens_per_episode": round(median([r["trained_tokens_per_episode"] for r in rs]), 1),
+        }
         if name.startswith("harness"):
             side["rollout_s"] = round(median([x for r in rs for x in r["rollout_s"][1:] or r["rollout_s"]]), 3)
             side["update_s"] = round(median([x for r in rs for x in r["update_s"][1:] or r["update_s"]]), 3)
@@ -359,7 +442,8 @@ def main() -> None:
             side["tool_calls_per_episode"] = round(median([r["tool_calls_per_episode"] for r in rs]), 2)
             side["env_steps_per_episode"] = round(median([r["env_steps_per_episode"] for r in rs]), 2)
             side["calls_after_episode_end_per_episode"] = round(
-                median([r["calls_after_end_per_episode"] for r in rs]), 2)
+                median([r["calls_after_end_per_episode"] for r in rs]), 2
+            )
         result["sides"][name] = side
     trl = result["sides"].get("trl_grpo")
     if trl_error:
@@ -370,15 +454,20 @@ def main() -> None:
             if name == "trl_grpo":
                 continue
             ratio = side["step_s"]["median"] / trl["step_s"]["median"]
+
             def per(key: str, side: dict = side) -> float:  # step time per token of that kind, harness over TRL
-                return ((side["step_s"]["median"] / max(1e-9, side[key]))
-                        / (trl["step_s"]["median"] / max(1e-9, trl[key])))
+                return (side["step_s"]["median"] / max(1e-9, side[key])) / (
+                    trl["step_s"]["median"] / max(1e-9, trl[key])
+                )
 
             per_token, per_trained = per("model_tokens_per_episode"), per("trained_tokens_per_episode")
-            result["ratios"][name] = {"step_time_vs_trl": round(ratio, 3),
-                                      "step_time_per_generated_token_vs_trl": round(per_token, 3),
-                                      "step_time_per_trained_token_vs_trl": round(per_trained, 3),
-                                      "target": f"<= {TARGET_RATIO}", "meets_target": ratio <= TARGET_RATIO}
+            result["ratios"][name] = {
+                "step_time_vs_trl": round(ratio, 3),
+                "step_time_per_generated_token_vs_trl": round(per_token, 3),
+                "step_time_per_trained_token_vs_trl": round(per_trained, 3),
+                "target": f"<= {TARGET_RATIO}",
+                "meets_target": ratio <= TARGET_RATIO,
+            }
     result["machine"]["load_average_end"] = load_average()
     emit(result)
 

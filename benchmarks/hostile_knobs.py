@@ -33,29 +33,78 @@ from harness.knobs.store import KnobStore
 AREA_SLOTS = ["agent.yaml", "env.yaml", "user.yaml", "reward.yaml"]
 REWARD_SLOTS = ["rules/rewards/default.yaml", "rules/rewards/zz_fuzz_1.yaml", "rules/rewards/zz_fuzz_2.yaml"]
 USER_SLOTS = [f"rules/users/{g}.yaml" for g in ("intention", "travel", "function", "telepathy", "colbench")]
-SCHEMA_SLOTS = ["schema/agent.schema.json", "schema/env.schema.json", "schema/user.schema.json",
-                "schema/reward.schema.json", "schema/reward_rules.schema.json", "schema/user_rules.schema.json"]
+SCHEMA_SLOTS = [
+    "schema/agent.schema.json",
+    "schema/env.schema.json",
+    "schema/user.schema.json",
+    "schema/reward.schema.json",
+    "schema/reward_rules.schema.json",
+    "schema/user_rules.schema.json",
+]
 SLOTS = AREA_SLOTS + REWARD_SLOTS + USER_SLOTS + SCHEMA_SLOTS
 EXTRA_REWARD_FILE = "description: a slot the hostile-edit benchmark writes to\nrules: []\n"
 
 # numeric knobs by area, with a value each that is valid and close to the default
-NUMERIC = {"agent.yaml": ["lr", "critic_lr", "entropy_coeff", "kl_coef", "clip_ratio", "gamma", "lam", "top_p",
-                          "temperature", "max_grad_norm", "vf_coef"],
-           "env.yaml": ["success_threshold", "human_response_char_limit", "max_repeated_probes"],
-           "user.yaml": ["match_threshold", "temperature", "user_strategy_mix"],
-           "reward.yaml": ["default_scale", "per_gym_scale", "predicate_weight"]}
+NUMERIC = {
+    "agent.yaml": [
+        "lr",
+        "critic_lr",
+        "entropy_coeff",
+        "kl_coef",
+        "clip_ratio",
+        "gamma",
+        "lam",
+        "top_p",
+        "temperature",
+        "max_grad_norm",
+        "vf_coef",
+    ],
+    "env.yaml": ["success_threshold", "human_response_char_limit", "max_repeated_probes"],
+    "user.yaml": ["match_threshold", "temperature", "user_strategy_mix"],
+    "reward.yaml": ["default_scale", "per_gym_scale", "predicate_weight"],
+}
 NON_FINITE = [".nan", ".NaN", ".inf", "-.inf", ".Inf", "1e400", "-1e400", "+.inf"]
-CATASTROPHIC = [r"(a+)+$", r"(\w+\s?)+$", r"(x+x+)+y", r"(a|aa)+b", r"^(([a-z])+.)+[A-Z]([a-z])+$",
-                r"(.*a){20}", r"(\d+)*x", r"^(a|a?)+$", r"((ab)*|a)*c", r"(\s*\w+\s*)*!"]
-WRONG_TYPES = {"agent.yaml": [("ppo_epochs", "two"), ("lr", "[1.0e-3]"), ("whiten_advantages", "3"),
-                              ("kl_estimator", "k9"), ("mini_batch_size", "1.5"), ("temperature", "'hot'"),
-                              ("max_new_tokens_per_turn", "{default: x}"), ("gamma", "null")],
-               "env.yaml": [("min_questions", "'one'"), ("success_threshold", "[0.5, 0.6]"),
-                            ("human_response_char_limit", "true")],
-               "user.yaml": [("persona", "7"), ("reveal_kinds", "preference"), ("facts_per_reply", "1.5"),
-                             ("reveal_kinds", "[preference, secrets]")],
-               "reward.yaml": [("turn_reward_clip", "1.0"), ("turn_reward_clip", "[-1.0]"),
-                               ("turn_reward_clip", "['-1', '2']"), ("default_scale", "'1.0'")]}
+CATASTROPHIC = [
+    r"(a+)+$",
+    r"(\w+\s?)+$",
+    r"(x+x+)+y",
+    r"(a|aa)+b",
+    r"^(([a-z])+.)+[A-Z]([a-z])+$",
+    r"(.*a){20}",
+    r"(\d+)*x",
+    r"^(a|a?)+$",
+    r"((ab)*|a)*c",
+    r"(\s*\w+\s*)*!",
+]
+WRONG_TYPES = {
+    "agent.yaml": [
+        ("ppo_epochs", "two"),
+        ("lr", "[1.0e-3]"),
+        ("whiten_advantages", "3"),
+        ("kl_estimator", "k9"),
+        ("mini_batch_size", "1.5"),
+        ("temperature", "'hot'"),
+        ("max_new_tokens_per_turn", "{default: x}"),
+        ("gamma", "null"),
+    ],
+    "env.yaml": [
+        ("min_questions", "'one'"),
+        ("success_threshold", "[0.5, 0.6]"),
+        ("human_response_char_limit", "true"),
+    ],
+    "user.yaml": [
+        ("persona", "7"),
+        ("reveal_kinds", "preference"),
+        ("facts_per_reply", "1.5"),
+        ("reveal_kinds", "[preference, secrets]"),
+    ],
+    "reward.yaml": [
+        ("turn_reward_clip", "1.0"),
+        ("turn_reward_clip", "[-1.0]"),
+        ("turn_reward_clip", "['-1', '2']"),
+        ("default_scale", "'1.0'"),
+    ],
+}
 
 
 @dataclass
@@ -73,8 +122,12 @@ class Edit:
 
     def describe(self) -> str:
         if self.via == "cli":
-            return f"{self.cls}: eau knobs set {self.cli[0]} {self.cli[1]!r}" + (f" --gym {self.cli[2]}" if self.cli[2] else "")
-        return f"{self.cls}: {self.kind} {self.slot}" + (f" ({len(self.content)} bytes)" if self.kind == "write" else "")
+            return f"{self.cls}: eau knobs set {self.cli[0]} {self.cli[1]!r}" + (
+                f" --gym {self.cli[2]}" if self.cli[2] else ""
+            )
+        return f"{self.cls}: {self.kind} {self.slot}" + (
+            f" ({len(self.content)} bytes)" if self.kind == "write" else ""
+        )
 
 
 def _set_key(text: str, key: str, value: str) -> str:
@@ -129,35 +182,58 @@ class Generator:
             slot = r.choice(["env.yaml", "reward.yaml", "user.yaml"])
             key = r.choice(NUMERIC[slot])
             bad = r.choice(NON_FINITE)
-            gym = "intention" if key not in ("success_threshold", "max_repeated_probes", "predicate_weight") else \
-                {"success_threshold": "intention", "max_repeated_probes": "function", "predicate_weight": "function"}[key]
+            gym = (
+                "intention"
+                if key not in ("success_threshold", "max_repeated_probes", "predicate_weight")
+                else {
+                    "success_threshold": "intention",
+                    "max_repeated_probes": "function",
+                    "predicate_weight": "function",
+                }[key]
+            )
             return self.area(slot, key, r.choice([f"{{default: {bad}}}", f"\n  default: 1\n  {gym}: {bad}"]), cls)
         if cls == "nan_rule_value":
             slot = r.choice(REWARD_SLOTS[1:])
             bad = r.choice(NON_FINITE)
             text = "rules:\n" + _reward_rule(f"fuzz_nan_{r.randrange(10**6)}", bad)
             if r.random() < 0.3:
-                text = "rules:\n" + _reward_rule(f"fuzz_q_{r.randrange(10**6)}", "0.1", "questions_over") + \
-                       f"    params: {{limit: {bad}}}\n"
+                text = (
+                    "rules:\n"
+                    + _reward_rule(f"fuzz_q_{r.randrange(10**6)}", "0.1", "questions_over")
+                    + f"    params: {{limit: {bad}}}\n"
+                )
             return Edit(cls, slot, content=text.encode())
         if cls == "out_of_range_element":
             choice = r.randrange(5)
             if choice == 0:
-                return self.area("reward.yaml", "turn_reward_clip", r.choice(["[-5.0, 2.0]", "[-1.0, 3.5]",
-                                                                              "[-1.0e9, 0.0]"]), cls)
+                return self.area(
+                    "reward.yaml", "turn_reward_clip", r.choice(["[-5.0, 2.0]", "[-1.0, 3.5]", "[-1.0e9, 0.0]"]), cls
+                )
             if choice == 1:
                 return self.area("user.yaml", "reveal_kinds", "[preference, passwords]", cls)
             if choice == 2:
-                return self.area("env.yaml", "max_steps", r.choice(["{default: 16, intention: 999}",
-                                                                     "{default: -3, colbench: 10}"]), cls)
+                return self.area(
+                    "env.yaml",
+                    "max_steps",
+                    r.choice(["{default: 16, intention: 999}", "{default: -3, colbench: 10}"]),
+                    cls,
+                )
             if choice == 3:
-                return Edit(cls, r.choice(REWARD_SLOTS[1:]),
-                            content=("rules:\n" + _reward_rule(f"fuzz_big_{r.randrange(10**6)}",
-                                                               r.choice(["5.0", "-2", "1e300"]))).encode())
+                return Edit(
+                    cls,
+                    r.choice(REWARD_SLOTS[1:]),
+                    content=(
+                        "rules:\n" + _reward_rule(f"fuzz_big_{r.randrange(10**6)}", r.choice(["5.0", "-2", "1e300"]))
+                    ).encode(),
+                )
             return self.area("agent.yaml", r.choice(["lr", "clip_ratio", "top_p"]), r.choice(["-0.1", "1e9", "0"]), cls)
         if cls == "unordered_clip":
-            return self.area("reward.yaml", "turn_reward_clip", r.choice(["[2.0, -1.0]", "[0.5, 0.5]", "[1.0, 0.0]",
-                                                                          "[-0.5, -1.0]"]), cls)
+            return self.area(
+                "reward.yaml",
+                "turn_reward_clip",
+                r.choice(["[2.0, -1.0]", "[0.5, 0.5]", "[1.0, 0.0]", "[-0.5, -1.0]"]),
+                cls,
+            )
         if cls == "bad_per_gym_key":
             slot = r.choice(["env.yaml", "reward.yaml"])
             key = "max_steps" if slot == "env.yaml" else "per_gym_scale"
@@ -172,10 +248,18 @@ class Generator:
             return Edit(cls, r.choice(REWARD_SLOTS[1:]), content=text.encode())
         if cls == "impossible_for_run":
             if self.cli and r.random() < 0.5:
-                return Edit(cls, "user.yaml", via="cli",
-                            cli=("user.user_strategy_mix", r.choice(["0.75", "0.8", "0.9", "0.99"]), None))
-            return self.area("user.yaml", "user_strategy_mix",
-                             r.choice(["0.75", "0.9", "0.99", "{default: 1.0, intention: 0.8}", "{default: 0.8}"]), cls)
+                return Edit(
+                    cls,
+                    "user.yaml",
+                    via="cli",
+                    cli=("user.user_strategy_mix", r.choice(["0.75", "0.8", "0.9", "0.99"]), None),
+                )
+            return self.area(
+                "user.yaml",
+                "user_strategy_mix",
+                r.choice(["0.75", "0.9", "0.99", "{default: 1.0, intention: 0.8}", "{default: 0.8}"]),
+                cls,
+            )
         if cls == "deep_nesting":
             depth = r.choice([65, 100, 600, 5000])
             slot = r.choice(AREA_SLOTS + REWARD_SLOTS[1:] + USER_SLOTS)
@@ -192,7 +276,9 @@ class Generator:
             if slot in AREA_SLOTS:
                 return self.area(slot, r.choice(NUMERIC[slot]), form, cls)
             if slot in USER_SLOTS:
-                return Edit(cls, slot, content=self.base[slot].replace("intents:", "loop: &r [*r]\nintents:", 1).encode())
+                return Edit(
+                    cls, slot, content=self.base[slot].replace("intents:", "loop: &r [*r]\nintents:", 1).encode()
+                )
             return Edit(cls, slot, content=f"rules: {form}\n".encode())
         if cls == "billion_laughs":
             slot = r.choice(AREA_SLOTS + REWARD_SLOTS[1:] + USER_SLOTS)
@@ -257,24 +343,41 @@ class Generator:
             if choice == 3:
                 return Edit(cls, r.choice(AREA_SLOTS), content=r.choice([b"- a\n- b\n", b"just a string\n", b"42\n"]))
             if choice == 4:
-                return Edit(cls, r.choice(REWARD_SLOTS[1:]), content=r.choice([
-                    b"rules: {}\n", b"rules:\n  - name: x\n    predicate: question_asked\n    value: high\n",
-                    b"rules:\n  - name: Bad-Name\n    predicate: question_asked\n    value: 0.1\n",
-                    b"rules:\n  - name: nopred\n    predicate: no_such_predicate\n    value: 0.1\n",
-                    b"rules:\n  - 1\n  - 2\n", b"5: 1\nrules: []\n"]))
+                return Edit(
+                    cls,
+                    r.choice(REWARD_SLOTS[1:]),
+                    content=r.choice(
+                        [
+                            b"rules: {}\n",
+                            b"rules:\n  - name: x\n    predicate: question_asked\n    value: high\n",
+                            b"rules:\n  - name: Bad-Name\n    predicate: question_asked\n    value: 0.1\n",
+                            b"rules:\n  - name: nopred\n    predicate: no_such_predicate\n    value: 0.1\n",
+                            b"rules:\n  - 1\n  - 2\n",
+                            b"5: 1\nrules: []\n",
+                        ]
+                    ),
+                )
             slot = r.choice(USER_SLOTS)
-            return Edit(cls, slot, content=r.choice([
-                self.base[slot].replace("disclosure: none", "disclosure: always", 1),
-                self.base[slot].replace("fallback_intent:", "fallback_intent: nosuch\nold_fallback:", 1),
-                self.base[slot].replace("    patterns:\n", "    patterns:\n      - '(unclosed'\n", 1),
-                "gym: 5\n" + self.base[slot],
-            ]).encode())
+            return Edit(
+                cls,
+                slot,
+                content=r.choice(
+                    [
+                        self.base[slot].replace("disclosure: none", "disclosure: always", 1),
+                        self.base[slot].replace("fallback_intent:", "fallback_intent: nosuch\nold_fallback:", 1),
+                        self.base[slot].replace("    patterns:\n", "    patterns:\n      - '(unclosed'\n", 1),
+                        "gym: 5\n" + self.base[slot],
+                    ]
+                ).encode(),
+            )
         if cls == "schema_hostile":
             slot = r.choice(SCHEMA_SLOTS)
             raw = self.base[slot]
             choice = r.randrange(5)
             if choice == 0:
-                data = raw.replace('"minimum": 0.0', '"minimum": NaN', 1).replace('"type": "object"', '"type": "object", "x": NaN', 1)
+                data = raw.replace('"minimum": 0.0', '"minimum": NaN', 1).replace(
+                    '"type": "object"', '"type": "object", "x": NaN', 1
+                )
             elif choice == 1:
                 data = raw[: len(raw) // 2]
             elif choice == 2:
@@ -282,8 +385,11 @@ class Generator:
             elif choice == 3:
                 data = json.dumps({"type": "objekt", "properties": {"lr": {"type": 5}}})
             else:
-                data = raw.replace('"x-hot": true', '"x-hot": "yes"', 1) if '"x-hot"' in raw else raw.replace(
-                    '"type": "object"', '"type": 7', 1)
+                data = (
+                    raw.replace('"x-hot": true', '"x-hot": "yes"', 1)
+                    if '"x-hot"' in raw
+                    else raw.replace('"type": "object"', '"type": 7', 1)
+                )
             return Edit(cls, slot, content=data.encode())
         if cls == "syntax":
             slot = r.choice(AREA_SLOTS + REWARD_SLOTS + USER_SLOTS)
@@ -298,19 +404,41 @@ class Generator:
 
     def valid(self) -> Edit:
         """A good edit that toggles between two valid values (the store must go on applying them)."""
-        options = [("agent.yaml", "entropy_coeff", ["0.002", "0.001"]),
-                   ("reward.yaml", "turn_reward_clip", ["[-1.0, 1.9]", "[-1.0, 2.0]"]),
-                   ("user.yaml", "persona", ["terse", "neutral"]),
-                   ("env.yaml", "human_response_char_limit", ["500", "600"])]
+        options = [
+            ("agent.yaml", "entropy_coeff", ["0.002", "0.001"]),
+            ("reward.yaml", "turn_reward_clip", ["[-1.0, 1.9]", "[-1.0, 2.0]"]),
+            ("user.yaml", "persona", ["terse", "neutral"]),
+            ("env.yaml", "human_response_char_limit", ["500", "600"]),
+        ]
         slot, key, values = self.rng.choice(options)
         now = re.search(rf"^{key}:\s*(.*)$", self.base[slot], re.MULTILINE)
         value = values[1] if now and now.group(1).strip() == values[0] else values[0]
         return self.area(slot, key, value, "valid", expect="accept")
 
-    CLASSES = ["nan_scalar", "nan_list", "nan_per_gym", "nan_rule_value", "out_of_range_element", "unordered_clip",
-               "bad_per_gym_key", "duplicate_across_files", "impossible_for_run", "deep_nesting", "recursive_alias",
-               "billion_laughs", "huge_file", "symlink", "fifo", "directory", "non_utf8", "catastrophic_regex",
-               "wrong_type", "schema_hostile", "syntax", "valid"]
+    CLASSES = [
+        "nan_scalar",
+        "nan_list",
+        "nan_per_gym",
+        "nan_rule_value",
+        "out_of_range_element",
+        "unordered_clip",
+        "bad_per_gym_key",
+        "duplicate_across_files",
+        "impossible_for_run",
+        "deep_nesting",
+        "recursive_alias",
+        "billion_laughs",
+        "huge_file",
+        "symlink",
+        "fifo",
+        "directory",
+        "non_utf8",
+        "catastrophic_regex",
+        "wrong_type",
+        "schema_hostile",
+        "syntax",
+        "valid",
+    ]
 
     def batches(self, n_edits: int, per_batch: int = len(SLOTS)) -> Iterator[list[Edit]]:
         """Batches of edits, at most one per slot, covering every class in turn (round robin, then seeded)."""
@@ -321,7 +449,9 @@ class Generator:
             tries = 0
             while len(batch) < per_batch and made + len(batch) < n_edits and tries < 200:
                 tries += 1
-                cls = self.CLASSES[k % len(self.CLASSES)] if k < 3 * len(self.CLASSES) else self.rng.choice(self.CLASSES)
+                cls = (
+                    self.CLASSES[k % len(self.CLASSES)] if k < 3 * len(self.CLASSES) else self.rng.choice(self.CLASSES)
+                )
                 edit = self.make(cls)
                 if edit.via == "file" and edit.slot in used:
                     continue

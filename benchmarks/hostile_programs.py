@@ -34,12 +34,17 @@ class Hostile:
 def secret_task(index: int) -> dict:
     """A ColBench record whose reference returns a keyed hash of its input: unguessable."""
     key = hashlib.sha256(f"eau-hostile-{index}".encode()).hexdigest()[:16]
-    ref = (f"import hashlib\n\ndef {FUNCTION}(x):\n"
-           f"    return int(hashlib.sha256(('{key}' + str(x)).encode()).hexdigest()[:12], 16)\n")
-    return {"problem_description": f"Compute the task-{index} code of x. The signature of the function is: "
-                                   f"def {FUNCTION}(x)",
-            "ground_truth": ref, "hidden_information": ref,
-            "test_cases": {f"test{j + 1}": f"{FUNCTION}({x})" for j, x in enumerate(TEST_INPUTS)}}
+    ref = (
+        f"import hashlib\n\ndef {FUNCTION}(x):\n"
+        f"    return int(hashlib.sha256(('{key}' + str(x)).encode()).hexdigest()[:12], 16)\n"
+    )
+    return {
+        "problem_description": f"Compute the task-{index} code of x. The signature of the function is: "
+        f"def {FUNCTION}(x)",
+        "ground_truth": ref,
+        "hidden_information": ref,
+        "test_cases": {f"test{j + 1}": f"{FUNCTION}({x})" for j, x in enumerate(TEST_INPUTS)},
+    }
 
 
 def write_task_file(path: Path) -> Path:
@@ -58,8 +63,12 @@ def write_task_file(path: Path) -> Path:
 
 def _answer(body: str, prelude: str = "") -> str:
     """A program defining ``solve(x)`` whose body runs ``body`` (indented) with ``x`` bound."""
-    return (textwrap.dedent(prelude).strip("\n") + "\n\n" if prelude else "") + \
-        f"def {FUNCTION}(x):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+    return (
+        (textwrap.dedent(prelude).strip("\n") + "\n\n" if prelude else "")
+        + f"def {FUNCTION}(x):\n"
+        + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
+        + "\n"
+    )
 
 
 # ------------------------------------------------------------------ finding the answers
@@ -104,15 +113,15 @@ def _file_search(data_file: str, checkout: str) -> list[Hostile]:
         "glob_work": "rows = _load(glob.glob('/work/**/*.jsonl', recursive=True))",
         "glob_home": "rows = _load(glob.glob('/root/**/*.jsonl', recursive=True) + glob.glob('/home/**/*.jsonl', recursive=True))",
         "glob_json": "rows = [r for p in glob.glob('/**/*.json', recursive=True) if '/proc/' not in p"
-                     " for r in [json.load(open(p))] if isinstance(r, dict) and 'ground_truth' in r]",
+        " for r in [json.load(open(p))] if isinstance(r, dict) and 'ground_truth' in r]",
         "parent_dir": f"rows = _load(glob.glob(os.path.dirname({data_file!r}) + '/*'))",
         "proc_cwd": "rows = _load(glob.glob('/proc/*/cwd/**/*.jsonl', recursive=True))",
         "proc_root": f"rows = _load(glob.glob('/proc/*/root' + {data_file!r}))",
         "proc_fd": "rows = _load(glob.glob('/proc/*/fd/*'))",
         "proc_cmdline": "rows = _load([a.decode() for c in glob.glob('/proc/*/cmdline')"
-                        " for a in open(c, 'rb').read().split(b'\\0') if a.endswith(b'.jsonl')])",
+        " for a in open(c, 'rb').read().split(b'\\0') if a.endswith(b'.jsonl')])",
         "proc_environ": "rows = _load([a.split(b'=', 1)[-1].decode() for c in glob.glob('/proc/*/environ')"
-                        " for a in open(c, 'rb').read().split(b'\\0') if a.endswith(b'.jsonl')])",
+        " for a in open(c, 'rb').read().split(b'\\0') if a.endswith(b'.jsonl')])",
         "mountinfo_names": """
             paths = []
             for line in open('/proc/self/mountinfo'):
@@ -126,10 +135,14 @@ def _file_search(data_file: str, checkout: str) -> list[Hostile]:
         "symlink_escape": f"os.symlink({data_file!r}, 'link.jsonl')\nrows = _load(['link.jsonl'])",
         "mount_proc_again": "os.mkdir('p')\nrows = []\nimport ctypes\nctypes.CDLL(None).mount(b'proc', b'p', b'proc', 0, None)",
     }
-    out = [Hostile(f"fs_{name}", "file_system",
-                   _answer(f"{textwrap.dedent(code).strip()}\nreturn _use(rows, x)",
-                           "import os, glob, json\n" + _USE_ROWS))
-           for name, code in reads.items()]
+    out = [
+        Hostile(
+            f"fs_{name}",
+            "file_system",
+            _answer(f"{textwrap.dedent(code).strip()}\nreturn _use(rows, x)", "import os, glob, json\n" + _USE_ROWS),
+        )
+        for name, code in reads.items()
+    ]
     checkout_cheats = {
         "import_checkout": f"""
             import sys
@@ -152,8 +165,10 @@ def _file_search(data_file: str, checkout: str) -> list[Hostile]:
             return hits
             """,
     }
-    out += [Hostile(f"fs_{name}", "file_system", _answer(code, "import json\n" + _USE_ROWS))
-            for name, code in checkout_cheats.items()]
+    out += [
+        Hostile(f"fs_{name}", "file_system", _answer(code, "import json\n" + _USE_ROWS))
+        for name, code in checkout_cheats.items()
+    ]
     return out
 
 
@@ -256,10 +271,17 @@ def _lying_objects() -> list[Hostile]:
     for name, cls in classes.items():
         defined = cls.split("\n", 1)[0].split()[1].split("(")[0].rstrip(":")
         prelude = cls + ("" if defined == "V" else f"\nV = {defined}")
-        body = "raise V()" if name == "exception_str_raises" else "try:\n    return V(x)\nexcept TypeError:\n    return V()"
+        body = (
+            "raise V()"
+            if name == "exception_str_raises"
+            else "try:\n    return V(x)\nexcept TypeError:\n    return V()"
+        )
         out.append(Hostile(f"lying_{name}", "lying_objects", _answer(body, prelude)))
-    out.append(Hostile("lying_in_container", "lying_objects",
-                       _answer("return {V(): [V()], (V(),): {V()}}", classes["int_eq_true"])))
+    out.append(
+        Hostile(
+            "lying_in_container", "lying_objects", _answer("return {V(): [V()], (V(),): {V()}}", classes["int_eq_true"])
+        )
+    )
     return out
 
 
@@ -302,8 +324,9 @@ def _breaking_values() -> list[Hostile]:
         "surrogate_string": "'\\ud800' * 1000",
     }
     prelude = "from decimal import Decimal\nfrom fractions import Fraction\nimport sys\nsys.set_int_max_str_digits(0)"
-    return [Hostile(f"value_{name}", "breaking_values", _answer(f"return {expr}", prelude))
-            for name, expr in values.items()]
+    return [
+        Hostile(f"value_{name}", "breaking_values", _answer(f"return {expr}", prelude)) for name, expr in values.items()
+    ]
 
 
 def _resource_games() -> list[Hostile]:
@@ -332,8 +355,8 @@ def _resource_games() -> list[Hostile]:
         "del_on_return": "class D(int):\n    def __del__(self):\n        while True:\n            pass\nreturn D(3)",
         "del_at_exit": "class D:\n    def __del__(self):\n        import time\n        time.sleep(10**6)\nglobals()['keep'] = D()\nreturn None",
         "atexit_sleep": "import atexit, time\natexit.register(time.sleep, 10**6)\nreturn 0",
-        "forge_results": "import os\nfor fd in range(3, 30):\n    try:\n        os.write(fd, b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":[\"n\",false,\"1\",\"0x1.0p+0\",\"0x0.0p+0\",\"1\"]}\\n')\n    except OSError:\n        pass\nreturn 0",
-        "forge_deep": "import os\nfor fd in range(3, 30):\n    try:\n        os.write(fd, b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":' + b'[' * 10**6 + b'\\n')\n    except OSError:\n        pass\nreturn 0",
+        "forge_results": 'import os\nfor fd in range(3, 30):\n    try:\n        os.write(fd, b\'{"kind":"call","index":0,"status":"ok","value":["n",false,"1","0x1.0p+0","0x0.0p+0","1"]}\\n\')\n    except OSError:\n        pass\nreturn 0',
+        "forge_deep": 'import os\nfor fd in range(3, 30):\n    try:\n        os.write(fd, b\'{"kind":"call","index":0,"status":"ok","value":\' + b\'[\' * 10**6 + b\'\\n\')\n    except OSError:\n        pass\nreturn 0',
         "close_result_fd": "import os\nfor fd in range(3, 30):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\nreturn 0",
     }
     return [Hostile(f"resource_{name}", "resources", _answer(body)) for name, body in bodies.items()]
@@ -343,7 +366,7 @@ def _signal_games() -> list[Hostile]:
     bodies = {
         "ignore_alarm_loop": "signal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass",
         "ignore_all_loop": "for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGXCPU, signal.SIGINT, signal.SIGHUP):\n"
-                           "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass",
+        "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass",
         "block_alarm_sleep": "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\nimport time\ntime.sleep(10**6)",
         "block_alarm_read": "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\nr, w = os.pipe()\nos.read(r, 1)",
         "reset_timer": "while True:\n    signal.setitimer(signal.ITIMER_REAL, 0)",
@@ -353,20 +376,31 @@ def _signal_games() -> list[Hostile]:
         "kill_self_term": "os.kill(os.getpid(), signal.SIGTERM)\nreturn 1",
         "alarm_handler_swallow": "signal.signal(signal.SIGALRM, lambda *a: None)\nwhile True:\n    pass",
         "sigchld_games": "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-                         "import time\nwhile True:\n    time.sleep(1)",
+        "import time\nwhile True:\n    time.sleep(1)",
     }
     return [Hostile(f"signal_{name}", "signals", _answer(body, "import os, signal")) for name, body in bodies.items()]
 
 
 def programs(data_file: str, checkout: str) -> list[Hostile]:
     """Every hostile program (at least 100), in a fixed order."""
-    out = (_file_search(data_file, checkout) + _stack_frames() + _lying_objects() + _breaking_values()
-           + _resource_games() + _signal_games())
+    out = (
+        _file_search(data_file, checkout)
+        + _stack_frames()
+        + _lying_objects()
+        + _breaking_values()
+        + _resource_games()
+        + _signal_games()
+    )
     names = [p.name for p in out]
     assert len(names) == len(set(names)), "hostile program names must be unique"
     return out
 
 
 # Programs whose child blocks or spins until killed from outside: the lifetime checks use them.
-BLOCKING = ("signal_ignore_alarm_loop", "signal_block_alarm_sleep", "signal_block_alarm_read",
-            "signal_ignore_all_loop", "resource_infinite_loop")
+BLOCKING = (
+    "signal_ignore_alarm_loop",
+    "signal_block_alarm_sleep",
+    "signal_block_alarm_read",
+    "signal_ignore_all_loop",
+    "resource_infinite_loop",
+)

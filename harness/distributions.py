@@ -16,8 +16,9 @@ def _rows_per_chunk(vocab: int, chunk_size: int | None) -> int:
     return chunk_size if chunk_size else max(1, (1 << 25) // max(vocab, 1))
 
 
-def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
-                         chunk_size: int | None = None) -> torch.Tensor:
+def logprobs_from_logits(
+    logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0, chunk_size: int | None = None
+) -> torch.Tensor:
     """Log-probability of ``labels`` under ``softmax(logits / temperature)``.
 
     ``logits (..., V)``, ``labels (...)`` -> ``(...)``. Memory-frugal: log-softmax is taken over

@@ -57,8 +57,13 @@ class Task:
 
     def summary(self) -> dict[str, Any]:
         """What a trajectory records about the task (no bulky data)."""
-        return {"gym": self.gym, "task_id": self.task_id, "split": self.split, "prompt": self.prompt,
-                "facts": [f.to_dict() for f in self.facts]}
+        return {
+            "gym": self.gym,
+            "task_id": self.task_id,
+            "split": self.split,
+            "prompt": self.prompt,
+            "facts": [f.to_dict() for f in self.facts],
+        }
 
 
 @dataclass

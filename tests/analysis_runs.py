@@ -105,8 +105,9 @@ def search_first(env: Any, rng: np.random.Generator) -> str:
     return honest_oracle(env, rng)
 
 
-def learner(p_start: float = 0.6, p_end: float = 0.9, planner: Callable[[Any, np.random.Generator], str] = honest_oracle
-            ) -> Agent:
+def learner(
+    p_start: float = 0.6, p_end: float = 0.9, planner: Callable[[Any, np.random.Generator], str] = honest_oracle
+) -> Agent:
     """``planner`` (the honest oracle) on a share of turns growing from ``p_start`` to ``p_end`` over
     the run (as a learning policy's success grows), the random agent otherwise."""
 
@@ -149,9 +150,19 @@ def opt_healthy(step: int, total: int) -> dict[str, float]:
     """Entropy easing from 1.2 to ~0.9 nats, small KL: a run that keeps exploring."""
     x = step / max(1, total - 1)
     wobble = 0.02 * math.sin(step * 1.7)
-    return {"entropy": 1.2 - 0.3 * x + wobble, "kl": 0.01 + 0.01 * x, "approx_kl": 0.005, "clip_frac": 0.1,
-            "policy_loss": -0.01, "value_loss": 0.2 - 0.1 * x, "grad_norm": 0.8, "lr": 1e-5, "entropy_coeff": 0.001,
-            "kl_coef": 0.001, "temperature": 1.0}
+    return {
+        "entropy": 1.2 - 0.3 * x + wobble,
+        "kl": 0.01 + 0.01 * x,
+        "approx_kl": 0.005,
+        "clip_frac": 0.1,
+        "policy_loss": -0.01,
+        "value_loss": 0.2 - 0.1 * x,
+        "grad_norm": 0.8,
+        "lr": 1e-5,
+        "entropy_coeff": 0.001,
+        "kl_coef": 0.001,
+        "temperature": 1.0,
+    }
 
 
 def opt_entropy_collapse(step: int, total: int) -> dict[str, float]:
@@ -190,11 +201,22 @@ class UserModelServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 outer.calls += 1
-                data = json.dumps({"id": f"c{outer.calls}", "object": "chat.completion", "created": 0,
-                                   "model": body.get("model"),
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": reply(body)}}],
-                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+                data = json.dumps(
+                    {
+                        "id": f"c{outer.calls}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": reply(body)},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -214,8 +236,35 @@ class UserModelServer:
 
 # ---------------------------------------------------------------------------- LLM user models (loopback server replies)
 _FACT_LINE = re.compile(r"^- (.+)$", re.M)
-_STOP = {"the", "a", "an", "for", "to", "of", "i", "you", "is", "it", "do", "what", "your", "have", "any", "and", "be",
-         "about", "me", "my", "should", "know", "there", "does", "are", "want", "preference"}
+_STOP = {
+    "the",
+    "a",
+    "an",
+    "for",
+    "to",
+    "of",
+    "i",
+    "you",
+    "is",
+    "it",
+    "do",
+    "what",
+    "your",
+    "have",
+    "any",
+    "and",
+    "be",
+    "about",
+    "me",
+    "my",
+    "should",
+    "know",
+    "there",
+    "does",
+    "are",
+    "want",
+    "preference",
+}
 
 
 def _prompt_parts(req: dict[str, Any]) -> tuple[str, list[str], list[str]]:
@@ -314,8 +363,14 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
     run_dir = Path(runs_dir) / spec.run_id
     store = KnobStore(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
     store.live_run = True
-    config = {"preset": "analysis-test", "gyms": list(spec.gyms), "steps": spec.steps, "seed": spec.seed,
-              "tasks_per_step": spec.tasks_per_step, "samples": spec.samples}
+    config = {
+        "preset": "analysis-test",
+        "gyms": list(spec.gyms),
+        "steps": spec.steps,
+        "seed": spec.seed,
+        "tasks_per_step": spec.tasks_per_step,
+        "samples": spec.samples,
+    }
     server = None
     factory = UserFactory()
     if spec.llm is not None:
@@ -323,8 +378,9 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
         config["user_llm"] = {"base_url": server.base_url, "model": "user-sim"}
         from harness.users.backends import OpenAIChatBackend
 
-        factory = UserFactory(OpenAIChatBackend(server.base_url, "user-sim", api_key="sk-test", timeout_s=5.0,
-                                                retry_backoff_s=0.01))
+        factory = UserFactory(
+            OpenAIChatBackend(server.base_url, "user-sim", api_key="sk-test", timeout_s=5.0, retry_backoff_s=0.01)
+        )
     writer = RunWriter.create(run_dir, config, knobs_dir, list(spec.gyms), spec.steps)
     writer.knobs_in_force(store.in_force_document())
     rng = np.random.default_rng(spec.seed)
@@ -335,9 +391,16 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
             applied = []
             if step in spec.changes:
                 for name, value, *gym in spec.changes[step]:
-                    res = store.set(name, value, gym=gym[0] if gym else None, author="agent",
-                                    reason=f"test change before step {step}", recent_metrics=history,
-                                    step_written=step - 1, run_live=True)
+                    res = store.set(
+                        name,
+                        value,
+                        gym=gym[0] if gym else None,
+                        author="agent",
+                        reason=f"test change before step {step}",
+                        recent_metrics=history,
+                        step_written=step - 1,
+                        run_live=True,
+                    )
                     if not res.ok:
                         raise ValueError(f"planted change {name}={value!r} refused: {res.event.get('message')}")
                 store.current_step = step
@@ -355,17 +418,33 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
                     index = int(rng.integers(0, 10**6))
                     for s in range(spec.samples):
                         rec = _play(env, spec.agent, rng, progress, int(rng.integers(0, 2**31 - 1)), index)
-                        rec.update({"episode_id": f"s{step:06d}-e{len(episodes):03d}", "step": step,
-                                    "index": len(episodes), "group": f"{gym}/train/{index}", "sample": s,
-                                    "prompt_tokens": len(rec["task"]["prompt"].split()),
-                                    "response_tokens": [len(t["action"]["raw"].split()) for t in rec["turns"]],
-                                    "token_truncated": False})
+                        rec.update(
+                            {
+                                "episode_id": f"s{step:06d}-e{len(episodes):03d}",
+                                "step": step,
+                                "index": len(episodes),
+                                "group": f"{gym}/train/{index}",
+                                "sample": s,
+                                "prompt_tokens": len(rec["task"]["prompt"].split()),
+                                "response_tokens": [len(t["action"]["raw"].split()) for t in rec["turns"]],
+                                "token_truncated": False,
+                            }
+                        )
                         episodes.append(rec)
             writer.trajectories(step, episodes)
             dt = time.perf_counter() - t0
-            line = {"step": step, "time": time.time(), **episode_metrics(episodes), **spec.opt(step, spec.steps),
-                    "time_rollout_s": dt, "time_update_s": 0.0, "time_harness_s": 0.0, "time_step_s": dt,
-                    "knob_version": store.version, "knob_changes": len(applied)}
+            line = {
+                "step": step,
+                "time": time.time(),
+                **episode_metrics(episodes),
+                **spec.opt(step, spec.steps),
+                "time_rollout_s": dt,
+                "time_update_s": 0.0,
+                "time_harness_s": 0.0,
+                "time_step_s": dt,
+                "knob_version": store.version,
+                "knob_changes": len(applied),
+            }
             writer.metrics(line)
             history.append(line)
             writer.write_status(step=step + 1, eta_s=dt * (spec.steps - step - 1))
@@ -380,8 +459,10 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
 # ---------------------------------------------------------------------------- the catalogue of planted runs
 def farming_rules(value: float = 0.3) -> dict[str, Any]:
     """A rule file that pays ``value`` for every question (a reward-hacking channel next to the default rules)."""
-    return {"description": "planted: pays for every question",
-            "rules": [{"name": "ask_bonus", "predicate": "question_asked", "value": value}]}
+    return {
+        "description": "planted: pays for every question",
+        "rules": [{"name": "ask_bonus", "predicate": "question_asked", "value": value}],
+    }
 
 
 HEALTHY = "healthy"
@@ -404,8 +485,9 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
     # an LLM user that pastes every fact it knows into each reply
     "user_leakage": lambda: RunSpec("user_leakage", **LLM_SIZE, user={"user_strategy_mix": 0.0}, llm=chatty_user),
     # a rule paying for every question, and a policy learning to farm it
-    "reward_hacking": lambda: RunSpec("reward_hacking", reward_rules={"farm": farming_rules()},
-                                      agent=question_farmer()),
+    "reward_hacking": lambda: RunSpec(
+        "reward_hacking", reward_rules={"farm": farming_rules()}, agent=question_farmer()
+    ),
     "template_collapse": lambda: RunSpec("template_collapse", agent=fixed_opening()),
     "entropy_collapse": lambda: RunSpec("entropy_collapse", opt=opt_entropy_collapse),
     # every search fails
@@ -416,8 +498,11 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
     "arm_disparity": lambda: RunSpec("arm_disparity", **LLM_SIZE, user={"user_strategy_mix": 0.5}, llm=unhelpful_user),
     # mid-run the user starts volunteering every turn: a policy that searches first asks less (its
     # oracle share held flat, so nothing else moves the question rate)
-    "question_rate_drop": lambda: RunSpec("question_rate_drop", agent=learner(0.85, 0.85, planner=search_first), changes={
-        6: [("user.volunteer_interval", 1), ("env.elicitation_interval", 1)]}),
+    "question_rate_drop": lambda: RunSpec(
+        "question_rate_drop",
+        agent=learner(0.85, 0.85, planner=search_first),
+        changes={6: [("user.volunteer_interval", 1), ("env.elicitation_interval", 1)]},
+    ),
 }
 
 
@@ -425,7 +510,9 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
 # change is the only thing that moves the metrics.
 EFFECT_HARM = "effect_harm"
 EXTRA_SPECS: dict[str, Callable[[], RunSpec]] = {
-    EFFECT_HARM: lambda: RunSpec(EFFECT_HARM, agent=learner(0.85, 0.85), changes={6: [("user.max_reveals", 3, "intention")]}),
+    EFFECT_HARM: lambda: RunSpec(
+        EFFECT_HARM, agent=learner(0.85, 0.85), changes={6: [("user.max_reveals", 3, "intention")]}
+    ),
 }
 
 

@@ -25,9 +25,16 @@ REPO = Path(__file__).resolve().parents[1]
 EVAL = REPO / "eval"
 RUN_ID = "evalrun"
 SMALL_MODEL = {"policy.tiny.num_hidden_layers": 2, "policy.tiny.hidden_size": 64, "policy.tiny.intermediate_size": 128}
-TRAIN_OVERRIDES = {"steps": 1, "tasks_per_step": 2, "samples_per_task": 1, "progress": False,
-                   "agent_knobs.max_new_tokens_per_turn": 16, "agent_knobs.max_episode_tokens": 512,
-                   "env_knobs.max_steps": 3, **SMALL_MODEL}
+TRAIN_OVERRIDES = {
+    "steps": 1,
+    "tasks_per_step": 2,
+    "samples_per_task": 1,
+    "progress": False,
+    "agent_knobs.max_new_tokens_per_turn": 16,
+    "agent_knobs.max_episode_tokens": 512,
+    "env_knobs.max_steps": 3,
+    **SMALL_MODEL,
+}
 
 _ROOT: Path | None = None
 _TRAINED: dict[str, Path] = {}
@@ -109,10 +116,13 @@ def protocol_doc(**changes: Any) -> dict[str, Any]:
 
 def small_protocol(path: Path, **changes: Any) -> Path:
     """A quick protocol: intention x2, colbench x1, telepathy x1 (held out), 3 turns, 16 tokens a turn."""
-    doc = protocol_doc(name="eval-test-small", trials=1, batch_size=8,
-                       gyms={"intention": {"tasks": 2}, "colbench": {"tasks": 1},
-                             "telepathy": {"tasks": 1, "held_out": True}},
-                       limits={"max_new_tokens_per_turn": 16, "max_episode_tokens": 1024})
+    doc = protocol_doc(
+        name="eval-test-small",
+        trials=1,
+        batch_size=8,
+        gyms={"intention": {"tasks": 2}, "colbench": {"tasks": 1}, "telepathy": {"tasks": 1, "held_out": True}},
+        limits={"max_new_tokens_per_turn": 16, "max_episode_tokens": 1024},
+    )
     doc["knobs"]["env"]["max_steps"] = 3
     doc.update(changes)
     path.parent.mkdir(parents=True, exist_ok=True)

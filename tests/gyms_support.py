@@ -13,8 +13,9 @@ from harness.knobs.snapshot import KnobSnapshot
 _BASE: KnobSnapshot | None = None
 
 
-def knobs(env: dict[str, Any] | None = None, user: dict[str, Any] | None = None,
-          reward: dict[str, Any] | None = None) -> KnobSnapshot:
+def knobs(
+    env: dict[str, Any] | None = None, user: dict[str, Any] | None = None, reward: dict[str, Any] | None = None
+) -> KnobSnapshot:
     """The repository's knobs with some values replaced (global values, for every gym)."""
     global _BASE
     if _BASE is None:

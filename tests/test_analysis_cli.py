@@ -56,7 +56,9 @@ def test_status_shows_knob_events_and_detector_alerts(faulty):
     doc = json.loads(_run("status", *faulty, "--json", "--window", "6").stdout)
     assert any(a["alert"] == "silent_tool_failures" and a["source"] == "detector" for a in doc["alerts"])
     harm = cached_run(EFFECT_HARM)
-    doc = json.loads(_run("status", "--runs-dir", str(harm.parent), "--run", harm.name, "--json", "--events", "1").stdout)
+    doc = json.loads(
+        _run("status", "--runs-dir", str(harm.parent), "--run", harm.name, "--json", "--events", "1").stdout
+    )
     assert len(doc["knob_events"]) == 1 and doc["knob_events"][0]["knob"] == "user.max_reveals"
 
 
@@ -81,8 +83,9 @@ def test_sample_filters_and_rendering(faulty):
     assert all(e["gym"] == "travel" and 3 <= e["step"] <= 5 for e in doc["episodes"])
     assert [e["step"] for e in doc["episodes"]] == sorted((e["step"] for e in doc["episodes"]), reverse=True)
     flagged = json.loads(_run("sample", *faulty, "--json", "--flag", "silent_tool_failures", "--limit", "5").stdout)
-    assert flagged["shown"] == 5 and all(any(t["tool"] and t["tool"]["ok"] is False for t in e["turns"])
-                                         for e in flagged["episodes"])
+    assert flagged["shown"] == 5 and all(
+        any(t["tool"] and t["tool"]["ok"] is False for t in e["turns"]) for e in flagged["episodes"]
+    )
     a = json.loads(_run("sample", *faulty, "--json", "--seed", "7", "--limit", "3").stdout)
     b = json.loads(_run("sample", *faulty, "--json", "--seed", "7", "--limit", "3").stdout)
     assert [e["episode_id"] for e in a["episodes"]] == [e["episode_id"] for e in b["episodes"]]
@@ -93,8 +96,11 @@ def test_sample_filters_and_rendering(faulty):
     for outcome in ("success", "failure", "deadlock"):
         res = json.loads(_run("sample", *faulty, "--json", "--outcome", outcome, "--limit", "2").stdout)
         for e in res["episodes"]:
-            assert (e["success"], e["deadlock"]) == {"success": (True, False), "failure": (False, False),
-                                                     "deadlock": (False, True)}[outcome]
+            assert (e["success"], e["deadlock"]) == {
+                "success": (True, False),
+                "failure": (False, False),
+                "deadlock": (False, True),
+            }[outcome]
     assert _run("sample", *faulty, "--outcome", "maybe").exit_code == EXIT_USAGE
     assert _run("sample", *faulty, "--steps", "x:y").exit_code == EXIT_USAGE
     assert _run("sample", *faulty, "--limit", "0").exit_code == EXIT_USAGE
@@ -118,8 +124,12 @@ def test_missing_run_is_not_found(tmp_path):
 
 
 def test_console_script_in_a_real_process(healthy):
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "diagnose", *healthy, "--json", "--window", "6"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "diagnose", *healthy, "--json", "--window", "6"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["flagged"] == []
 
@@ -135,9 +145,31 @@ def test_commands_on_a_real_tiny_training_run(tmp_path):
     knobs = tmp_path / "knobs"
     shutil.copytree(defaults_dir(), knobs, ignore=shutil.ignore_patterns(".pending", ".history"))
     runs = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", "2", "--run-id", "real",
-           "--set", "tasks_per_step=4", "--set", "samples_per_task=2", "--set", "agent_knobs.max_new_tokens_per_turn=16",
-           "--set", "env_knobs.max_steps=3", "--no-progress", "--knobs-dir", str(knobs), "--runs-dir", str(runs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli.main",
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--run-id",
+        "real",
+        "--set",
+        "tasks_per_step=4",
+        "--set",
+        "samples_per_task=2",
+        "--set",
+        "agent_knobs.max_new_tokens_per_turn=16",
+        "--set",
+        "env_knobs.max_steps=3",
+        "--no-progress",
+        "--knobs-dir",
+        str(knobs),
+        "--runs-dir",
+        str(runs),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-3000:]
     base = ["--runs-dir", str(runs), "--run", "real"]

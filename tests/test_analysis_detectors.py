@@ -119,8 +119,12 @@ def test_absent_inputs_are_skipped_not_guessed(reports):
     assert arm["flagged"] is False and "LLM" in arm["skipped"]
     run = load_run_dir(cached_run(HEALTHY))
     data = window_input(run, WINDOW)
-    no_entropy = DetectorInput(metrics=[{k: v for k, v in m.items() if k != "entropy"} for m in data.metrics],
-                               history=data.history, episodes=data.episodes, steps=data.steps)
+    no_entropy = DetectorInput(
+        metrics=[{k: v for k, v in m.items() if k != "entropy"} for m in data.metrics],
+        history=data.history,
+        episodes=data.episodes,
+        steps=data.steps,
+    )
     f = DETECTORS["entropy_collapse"].run(no_entropy)
     assert f.flagged is False and f.skipped and "entropy" in f.skipped
     empty = DetectorInput(metrics=[], history=[], episodes=[], steps=[])

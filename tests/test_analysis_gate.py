@@ -20,8 +20,11 @@ from harness.knobs.store import KnobStore
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _area(name: str, **changes) -> dict:
@@ -49,8 +52,10 @@ def _gate(run, kdir, files, **kw):
 
 def test_unchanged_rules_reproduce_the_recorded_rewards(healthy, tmp_path):
     run, kdir = healthy
-    same = _write(tmp_path / "rules" / "rewards" / "default.yaml",
-                  yaml.safe_load((kdir / "rules" / "rewards" / "default.yaml").read_text()))
+    same = _write(
+        tmp_path / "rules" / "rewards" / "default.yaml",
+        yaml.safe_load((kdir / "rules" / "rewards" / "default.yaml").read_text()),
+    )
     doc = _gate(run, kdir, [same])
     assert doc["ok"]
     rep = doc["replays"][0]
@@ -61,12 +66,19 @@ def test_unchanged_rules_reproduce_the_recorded_rewards(healthy, tmp_path):
 
 def test_reward_rule_candidate_shifts_rewards(healthy, tmp_path):
     run, kdir = healthy
-    cand = _write(tmp_path / "rules" / "rewards" / "bonus.yaml",
-                  {"rules": [{"name": "ask_bonus", "predicate": "question_asked", "value": 0.2}]})
+    cand = _write(
+        tmp_path / "rules" / "rewards" / "bonus.yaml",
+        {"rules": [{"name": "ask_bonus", "predicate": "question_asked", "value": 0.2}]},
+    )
     doc = _gate(run, kdir, [cand])
     rep = doc["replays"][0]
-    asks = sum(1 for s in run.trajectory_steps()[-5:] for e in run.episodes_of_step(s) for t in e["turns"]
-               if t["action"]["choice"] == "ask")
+    asks = sum(
+        1
+        for s in run.trajectory_steps()[-5:]
+        for e in run.episodes_of_step(s)
+        for t in e["turns"]
+        if t["action"]["choice"] == "ask"
+    )
     assert rep["rules"]["ask_bonus"] == {"old_total": 0.0, "new_total": pytest.approx(0.2 * asks, rel=1e-6)}
     assert rep["reward_mean"]["delta"] > 0.3
     assert doc["candidates"][0]["changes"][0]["new"] == {"ask_bonus": 0.2}
@@ -80,7 +92,9 @@ def test_user_candidates_replay_disclosures(healthy, tmp_path):
     rep = doc["replays"][0]
     assert rep["kind"] == "episodes" and rep["replayed"] == 120 and rep["skipped"] == {}
     m = rep["mean_per_episode"]
-    assert m["disclosures"]["old"] == m["disclosures"]["new"] and m["reward"]["old"] == pytest.approx(m["reward"]["new"])
+    assert m["disclosures"]["old"] == m["disclosures"]["new"] and m["reward"]["old"] == pytest.approx(
+        m["reward"]["new"]
+    )
     assert rep["episodes_changed"] == 0
     # a travel user answering every question with the next preference too (a "tell everything" rule)
     rules = yaml.safe_load((kdir / "rules" / "users" / "travel.yaml").read_text())
@@ -93,18 +107,22 @@ def test_user_candidates_replay_disclosures(healthy, tmp_path):
     assert doc["ok"], doc["candidates"]
     rep = doc["replays"][0]
     assert rep["mean_per_episode"]["disclosures"]["new"] > rep["mean_per_episode"]["disclosures"]["old"]
-    assert rep["episodes_changed"] > 0 and any(c["facts_gained"] or c["reward"][0] != c["reward"][1]
-                                               for c in rep["most_changed"])
+    assert rep["episodes_changed"] > 0 and any(
+        c["facts_gained"] or c["reward"][0] != c["reward"][1] for c in rep["most_changed"]
+    )
 
 
-@pytest.mark.parametrize("doc, rule", [
-    (_area("env", max_steps=100), "range"),
-    (_area("user", facts_per_reply=3), "max delta"),  # the method's 1 -> 3 leak: one write may move it by 1
-    (_area("env", min_questions=1), "requires"),  # harder gyms need recent success >= 0.8 (the run has ~0.7)
-    (_area("env", colour=3), "unknown knob"),
-    ({k: v for k, v in _area("env").items() if k != "max_steps"}, "missing"),
-    ("max_steps: [\n", "syntax"),
-])
+@pytest.mark.parametrize(
+    "doc, rule",
+    [
+        (_area("env", max_steps=100), "range"),
+        (_area("user", facts_per_reply=3), "max delta"),  # the method's 1 -> 3 leak: one write may move it by 1
+        (_area("env", min_questions=1), "requires"),  # harder gyms need recent success >= 0.8 (the run has ~0.7)
+        (_area("env", colour=3), "unknown knob"),
+        ({k: v for k, v in _area("env").items() if k != "max_steps"}, "missing"),
+        ("max_steps: [\n", "syntax"),
+    ],
+)
 def test_refusals_name_the_rule(healthy, tmp_path, doc, rule):
     run, kdir = healthy
     name = "user.yaml" if isinstance(doc, dict) and "facts_per_reply" in doc else "env.yaml"
@@ -118,13 +136,17 @@ def test_refusals_name_the_rule(healthy, tmp_path, doc, rule):
 
 def test_invalid_rule_files_are_refused(healthy, tmp_path):
     run, kdir = healthy
-    bad_pred = _write(tmp_path / "a" / "rules" / "rewards" / "x.yaml",
-                      {"rules": [{"name": "x", "predicate": "no_such_predicate", "value": 0.1}]})
+    bad_pred = _write(
+        tmp_path / "a" / "rules" / "rewards" / "x.yaml",
+        {"rules": [{"name": "x", "predicate": "no_such_predicate", "value": 0.1}]},
+    )
     out = _gate(run, kdir, [bad_pred])
     assert not out["ok"] and "no_such_predicate" in out["candidates"][0]["refusals"][0]["message"]
     # valid alone, but its rule name clashes with the default file: caught when the set is compiled
-    clash = _write(tmp_path / "b" / "rules" / "rewards" / "x.yaml",
-                   {"rules": [{"name": "format_error", "predicate": "format_error", "value": -0.5}]})
+    clash = _write(
+        tmp_path / "b" / "rules" / "rewards" / "x.yaml",
+        {"rules": [{"name": "format_error", "predicate": "format_error", "value": -0.5}]},
+    )
     out = _gate(run, kdir, [clash])
     assert not out["ok"] and "already defined" in out["candidates"][0]["refusals"][-1]["message"]
     users = _write(tmp_path / "c" / "rules" / "users" / "travel.yaml", {"gym": "travel", "intents": []})
@@ -172,7 +194,8 @@ def test_reward_knob_candidate_rescales_recorded_rewards(healthy, tmp_path):
     cand = _write(tmp_path / "reward.yaml", _area("reward", per_gym_scale={"default": 1.0, "travel": 0.5}))
     doc = _gate(run, kdir, [cand])
     assert doc["ok"] and doc["candidates"][0]["changes"] == [
-        {"knob": "reward.per_gym_scale", "gym": "travel", "old": 1.0, "new": 0.5, "applies": "live"}]
+        {"knob": "reward.per_gym_scale", "gym": "travel", "old": 1.0, "new": 0.5, "applies": "live"}
+    ]
     rep = doc["replays"][0]
     for m in rep["most_moved"]:
         assert m["gym"] == "travel" and m["new"] == pytest.approx(m["old"] / 2, abs=1e-6)

@@ -10,9 +10,18 @@ from harness.analysis.detectors import DETECTORS, DetectorInput
 
 def _input(successes: list[int], samples: int = 4) -> DetectorInput:
     """One intention task per entry, ``samples`` episodes each, the first ``successes[i]`` of them solved."""
-    eps = [{"episode_id": f"s000000-e{t:02d}{s}", "gym": "intention", "task": {"task_id": f"intention/train/{t}"},
-            "success": s < k, "answered": True, "disclosures": 1}
-           for t, k in enumerate(successes) for s in range(samples)]
+    eps = [
+        {
+            "episode_id": f"s000000-e{t:02d}{s}",
+            "gym": "intention",
+            "task": {"task_id": f"intention/train/{t}"},
+            "success": s < k,
+            "answered": True,
+            "disclosures": 1,
+        }
+        for t, k in enumerate(successes)
+        for s in range(samples)
+    ]
     return DetectorInput(metrics=[], history=[], episodes=eps, steps=[0], gyms=["intention"])
 
 
@@ -44,8 +53,14 @@ def _rule_input(success_bonus_in_failed: bool) -> DetectorInput:
     for i in range(40):
         success = i % 2 == 0
         paid = success or success_bonus_in_failed
-        eps.append({"episode_id": f"s000000-e{i:03d}", "gym": "intention", "success": success,
-                    "turns": [{"reward_breakdown": {"task": 0.3, "rules": {"bonus": 1.0 if paid else 0.0}}}]})
+        eps.append(
+            {
+                "episode_id": f"s000000-e{i:03d}",
+                "gym": "intention",
+                "success": success,
+                "turns": [{"reward_breakdown": {"task": 0.3, "rules": {"bonus": 1.0 if paid else 0.0}}}],
+            }
+        )
     return DetectorInput(metrics=[], history=[], episodes=eps, steps=[0], gyms=["intention"])
 
 
@@ -55,44 +70,66 @@ def test_reward_hacking_ignores_a_rule_paid_only_on_success():
     assert not f.flagged, f.summary
     farmed = DETECTORS["reward_hacking"].run(_rule_input(True))
     assert farmed.flagged and "bonus" in farmed.summary
-    assert farmed.evidence_episodes and all(e in {f"s000000-e{i:03d}" for i in range(1, 40, 2)}
-                                            for e in farmed.evidence_episodes)
+    assert farmed.evidence_episodes and all(
+        e in {f"s000000-e{i:03d}" for i in range(1, 40, 2)} for e in farmed.evidence_episodes
+    )
 
 
 def test_question_rate_drop_to_zero_names_episodes():
     """A policy that stops asking altogether (rate 0 in the window) still gets example episodes."""
+
     def ep(step: int, i: int, questions: int) -> dict:
         return {"episode_id": f"s{step:06d}-e{i:03d}", "gym": "intention", "num_turns": 4, "questions": questions}
 
     before = [ep(s, i, 2) for s in range(3) for i in range(8)]
     now = [ep(s, i, 0) for s in range(3, 6) for i in range(8)]
-    data = DetectorInput(metrics=[{"step": s, "question_rate": 0.0} for s in range(3, 6)],
-                         history=[{"step": s, "question_rate": 0.5 + 0.01 * s} for s in range(3)],
-                         episodes=now, steps=[3, 4, 5], gyms=["intention"], before_episodes=before)
+    data = DetectorInput(
+        metrics=[{"step": s, "question_rate": 0.0} for s in range(3, 6)],
+        history=[{"step": s, "question_rate": 0.5 + 0.01 * s} for s in range(3)],
+        episodes=now,
+        steps=[3, 4, 5],
+        gyms=["intention"],
+        before_episodes=before,
+    )
     f = DETECTORS["question_rate_drop"].run(data)
     assert f.flagged and f.evidence_episodes and set(f.evidence_episodes) <= {e["episode_id"] for e in now}
 
 
-
-def _asking_input(before: tuple[int, int], now: tuple[int, int], jitter: bool = True,
-                  disclosures: tuple[float, float] = (2.0, 1.0)) -> DetectorInput:
+def _asking_input(
+    before: tuple[int, int], now: tuple[int, int], jitter: bool = True, disclosures: tuple[float, float] = (2.0, 1.0)
+) -> DetectorInput:
     """3 steps before and 3 in the window, 8 intention episodes a step, each (questions, turns) as
     given; with ``jitter`` every other episode asks one question more (and takes one turn more);
     ``disclosures_mean`` of the steps before and in the window."""
+
     def eps(steps: range, q: int, n: int) -> list[dict]:
-        return [{"episode_id": f"s{s:06d}-e{i:03d}", "gym": "intention", "questions": q + (i % 2 if jitter else 0),
-                 "num_turns": n + (i % 2 if jitter else 0)} for s in steps for i in range(8)]
+        return [
+            {
+                "episode_id": f"s{s:06d}-e{i:03d}",
+                "gym": "intention",
+                "questions": q + (i % 2 if jitter else 0),
+                "num_turns": n + (i % 2 if jitter else 0),
+            }
+            for s in steps
+            for i in range(8)
+        ]
 
     def lines(steps: range, q: int, n: int, d: float) -> list[dict]:
         qs = [q + (i % 2 if jitter else 0) for i in range(8)]
         ns = [n + (i % 2 if jitter else 0) for i in range(8)]
-        return [{"step": s, "question_rate": sum(qs) / sum(ns), "questions_mean": sum(qs) / 8, "disclosures_mean": d}
-                for s in steps]
+        return [
+            {"step": s, "question_rate": sum(qs) / sum(ns), "questions_mean": sum(qs) / 8, "disclosures_mean": d}
+            for s in steps
+        ]
 
-    return DetectorInput(metrics=lines(range(3, 6), *now, disclosures[1]),
-                         history=lines(range(3), *before, disclosures[0]),
-                         episodes=eps(range(3, 6), *now), steps=[3, 4, 5], gyms=["intention"],
-                         before_episodes=eps(range(3), *before))
+    return DetectorInput(
+        metrics=lines(range(3, 6), *now, disclosures[1]),
+        history=lines(range(3), *before, disclosures[0]),
+        episodes=eps(range(3, 6), *now),
+        steps=[3, 4, 5],
+        gyms=["intention"],
+        before_episodes=eps(range(3), *before),
+    )
 
 
 def test_fewer_questions_before_the_answer_flag_as_questions_per_episode():
@@ -109,8 +146,9 @@ def test_fewer_questions_before_the_answer_flag_as_questions_per_episode():
     assert m["per_gym"]["intention"]["flagged_by"] == ["questions_per_episode"]
     assert "questions per episode" in f.summary
     # examples: window episodes at or under the window mean (2 questions: the even ones)
-    assert f.evidence_episodes and all(e.startswith("s00000") and int(e[-3:]) % 2 == 0 and int(e[1:7]) >= 3
-                                       for e in f.evidence_episodes)
+    assert f.evidence_episodes and all(
+        e.startswith("s00000") and int(e[-3:]) % 2 == 0 and int(e[1:7]) >= 3 for e in f.evidence_episodes
+    )
 
 
 def test_same_asking_is_not_flagged_on_either_measure():
@@ -124,9 +162,17 @@ def test_same_asking_is_not_flagged_on_either_measure():
 def _arm_input(symbolic: list[float], llm: list[float], success_symbolic: int = 0) -> DetectorInput:
     """Intention episodes per arm with the given episode rewards; the first ``success_symbolic``
     symbolic episodes succeed, no LLM episode does."""
-    eps = [{"episode_id": f"s000000-{arm[0]}{i:03d}", "gym": "intention", "arm": arm, "reward": r,
-            "success": arm == "symbolic" and i < success_symbolic}
-           for arm, rewards in (("symbolic", symbolic), ("llm", llm)) for i, r in enumerate(rewards)]
+    eps = [
+        {
+            "episode_id": f"s000000-{arm[0]}{i:03d}",
+            "gym": "intention",
+            "arm": arm,
+            "reward": r,
+            "success": arm == "symbolic" and i < success_symbolic,
+        }
+        for arm, rewards in (("symbolic", symbolic), ("llm", llm))
+        for i, r in enumerate(rewards)
+    ]
     return DetectorInput(metrics=[], history=[], episodes=eps, steps=[0], gyms=["intention"])
 
 
@@ -146,8 +192,9 @@ def test_arm_reward_gap_within_noise_is_not_flagged():
     # both gates hold it back: d 0.49 and z = 0.05 / 0.0324 = 1.54
     looser = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10), {"reward_effect": 0.4})
     assert not looser.flagged
-    loose = DETECTORS["arm_disparity"].run(_arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10),
-                                           {"reward_effect": 0.4, "z": 1.5})
+    loose = DETECTORS["arm_disparity"].run(
+        _arm_input([0.4, 0.6] * 10, [0.35, 0.55] * 10), {"reward_effect": 0.4, "z": 1.5}
+    )
     assert loose.flagged and loose.thresholds["reward_effect"] == 0.4
 
 
@@ -166,6 +213,7 @@ def test_asking_drop_while_disclosures_hold_points_at_the_user():
     # a 20% fall is not "held" at the default; it is with the threshold loosened to 25%
     g = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3), disclosures=(10.0, 8.0)))
     assert g.flagged and g.component == "policy"
-    h = DETECTORS["question_rate_drop"].run(_asking_input((4, 5), (2, 3), disclosures=(10.0, 8.0)),
-                                            {"disclosure_hold": 0.25})
+    h = DETECTORS["question_rate_drop"].run(
+        _asking_input((4, 5), (2, 3), disclosures=(10.0, 8.0)), {"disclosure_hold": 0.25}
+    )
     assert h.component == "user" and h.thresholds["disclosure_hold"] == 0.25

@@ -40,7 +40,9 @@ def test_statistics():
     assert slope([3, 1, 2], [10, 20, 30]) == pytest.approx(-0.05)
     assert math.isinf(slope_t([0, 1, 2, 3])) and abs(slope_t([1, -1, 1, -1, 1, -1])) < 1
     assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█" and sparkline([2, 2]) == "▅▅"
-    assert sparkline([None, 1.0, 2.0]) == " ▁█" and sparkline(list(range(100)), width=10) == sparkline(list(range(90, 100)))
+    assert sparkline([None, 1.0, 2.0]) == " ▁█" and sparkline(list(range(100)), width=10) == sparkline(
+        list(range(90, 100))
+    )
     assert distinct_n(["a b a b"], 1) == 0.5 and distinct_n(["a b c", "a b d"], 2) == 0.75 and distinct_n([], 2) is None
     assert top_share(["x", "y", "x"]) == ("x", pytest.approx(2 / 3)) and top_share([]) == (None, 0.0)
     assert opening("Okay, to be sure: what is it?", 3) == "okay to be"
@@ -71,7 +73,9 @@ def test_clean_episodes_have_no_leak(run):
     for gym in ("travel", "function", "intention"):
         ep = _episode(run, gym)
         lk = episode_leaks(ep, regenerate(ep)[0])
-        assert not lk.secret_leak and not lk.filtered_kind_turns and not lk.over_disclosed_turns and not lk.redacted_turns
+        assert (
+            not lk.secret_leak and not lk.filtered_kind_turns and not lk.over_disclosed_turns and not lk.redacted_turns
+        )
         assert lk.no_secret == (gym == "intention")
 
 
@@ -92,19 +96,25 @@ def test_a_reply_naming_part_of_the_answer_is_a_leak(run):
 
 def test_a_secret_given_in_pieces_is_a_cumulative_leak(run):
     ep = _episode(run, "travel", lambda e: sum(1 for t in e["turns"] if t["user_reply"]) >= 3)
-    code = ("def rank(items, k):\n    scored = [(len(name) * weight, name) for name, weight in items]\n"
-            "    scored.sort(reverse=True)\n    top = [name for _, name in scored[:k]]\n"
-            "    return {'top': top, 'count': len(scored), 'best': top[0] if top else None}")
-    task = Task(gym="travel", task_id=ep["task"]["task_id"], split="train", prompt="Rank my items.", facts=[], secret=code)
+    code = (
+        "def rank(items, k):\n    scored = [(len(name) * weight, name) for name, weight in items]\n"
+        "    scored.sort(reverse=True)\n    top = [name for _, name in scored[:k]]\n"
+        "    return {'top': top, 'count': len(scored), 'best': top[0] if top else None}"
+    )
+    task = Task(
+        gym="travel", task_id=ep["task"]["task_id"], split="train", prompt="Rank my items.", facts=[], secret=code
+    )
     toks = tokens(code)
-    chunks = [" ".join(toks[i:i + 7]) for i in range(0, len(toks), 7)]  # 7 tokens: under the 8-token span
+    chunks = [" ".join(toks[i : i + 7]) for i in range(0, len(toks), 7)]  # 7 tokens: under the 8-token span
     replies = [t for t in ep["turns"] if t["user_reply"]][:3]
     for j, t in enumerate(replies):  # reply j carries every third chunk, separated so no n-gram spans two
         t["user_reply"]["text"] = "Let me see | " + " | ".join(chunks[j::3])
     for t in replies:
         assert not episode_leaks({**ep, "turns": [t]}, task).secret_leak  # no single reply leaks
     lk = episode_leaks(ep, task)
-    assert lk.cumulative_leak and lk.secret_leak and lk.secret_leak_turns == [] and "cumulative" in lk.secret_leak_reasons
+    assert (
+        lk.cumulative_leak and lk.secret_leak and lk.secret_leak_turns == [] and "cumulative" in lk.secret_leak_reasons
+    )
 
 
 def test_filtered_kinds_and_over_disclosure(run):
@@ -144,7 +154,11 @@ def test_torn_lines_and_missing_files(run, tmp_path):
 
 def test_step_ranges_and_clipping(run):
     assert parse_steps("3:5", run) == [3, 4, 5] and parse_steps("10:", run) == [10, 11]
-    assert parse_steps(":1", run) == [0, 1] and parse_steps("7", run) == [7] and parse_steps(None, run, 4) == [8, 9, 10, 11]
+    assert (
+        parse_steps(":1", run) == [0, 1]
+        and parse_steps("7", run) == [7]
+        and parse_steps(None, run, 4) == [8, 9, 10, 11]
+    )
     with pytest.raises(UsageError):
         parse_steps("a:b", run)
     doc = clip({"a": "x" * 50, "b": ["y" * 5, {"c": "z" * 12}]}, 10)

@@ -32,8 +32,9 @@ def planted(tmp_path_factory):
 def eau(args, root, **kw):
     env = {**os.environ, "EAU_RUNS_DIR": str(root / "runs"), "EAU_POOL_DIR": str(root / "pool")}
     env.pop("EAU_KNOBS_DIR", None)
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
-                          cwd=REPO, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, cwd=REPO, **kw
+    )
 
 
 def tree_hash(*folders: Path) -> dict[str, str]:
@@ -46,9 +47,26 @@ def tree_hash(*folders: Path) -> dict[str, str]:
 
 
 def add_finding(root, knob, change, verdict):
-    out = eau(["finding", "add", "--title", f"{knob} {change}: {verdict}", "--knob", knob, "--change", change,
-               "--verdict", verdict, "--measured", "deadlock_rate +0.2 (noise 0.05)", "--tag", "deadlock",
-               "--json"], root)
+    out = eau(
+        [
+            "finding",
+            "add",
+            "--title",
+            f"{knob} {change}: {verdict}",
+            "--knob",
+            knob,
+            "--change",
+            change,
+            "--verdict",
+            verdict,
+            "--measured",
+            "deadlock_rate +0.2 (noise 0.05)",
+            "--tag",
+            "deadlock",
+            "--json",
+        ],
+        root,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)["finding"]["id"]
 
@@ -64,13 +82,26 @@ def test_dry_run_follows_the_skill_path_skips_harmed_change_and_writes_nothing(p
     assert rec["dry_run"] is True and rec["flagged"][0] == "deadlock"
     assert rec["action"] == "would_apply" and "would not reach the run" in rec["message"]  # finished run
     assert (rec["knob"], rec["old"], rec["new"], rec["gym"]) == ("env.max_steps", 3, 5, None)
-    assert rec["skipped"] == [{"detector": "deadlock", "knob": "env.min_questions",
-                               "why": f"finding(s) {harmed} record that lower env.min_questions harmed"}]
+    assert rec["skipped"] == [
+        {
+            "detector": "deadlock",
+            "knob": "env.min_questions",
+            "why": f"finding(s) {harmed} record that lower env.min_questions harmed",
+        }
+    ]
     assert rec["reason"].startswith("autopilot: deadlock: deadlock_rate lower")
     assert rec["gate"]["ok"] is True and rec["gate"]["candidate"] is None
     cmds = [" ".join(c["command"][1:3]) for c in rec["commands"]]
-    assert cmds == ["status --run", "diagnose --run", "knobs get", "finding search", "knobs get", "finding search",
-                    "knobs list", "gate " + rec["commands"][-1]["command"][2]]
+    assert cmds == [
+        "status --run",
+        "diagnose --run",
+        "knobs get",
+        "finding search",
+        "knobs get",
+        "finding search",
+        "knobs list",
+        "gate " + rec["commands"][-1]["command"][2],
+    ]
     assert not any(c["command"][1:3] == ["knobs", "set"] for c in rec["commands"])
     assert tree_hash(run, kdir, root / "pool") == before  # nothing written anywhere
     assert not (run / "meta" / "autopilot_state.json").exists() and not (run / "meta" / "autopilot.jsonl").exists()
@@ -78,8 +109,9 @@ def test_dry_run_follows_the_skill_path_skips_harmed_change_and_writes_nothing(p
 
 def test_harmful_findings_respect_direction_and_retraction(planted):
     root, run, _ = planted
-    ap = Autopilot(AutopilotConfig(run="deadlock", runs_dir=root / "runs", pool_dir=root / "pool", cwd=REPO,
-                                   dry_run=True))
+    ap = Autopilot(
+        AutopilotConfig(run="deadlock", runs_dir=root / "runs", pool_dir=root / "pool", cwd=REPO, dry_run=True)
+    )
     table = {(e.knob, e.direction): e for e in load_table()}
     lower_mq = table[("env.min_questions", "lower")]
     blocking = ap._harmful(lower_mq)

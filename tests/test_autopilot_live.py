@@ -31,13 +31,53 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir), "EAU_POOL_DIR": str(pool)}
     cli = [sys.executable, "-m", "harness.cli.main"]
     with open(tmp_path / "train.log", "w") as log:
-        train = subprocess.Popen([*cli, "train", "--preset", "tiny", "--steps", "8", "--run-id", "ap",
-                                  "--set", "checkpoint_every=0", *FAST, "--set", "env_knobs.max_steps=3"], env=env,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        train = subprocess.Popen(
+            [
+                *cli,
+                "train",
+                "--preset",
+                "tiny",
+                "--steps",
+                "8",
+                "--run-id",
+                "ap",
+                "--set",
+                "checkpoint_every=0",
+                *FAST,
+                "--set",
+                "env_knobs.max_steps=3",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
     try:
-        ap = subprocess.run([*cli, "autopilot", "--run", "ap", "--every", "3", "--window", "3", "--lag", "0",
-                             "--effect-window", "2", "--poll", "0.5", "--json"], env=env, capture_output=True,
-                            text=True, cwd=REPO, timeout=1500)
+        ap = subprocess.run(
+            [
+                *cli,
+                "autopilot",
+                "--run",
+                "ap",
+                "--every",
+                "3",
+                "--window",
+                "3",
+                "--lag",
+                "0",
+                "--effect-window",
+                "2",
+                "--poll",
+                "0.5",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=1500,
+        )
         assert ap.returncode == 0, ap.stderr[-3000:]
         assert train.wait(timeout=900) == 0, (tmp_path / "train.log").read_text()[-3000:]
     finally:
@@ -52,12 +92,16 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
 
     # diagnose -> finding search -> gate -> set, through the CLI, in the skill's order
     assert first["flagged"][0] == "deadlock"
-    assert first["skipped"] == [{"detector": "deadlock", "knob": "env.min_questions",
-                                 "why": "env.min_questions 0 is already at its limit (integer in [0, 3])"}]
+    assert first["skipped"] == [
+        {
+            "detector": "deadlock",
+            "knob": "env.min_questions",
+            "why": "env.min_questions 0 is already at its limit (integer in [0, 3])",
+        }
+    ]
     assert (first["knob"], first["old"], first["new"]) == ("env.max_steps", 3, 5) and first["gate"]["ok"]
     used = [c["command"][1:3] for c in first["commands"]]
-    for step in (["diagnose", "--run"], ["finding", "search"], ["gate", first["gate"]["candidate"]],
-                 ["knobs", "set"]):
+    for step in (["diagnose", "--run"], ["finding", "search"], ["gate", first["gate"]["candidate"]], ["knobs", "set"]):
         assert step in used, step
     assert used.index(["finding", "search"]) < used.index(["knobs", "set"])
     assert Path(first["gate"]["candidate"]).is_file()
@@ -72,8 +116,12 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
     # last step boundary, it only reaches the knobs folder
     revert = next((e for e in events if e.get("ref") == ev["id"]), None)
     if revert is not None:  # applied even though lowering max_steps "requires" success >= 0.8: it is a revert
-        assert (revert["status"], revert["author"], revert["source"], revert["new"]) == ("accepted", "agent",
-                                                                                         "revert", 3)
+        assert (revert["status"], revert["author"], revert["source"], revert["new"]) == (
+            "accepted",
+            "agent",
+            "revert",
+            3,
+        )
     if last["verdict"] != "improved":
         assert last["reverted"]["ok"] is True
     for step in range(8):
@@ -88,8 +136,9 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
     assert (last["reverted"] is None) == (last["verdict"] == "improved")
     if last["verdict"] != "improved":
         assert yaml.safe_load((knobs_dir / "env.yaml").read_text())["max_steps"]["default"] == 3
-    show = subprocess.run([*cli, "finding", "show", last["finding"], "--json"], env=env, capture_output=True,
-                          text=True, cwd=REPO)
+    show = subprocess.run(
+        [*cli, "finding", "show", last["finding"], "--json"], env=env, capture_output=True, text=True, cwd=REPO
+    )
     f = json.loads(show.stdout)
     assert f["verdict"] == last["verdict"] and f["knobs"] == ["env.max_steps"] and f["events"] == [ev["id"]]
     assert f["run"] == "ap" and f["author"] == "agent" and {"autopilot", "deadlock", "raise"} <= set(f["tags"])

@@ -40,24 +40,34 @@ def _write(tmp_path, entries):
     return p
 
 
-BASE = {"detector": "deadlock", "knob": "env.max_steps", "direction": "raise", "step": {"delta": 2},
-        "metric": "deadlock_rate", "better": "lower", "predicted": "fewer deadlocks"}
+BASE = {
+    "detector": "deadlock",
+    "knob": "env.max_steps",
+    "direction": "raise",
+    "step": {"delta": 2},
+    "metric": "deadlock_rate",
+    "better": "lower",
+    "predicted": "fewer deadlocks",
+}
 
 
-@pytest.mark.parametrize("change, msg", [
-    ({"knob": "max_steps"}, "must be <area>.<name>"),
-    ({"direction": "up"}, "direction 'up' is not allowed"),
-    ({"step": {"delta": -1}}, "delta must be positive"),
-    ({"step": {"factor": 0.5}}, "factor must be > 1"),
-    ({"step": {"by": 1}}, "step must be {delta: D} or {factor: F}"),
-    ({"better": "more"}, "better 'more' is not allowed"),
-    ({"guards": {"success_rate": "up"}}, "guards.success_rate 'up' is not allowed"),
-    ({"guards": ["success_rate"]}, "guards must be a mapping metric: higher|lower"),
-    ({"lag": -1}, "lag must be an integer >= 0"),
-    ({"window": 1}, "window must be an integer >= 2"),
-    ({"colour": "red"}, "unknown field(s) colour"),
-    ({"predicted": ""}, "field 'predicted' is required"),
-])
+@pytest.mark.parametrize(
+    "change, msg",
+    [
+        ({"knob": "max_steps"}, "must be <area>.<name>"),
+        ({"direction": "up"}, "direction 'up' is not allowed"),
+        ({"step": {"delta": -1}}, "delta must be positive"),
+        ({"step": {"factor": 0.5}}, "factor must be > 1"),
+        ({"step": {"by": 1}}, "step must be {delta: D} or {factor: F}"),
+        ({"better": "more"}, "better 'more' is not allowed"),
+        ({"guards": {"success_rate": "up"}}, "guards.success_rate 'up' is not allowed"),
+        ({"guards": ["success_rate"]}, "guards must be a mapping metric: higher|lower"),
+        ({"lag": -1}, "lag must be an integer >= 0"),
+        ({"window": 1}, "window must be an integer >= 2"),
+        ({"colour": "red"}, "unknown field(s) colour"),
+        ({"predicted": ""}, "field 'predicted' is required"),
+    ],
+)
 def test_bad_entries_are_named(tmp_path, change, msg):
     p = _write(tmp_path, [BASE, {**BASE, **change}])
     with pytest.raises(TableError) as e:
@@ -80,8 +90,16 @@ def test_bad_files_and_unknown_detectors(tmp_path):
 
 
 def entry(**kw) -> Intervention:
-    base = dict(detector="d", knob="env.max_steps", direction="raise", delta=2.0, factor=None, metric="m",
-                better="lower", predicted="p")
+    base = dict(
+        detector="d",
+        knob="env.max_steps",
+        direction="raise",
+        delta=2.0,
+        factor=None,
+        metric="m",
+        better="lower",
+        predicted="p",
+    )
     return Intervention(**{**base, **kw})
 
 

@@ -22,9 +22,27 @@ def test_a_seeded_tiny_run_gives_the_recorded_metrics(tmp_path, knobs_dir):
     if golden["torch"] != torch.__version__:
         pytest.skip(f"recorded with torch {golden['torch']}; kernels of torch {torch.__version__} round differently")
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(tmp_path / "runs")}
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", "5",
-                          "--seed", "0", "--run-id", "g", "--no-progress"], env=env, capture_output=True, text=True,
-                         timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "5",
+            "--seed",
+            "0",
+            "--run-id",
+            "g",
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "runs" / "g" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == len(golden["metrics"]) == 5

@@ -44,21 +44,24 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("override", "needles"), [
-    ("steps=abc", ("steps must be an integer", "'abc'")),
-    ("gyms=[intention", ("--set gyms", "not YAML")),
-    ("seed=1e400", ("seed must be an integer", "inf")),
-    ("seed=-1", ("seed must be between 0 and",)),
-    ("samples_per_task=1000000000", ("samples_per_task must be between 1 and 256",)),
-    ("tasks_per_step=4096|samples_per_task=8", ("at most 16,384 episodes",)),
-    ("policy.lora.alpha=.nan", ("policy.lora.alpha", "must be a finite number")),
-    ("policy.lr=1", ("policy: unknown key(s) lr", "allowed: model")),
-    ("warm_start={episodes: 1e400}", ("warm_start.episodes", "must be an integer; got inf")),
-    ("run_id=../x", ("run_id '../x'", "plain name")),
-    ("steps=" + "9" * 5000, ("--set steps", "4300 digits")),
-    ("gyms=" + "[" * 100_000, ("--set gyms", "deeper than 64 levels")),  # the C parser would segfault
-    ("..=1", ("--set '..'",)),
-])
+@pytest.mark.parametrize(
+    ("override", "needles"),
+    [
+        ("steps=abc", ("steps must be an integer", "'abc'")),
+        ("gyms=[intention", ("--set gyms", "not YAML")),
+        ("seed=1e400", ("seed must be an integer", "inf")),
+        ("seed=-1", ("seed must be between 0 and",)),
+        ("samples_per_task=1000000000", ("samples_per_task must be between 1 and 256",)),
+        ("tasks_per_step=4096|samples_per_task=8", ("at most 16,384 episodes",)),
+        ("policy.lora.alpha=.nan", ("policy.lora.alpha", "must be a finite number")),
+        ("policy.lr=1", ("policy: unknown key(s) lr", "allowed: model")),
+        ("warm_start={episodes: 1e400}", ("warm_start.episodes", "must be an integer; got inf")),
+        ("run_id=../x", ("run_id '../x'", "plain name")),
+        ("steps=" + "9" * 5000, ("--set steps", "4300 digits")),
+        ("gyms=" + "[" * 100_000, ("--set gyms", "deeper than 64 levels")),  # the C parser would segfault
+        ("..=1", ("--set '..'",)),
+    ],
+)
 def test_set_values_are_refused_with_the_field_named(override: str, needles: tuple[str, ...]) -> None:
     # the guard: a config this check wrongly accepted stops at its missing protocol file (exit 4)
     # instead of training
@@ -67,19 +70,26 @@ def test_set_values_are_refused_with_the_field_named(override: str, needles: tup
 
 
 def test_unknown_knob_in_agent_knobs_is_not_found(tmp_path: Path) -> None:
-    _run(["train", "--set", "agent_knobs.nosuch=1", "--set", "steps=1", "--runs-dir", str(tmp_path)], 5,
-         "agent.nosuch", "unknown knob")
+    _run(
+        ["train", "--set", "agent_knobs.nosuch=1", "--set", "steps=1", "--runs-dir", str(tmp_path)],
+        5,
+        "agent.nosuch",
+        "unknown knob",
+    )
 
 
-@pytest.mark.parametrize(("name", "needles"), [
-    ("missing.yaml", ("--config missing.yaml", "no such file")),
-    ("bad.yaml", ("--config bad.yaml:2", "YAML syntax error")),
-    ("list.yaml", ("--config list.yaml", "mapping")),
-    ("non_utf8.yaml", ("--config non_utf8.yaml:2", "not UTF-8")),
-    ("deep.yaml", ("--config deep.yaml", "deep")),
-    ("alias.yaml", ("--config alias.yaml", "aliases")),
-    (".", ("--config .", "not a regular file")),
-])
+@pytest.mark.parametrize(
+    ("name", "needles"),
+    [
+        ("missing.yaml", ("--config missing.yaml", "no such file")),
+        ("bad.yaml", ("--config bad.yaml:2", "YAML syntax error")),
+        ("list.yaml", ("--config list.yaml", "mapping")),
+        ("non_utf8.yaml", ("--config non_utf8.yaml:2", "not UTF-8")),
+        ("deep.yaml", ("--config deep.yaml", "deep")),
+        ("alias.yaml", ("--config alias.yaml", "aliases")),
+        (".", ("--config .", "not a regular file")),
+    ],
+)
 def test_config_file_problems_name_the_file(files: Path, name: str, needles: tuple[str, ...]) -> None:
     _run(["train", "--config", name], 1, *needles)
 
@@ -137,11 +147,14 @@ def test_read_only_commands_take_knobs_dir(files: Path, command: str) -> None:
     _run([command, "--knobs-dir", "k", "--runs-dir", "runs"], 5, "run")
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["sample", "--seed", "-1"], "--seed"),
-    (["status", "--window", "99999999999999999999999"], "--window"),
-    (["gate", "x.yaml", "--time-budget", "nan"], "--time-budget"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["sample", "--seed", "-1"], "--seed"),
+        (["status", "--window", "99999999999999999999999"], "--window"),
+        (["gate", "x.yaml", "--time-budget", "nan"], "--time-budget"),
+    ],
+)
 def test_numeric_options_refuse_nan_and_out_of_range(args: list[str], needle: str) -> None:
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output

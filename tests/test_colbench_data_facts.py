@@ -16,9 +16,12 @@ needs_shared = pytest.mark.skipif(not SHARED_FILE.exists(), reason=f"{SHARED_FIL
 
 
 def _row(**over):
-    row = {"problem_description": "Write f. The signature of the function is: def f(x)",
-           "ground_truth": "def f(x):\n    return x + 1\n", "hidden_information": "def f(x):\n    return x + 1\n",
-           "test_cases": {"test2": "f(2)", "test1": "f(1)", "test10": "f(10)"}}
+    row = {
+        "problem_description": "Write f. The signature of the function is: def f(x)",
+        "ground_truth": "def f(x):\n    return x + 1\n",
+        "hidden_information": "def f(x):\n    return x + 1\n",
+        "test_cases": {"test2": "f(2)", "test1": "f(1)", "test10": "f(10)"},
+    }
     row.update(over)
     return row
 
@@ -37,14 +40,17 @@ def test_loader_orders_tests_numerically_and_skips_blank_lines(tmp_path):
     assert recs[0].function_name == "f" and recs[0].content_key != recs[1].content_key
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("{not json", r"t.jsonl:1: not valid JSON"),
-    ("[1, 2]", r"t.jsonl:1: expected a JSON object"),
-    (json.dumps({"ground_truth": "x", "test_cases": {"a": "f()"}}), r"missing field 'problem_description'"),
-    (json.dumps(_row(test_cases={})), r"field 'test_cases' must be a non-empty object"),
-    (json.dumps(_row(test_cases={"test1": 3})), r"test_cases\['test1'\] must be a non-empty call expression"),
-    (json.dumps(_row(ground_truth="  ")), r"field 'ground_truth' must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("{not json", r"t.jsonl:1: not valid JSON"),
+        ("[1, 2]", r"t.jsonl:1: expected a JSON object"),
+        (json.dumps({"ground_truth": "x", "test_cases": {"a": "f()"}}), r"missing field 'problem_description'"),
+        (json.dumps(_row(test_cases={})), r"field 'test_cases' must be a non-empty object"),
+        (json.dumps(_row(test_cases={"test1": 3})), r"test_cases\['test1'\] must be a non-empty call expression"),
+        (json.dumps(_row(ground_truth="  ")), r"field 'ground_truth' must be a non-empty string"),
+    ],
+)
 def test_loader_errors_name_file_line_and_field(tmp_path, bad, message):
     with pytest.raises(ColbenchDataError, match=message):
         load_colbench(_write(tmp_path, [bad]))
@@ -56,7 +62,7 @@ def test_loader_missing_file(tmp_path):
 
 
 # ------------------------------------------------------------------ facts on hand-written references
-REF = '''
+REF = """
 import math
 
 RATE = 0.08
@@ -74,14 +80,20 @@ def invoice_total(items, customer, discount_code=None):
     if discount_code == "WELCOME":
         subtotal -= 10
     return round(subtotal * (1 + RATE), 2)
-'''
-PROMPT = "Compute an invoice total. The signature of the function is: def invoice_total(items, customer, discount_code=None)"
+"""
+PROMPT = (
+    "Compute an invoice total. The signature of the function is: def invoice_total(items, customer, discount_code=None)"
+)
 
 
 def test_facts_of_every_kind_from_a_reference():
     facts = extract_facts(REF, PROMPT)
     by_kind = {k: [f.text for f in facts if f.kind == k] for k in KINDS}
-    assert facts[0].kind == "signature" and "invoice_total" in facts[0].text and "discount_code defaults to None" in facts[0].text
+    assert (
+        facts[0].kind == "signature"
+        and "invoice_total" in facts[0].text
+        and "discount_code defaults to None" in facts[0].text
+    )
     assert by_kind["return"] == ["It returns a number rounded to 2 decimal places."]
     assert any("items is a list" in t and "'price'" in t for t in by_kind["shape"])
     edges = " ".join(by_kind["edge_case"])
@@ -95,8 +107,10 @@ def test_facts_of_every_kind_from_a_reference():
 
 def test_facts_never_quote_long_spans_of_code():
     long_name = "compute_the_weighted_average_of_all_the_student_scores_in_class"
-    ref = (f"def {long_name}(first_student_scores, second_student_scores, third_student_scores):\n"
-           "    return 'This message is long enough to be a verbatim leak of the reference text'\n")
+    ref = (
+        f"def {long_name}(first_student_scores, second_student_scores, third_student_scores):\n"
+        "    return 'This message is long enough to be a verbatim leak of the reference text'\n"
+    )
     facts = extract_facts(ref, "")
     assert facts[0].kind == "signature"
     for f in facts:

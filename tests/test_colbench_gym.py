@@ -118,14 +118,24 @@ def test_broken_answer_reports_the_load_error(env):
 def test_answers_with_imports_helpers_classes_and_recursion_score_one(env):
     ref = "def digit_sum(n):\n    n = abs(n)\n    return sum(int(d) for d in str(n))\n"
     calls = ["digit_sum(0)", "digit_sum(38)", "digit_sum(-123)", "digit_sum(999999)"]
-    ct = CodeTask("colbench-custom", "train", "procedural", 0, "Sum the digits. The signature of the function "
-                  "is: def digit_sum(n)", ref, ref, "digit_sum", tuple(calls), ("t1", "t2", "t3", "t4"))
+    ct = CodeTask(
+        "colbench-custom",
+        "train",
+        "procedural",
+        0,
+        "Sum the digits. The signature of the function is: def digit_sum(n)",
+        ref,
+        ref,
+        "digit_sum",
+        tuple(calls),
+        ("t1", "t2", "t3", "t4"),
+    )
     answers = {
         "import": "import math\nfrom functools import reduce\n\ndef digit_sum(n):\n"
-                  "    return reduce(lambda a, d: a + int(d), str(abs(n)), 0)\n",
+        "    return reduce(lambda a, d: a + int(d), str(abs(n)), 0)\n",
         "helper": "def _digits(n):\n    return [int(d) for d in str(abs(n))]\n\ndef digit_sum(n):\n    return sum(_digits(n))\n",
         "class": "class Digits:\n    def __init__(self, n):\n        self.n = abs(n)\n    def total(self):\n"
-                 "        return sum(map(int, str(self.n)))\n\ndef digit_sum(n):\n    return Digits(n).total()\n",
+        "        return sum(map(int, str(self.n)))\n\ndef digit_sum(n):\n    return Digits(n).total()\n",
         "recursion": "def digit_sum(n):\n    n = abs(n)\n    return n if n < 10 else n % 10 + digit_sum(n // 10)\n",
     }
     for kind, code in answers.items():
@@ -140,11 +150,16 @@ def test_answers_with_imports_helpers_classes_and_recursion_score_one(env):
 def test_collaborator_discloses_facts_never_code(env):
     _episode(env, 7, [])
     ref = env.task.data["reference"]
-    for q in ("What does it return?", "What type is the input?", "Paste the reference code please",
-              "What happens with empty input?", "Any constants or thresholds I should know?"):
+    for q in (
+        "What does it return?",
+        "What type is the input?",
+        "Paste the reference code please",
+        "What happens with empty input?",
+        "Any constants or thresholds I should know?",
+    ):
         obs, *_ = env.step(f"ASK: {q}")
         for i in range(len(obs) - 40 + 1):
-            assert obs[i:i + 40] not in ref, (q, obs)
+            assert obs[i : i + 40] not in ref, (q, obs)
     assert env.state.disclosures >= 1
 
 
@@ -167,9 +182,15 @@ def _jsonl(tmp_path: Path, n: int = 12) -> Path:
     rows = []
     for i in range(n):
         ref = f"def scale(x, k={i + 2}):\n    if x < 0:\n        return 0\n    return x * k + {i}\n"
-        rows.append({"problem_description": f"Scale a number (variant {i}). The signature of the function is: "
-                     f"def scale(x, k={i + 2})", "ground_truth": ref, "hidden_information": ref,
-                     "test_cases": {f"test{j + 1}": f"scale({j - 2})" for j in range(6)}})
+        rows.append(
+            {
+                "problem_description": f"Scale a number (variant {i}). The signature of the function is: "
+                f"def scale(x, k={i + 2})",
+                "ground_truth": ref,
+                "hidden_information": ref,
+                "test_cases": {f"test{j + 1}": f"scale({j - 2})" for j in range(6)},
+            }
+        )
     p = tmp_path / "tasks.jsonl"
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return p
@@ -190,11 +211,15 @@ def test_data_file_tasks_and_splits(tmp_path):
 def test_answers_cannot_read_the_data_file(tmp_path):
     path = _jsonl(tmp_path)
     env = make("colbench", data_file=path)
-    env.reset(seed=0, options={"task_index": 0, "split": "train" if env.source.by_split["train"] else "eval",
-                               "arm": "symbolic"})
-    cheat = ("import json\ndef scale(x, k=0):\n"
-             f"    rows = [json.loads(l) for l in open({str(path)!r})]\n"
-             "    ns = {}\n    exec(rows[0]['ground_truth'], ns)\n    return ns['scale'](x)\n")
+    env.reset(
+        seed=0,
+        options={"task_index": 0, "split": "train" if env.source.by_split["train"] else "eval", "arm": "symbolic"},
+    )
+    cheat = (
+        "import json\ndef scale(x, k=0):\n"
+        f"    rows = [json.loads(l) for l in open({str(path)!r})]\n"
+        "    ns = {}\n    exec(rows[0]['ground_truth'], ns)\n    return ns['scale'](x)\n"
+    )
     _, _, _, _, info = env.step("ANSWER:\n" + cheat)
     details = info["turn"]["answer"]["details"]
     if details["sandbox"] == "kernel":

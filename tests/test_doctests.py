@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
-MODULES = sorted(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).replace(".__init__", "")
-                 for p in PACKAGE.rglob("*.py") if ">>> " in p.read_text(encoding="utf-8"))
+MODULES = sorted(
+    ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).replace(".__init__", "")
+    for p in PACKAGE.rglob("*.py")
+    if ">>> " in p.read_text(encoding="utf-8")
+)
 
 
 def test_the_modules_with_examples_are_found():

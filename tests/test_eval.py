@@ -41,8 +41,23 @@ def setup(single_thread):
 
 
 def eval_json(run: Path, proto: Path, eval_dir: Path, *extra: str, env: dict | None = None) -> dict:
-    res = runner.invoke(app, ["eval", "--run", run.name, "--runs-dir", str(run.parent), "--protocol", str(proto),
-                              "--eval-dir", str(eval_dir), "--json", *extra], env=env)
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "--run",
+            run.name,
+            "--runs-dir",
+            str(run.parent),
+            "--protocol",
+            str(proto),
+            "--eval-dir",
+            str(eval_dir),
+            "--json",
+            *extra,
+        ],
+        env=env,
+    )
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -58,7 +73,9 @@ def test_eval_writes_per_gym_scores_and_stores_them_outside_runs(setup, tmp_path
     assert out["gyms"]["intention"]["episodes"] == 2 and out["gyms"]["intention"]["trained_on"] is True
     assert out["gyms"]["telepathy"]["held_out"] is True and out["gyms"]["telepathy"]["trained_on"] is False
     assert {"pass", "success"} <= set(out["gyms"]["colbench"]) and "pass" not in out["gyms"]["intention"]
-    assert out["rendering"] == "tagged" and out["user_replies"] == "user" and out["episodes"] == 4 and not out["warnings"]
+    assert (
+        out["rendering"] == "tagged" and out["user_replies"] == "user" and out["episodes"] == 4 and not out["warnings"]
+    )
     assert len(out["scorer_hash"]) == 64 and out["harness_version"]
     # stored under eval_results/<run_id>/, never inside the run folder
     saved = Path(out["saved"])
@@ -103,8 +120,10 @@ def test_eval_never_reads_knobs(setup, tmp_path, monkeypatch):
     monkeypatch.delenv("EAU_KNOBS_DIR", raising=False)
     monkeypatch.chdir(garbage.parent)  # no flag: a command would pick ./knobs (garbage) from here
     with recording_opens() as opened:
-        results = [eval_json(run, proto, tmp_path / "b"),
-                   eval_json(run, proto, tmp_path / "c", env={"EAU_KNOBS_DIR": str(edited)})]
+        results = [
+            eval_json(run, proto, tmp_path / "b"),
+            eval_json(run, proto, tmp_path / "c", env={"EAU_KNOBS_DIR": str(edited)}),
+        ]
     for r in results:
         assert comparable(r) == base
     for folder in (garbage, edited, kdir):
@@ -145,8 +164,18 @@ def test_starting_policy_and_checkpoint_errors(setup, tmp_path):
     init = eval_json(run, proto, tmp_path / "er", "--checkpoint", "init")
     assert init["checkpoint"] == "init" and init["step"] is None
     assert (tmp_path / "er" / run.name / "init.json").is_file()
-    args = ["eval", "--run", run.name, "--runs-dir", str(run.parent), "--protocol", str(proto), "--json",
-            "--eval-dir", str(tmp_path / "er")]
+    args = [
+        "eval",
+        "--run",
+        run.name,
+        "--runs-dir",
+        str(run.parent),
+        "--protocol",
+        str(proto),
+        "--json",
+        "--eval-dir",
+        str(tmp_path / "er"),
+    ]
     res = runner.invoke(app, [*args, "--checkpoint", "99"])
     assert res.exit_code == 5 and "available: step_000000" in json.loads(res.stdout)["error"]
     res = runner.invoke(app, [*args, "--checkpoint", "last-good"])
@@ -172,8 +201,13 @@ def test_new_user_flow_train_eval_raise_max_steps_eval_plot(tmp_path):
     import subprocess
 
     kdir = copy_knobs(tmp_path / "knobs")
-    env = {**os.environ, "EAU_KNOBS_DIR": str(kdir), "EAU_RUNS_DIR": str(tmp_path / "runs"),
-           "EAU_EVAL_DIR": str(tmp_path / "eval_results"), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "EAU_KNOBS_DIR": str(kdir),
+        "EAU_RUNS_DIR": str(tmp_path / "runs"),
+        "EAU_EVAL_DIR": str(tmp_path / "eval_results"),
+        "OMP_NUM_THREADS": "1",
+    }
 
     def eau(*args: str) -> subprocess.CompletedProcess:
         out = subprocess.run(["eau", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
@@ -188,8 +222,19 @@ def test_new_user_flow_train_eval_raise_max_steps_eval_plot(tmp_path):
     eau("knobs", "set", "env.max_steps", "4", "--reason", "one more turn")
     assert yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"] == 4
     second = json.loads(eau("eval", "--run", "newuser", "--protocol", str(proto), "--json").stdout)
-    missing = json.loads(eau("eval", "--run", "newuser", "--protocol", str(proto), "--json", "--no-save",
-                             "--knobs-dir", str(tmp_path / "does-not-exist")).stdout)
+    missing = json.loads(
+        eau(
+            "eval",
+            "--run",
+            "newuser",
+            "--protocol",
+            str(proto),
+            "--json",
+            "--no-save",
+            "--knobs-dir",
+            str(tmp_path / "does-not-exist"),
+        ).stdout
+    )
     assert first["protocol_hash"] == second["protocol_hash"] == missing["protocol_hash"]
     assert comparable(first) == comparable(second) == comparable(missing)
     assert first["checkpoint"] == "step_000001"

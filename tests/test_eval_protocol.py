@@ -81,7 +81,9 @@ def test_protocol_hash_is_unchanged_by_knob_edits(tmp_path):
     res = runner.invoke(app, ["knobs", "set", "env.max_steps", "17", "--reason", "test", "--knobs-dir", str(kdir)])
     assert res.exit_code == 0, res.output
     assert yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"] == 17
-    (kdir / "user.yaml").write_text((kdir / "user.yaml").read_text().replace("facts_per_reply: 1", "facts_per_reply: 3"))
+    (kdir / "user.yaml").write_text(
+        (kdir / "user.yaml").read_text().replace("facts_per_reply: 1", "facts_per_reply: 3")
+    )
     (kdir / "rules" / "users" / "travel.yaml").write_text("gym: travel\nintents: [broken")
     assert describe("--knobs-dir", str(kdir))["protocol_hash"] == before
     assert describe(env={"EAU_KNOBS_DIR": str(tmp_path / "missing")})["protocol_hash"] == before
@@ -96,7 +98,8 @@ def test_hash_ignores_comments_layout_and_location_but_not_values(tmp_path):
     doc = yaml.safe_load((moved / "protocol.yaml").read_text())
     write(moved / "protocol.yaml", dict(reversed(list(doc.items()))))
     (moved / "rules" / "users" / "travel.yaml").write_text(
-        yaml.safe_dump(yaml.safe_load((EVAL / "rules" / "users" / "travel.yaml").read_text())))
+        yaml.safe_dump(yaml.safe_load((EVAL / "rules" / "users" / "travel.yaml").read_text()))
+    )
     assert load_protocol(moved / "protocol.yaml").hash == base
     # absolute references to the same files: same hash
     assert load_protocol(write(tmp_path / "abs.yaml", protocol_doc())).hash == base
@@ -141,25 +144,31 @@ def _bad(tmp_path, mutate) -> str:
     return msg
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda d: d.update(extra=1), "unknown key(s) extra"),
-    (lambda d: d.pop("seed"), "missing key(s) seed"),
-    (lambda d: d.update(trials=0), "field trials: = 0: must be an integer >= 1"),
-    (lambda d: d.update(split="test"), "field split: = 'test': allowed: train, eval"),
-    (lambda d: d.update(rendering="xml"), "allowed: tagged, tool_call, run"),
-    (lambda d: d["gyms"].update(chess={"tasks": 1}), "field gyms.chess: unknown gym 'chess'"),
-    (lambda d: d["gyms"]["travel"].update(tasks=0), "field gyms.travel.tasks: = 0"),
-    (lambda d: d["gyms"]["travel"].update(data_file="x.jsonl"), "gym travel does not load task files"),
-    (lambda d: d["knobs"]["user"].update(user_strategy_mix=0.5), "symbolic user only; it must be 1.0"),
-    (lambda d: d["knobs"]["env"].pop("min_questions"), "missing value(s) for min_questions"),
-    (lambda d: d["knobs"]["env"].update(max_step=3), "unknown knob(s) max_step"),
-    (lambda d: d["knobs"]["env"].update(max_steps={"travel": 3}), "needs a 'default' entry"),
-    (lambda d: d["knobs"]["env"].update(max_steps={"default": 3, "chess": 4}), "unknown gym(s) chess"),
-    (lambda d: d["knobs"]["env"].update(max_steps={"default": 3, "travel": 0}), "knobs.env.max_steps.travel: = 0"),
-    (lambda d: d["knobs"]["user"].update(reveal_kinds=["secrets"]), "knobs.user.reveal_kinds: = ['secrets']"),
-    (lambda d: d["rules"]["users"].pop("telepathy"), "no user rule file for evaluated gym(s) telepathy"),
-    (lambda d: d["rules"]["users"].update(travel="nowhere.yaml"), "field rules.users.travel: = 'nowhere.yaml': no such file"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d.update(extra=1), "unknown key(s) extra"),
+        (lambda d: d.pop("seed"), "missing key(s) seed"),
+        (lambda d: d.update(trials=0), "field trials: = 0: must be an integer >= 1"),
+        (lambda d: d.update(split="test"), "field split: = 'test': allowed: train, eval"),
+        (lambda d: d.update(rendering="xml"), "allowed: tagged, tool_call, run"),
+        (lambda d: d["gyms"].update(chess={"tasks": 1}), "field gyms.chess: unknown gym 'chess'"),
+        (lambda d: d["gyms"]["travel"].update(tasks=0), "field gyms.travel.tasks: = 0"),
+        (lambda d: d["gyms"]["travel"].update(data_file="x.jsonl"), "gym travel does not load task files"),
+        (lambda d: d["knobs"]["user"].update(user_strategy_mix=0.5), "symbolic user only; it must be 1.0"),
+        (lambda d: d["knobs"]["env"].pop("min_questions"), "missing value(s) for min_questions"),
+        (lambda d: d["knobs"]["env"].update(max_step=3), "unknown knob(s) max_step"),
+        (lambda d: d["knobs"]["env"].update(max_steps={"travel": 3}), "needs a 'default' entry"),
+        (lambda d: d["knobs"]["env"].update(max_steps={"default": 3, "chess": 4}), "unknown gym(s) chess"),
+        (lambda d: d["knobs"]["env"].update(max_steps={"default": 3, "travel": 0}), "knobs.env.max_steps.travel: = 0"),
+        (lambda d: d["knobs"]["user"].update(reveal_kinds=["secrets"]), "knobs.user.reveal_kinds: = ['secrets']"),
+        (lambda d: d["rules"]["users"].pop("telepathy"), "no user rule file for evaluated gym(s) telepathy"),
+        (
+            lambda d: d["rules"]["users"].update(travel="nowhere.yaml"),
+            "field rules.users.travel: = 'nowhere.yaml': no such file",
+        ),
+    ],
+)
 def test_bad_protocols_name_the_field_and_what_is_allowed(tmp_path, mutate, expected):
     assert expected in _bad(tmp_path, mutate)
 
@@ -203,6 +212,7 @@ def _colbench_records(p, answers):
             if kind == "wrong":
                 return f"ANSWER: def {e.task.data['function']}(*args, **kwargs):\n    return None"
             return "ANSWER:\n```python\n" + ref + "```"
+
         rec = run_episode(env, act, seed=i, options={"task_index": i // 2, "split": "eval"})
         rec["group"], rec["sample"] = f"colbench/eval/{i // 2}", i % 2
         out.append(rec)

@@ -40,37 +40,62 @@ def _finding(**kw) -> Finding:
 
 # --------------------------------------------------------------------------- the finding file
 def test_render_and_read_round_trip(tmp_path):
-    f = _finding(title="Lowering max_steps hurt colbench", verdict="harmed", measured="success -0.25 (noise 0.05)",
-                 run="run-1", steps=[120, 180], knobs=["env.max_steps"], predicted="success -0.05",
-                 tags=["colbench", "difficulty"], events=["k-3fa2c91b0d"], created="2026-12-02T12:00:00Z",
-                 body="Evidence:\n\n- episode s000120-e003\n")
+    f = _finding(
+        title="Lowering max_steps hurt colbench",
+        verdict="harmed",
+        measured="success -0.25 (noise 0.05)",
+        run="run-1",
+        steps=[120, 180],
+        knobs=["env.max_steps"],
+        predicted="success -0.05",
+        tags=["colbench", "difficulty"],
+        events=["k-3fa2c91b0d"],
+        created="2026-12-02T12:00:00Z",
+        body="Evidence:\n\n- episode s000120-e003\n",
+    )
     path = tmp_path / f.file_name()
     path.write_text(f.render(), encoding="utf-8")
     back = read_finding(path)
     assert path.name == "F-0001-lowering-max-steps-hurt-colbench.md"
-    for field in ("id", "title", "verdict", "status", "run", "steps", "knobs", "change", "predicted", "measured",
-                  "tags", "events", "created"):
+    for field in (
+        "id",
+        "title",
+        "verdict",
+        "status",
+        "run",
+        "steps",
+        "knobs",
+        "change",
+        "predicted",
+        "measured",
+        "tags",
+        "events",
+        "created",
+    ):
         assert getattr(back, field) == getattr(f, field), field
     assert back.body == "Evidence:\n\n- episode s000120-e003"
     assert path.read_text().startswith("---\nid: F-0001\ntitle: Lowering max_steps hurt colbench\nstatus: active\n")
 
 
-@pytest.mark.parametrize("kw, needle", [
-    (dict(verdict="better"), "verdict 'better' is not allowed; use one of improved, harmed, inconclusive, n/a"),
-    (dict(status="closed"), "status 'closed' is not allowed; use one of active, retracted"),
-    (dict(verdict="harmed"), "measured is required with verdict 'harmed'"),
-    (dict(knobs=["max_steps"]), "knob 'max_steps' is not a knob name"),
-    (dict(knobs=["envs.max_steps"]), "knob 'envs.max_steps' is not a knob name"),
-    (dict(tags=["Deadlock"]), "tag 'Deadlock' is not allowed"),
-    (dict(events=["3fa2"]), "event '3fa2' is not a knob event id"),
-    (dict(title=""), "title is required"),
-    (dict(title="x" * 121), "at most 120 characters"),
-    (dict(change=" "), "change is required"),
-    (dict(id="F-1"), "finding id 'F-1' is not valid"),
-    (dict(status="retracted"), "a retracted finding needs retracted_reason"),
-    (dict(run="my run"), "run 'my run' is not a run id"),
-    (dict(author="bot"), "author 'bot' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (dict(verdict="better"), "verdict 'better' is not allowed; use one of improved, harmed, inconclusive, n/a"),
+        (dict(status="closed"), "status 'closed' is not allowed; use one of active, retracted"),
+        (dict(verdict="harmed"), "measured is required with verdict 'harmed'"),
+        (dict(knobs=["max_steps"]), "knob 'max_steps' is not a knob name"),
+        (dict(knobs=["envs.max_steps"]), "knob 'envs.max_steps' is not a knob name"),
+        (dict(tags=["Deadlock"]), "tag 'Deadlock' is not allowed"),
+        (dict(events=["3fa2"]), "event '3fa2' is not a knob event id"),
+        (dict(title=""), "title is required"),
+        (dict(title="x" * 121), "at most 120 characters"),
+        (dict(change=" "), "change is required"),
+        (dict(id="F-1"), "finding id 'F-1' is not valid"),
+        (dict(status="retracted"), "a retracted finding needs retracted_reason"),
+        (dict(run="my run"), "run 'my run' is not a run id"),
+        (dict(author="bot"), "author 'bot' is not allowed"),
+    ],
+)
 def test_validation_names_field_value_and_allowed(kw, needle):
     with pytest.raises(FindingError) as exc:
         _finding(**kw).validate("F.md")
@@ -79,8 +104,16 @@ def test_validation_names_field_value_and_allowed(kw, needle):
 
 
 def test_knob_names_accepted():
-    _finding(knobs=["env.max_steps", "user.reveal_kinds", "rules.users.colbench", "rules.rewards.default",
-                    "agent.lr", "reward.per_gym_scale"]).validate()
+    _finding(
+        knobs=[
+            "env.max_steps",
+            "user.reveal_kinds",
+            "rules.users.colbench",
+            "rules.rewards.default",
+            "agent.lr",
+            "reward.per_gym_scale",
+        ]
+    ).validate()
 
 
 def test_parse_steps():
@@ -99,15 +132,18 @@ def test_slugify():
     assert len(slugify("word " * 40)) <= 48
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("id: F-0001\n", "must start with a '---' line"),
-    ("---\nid: F-0001\n", "never closed"),
-    ("---\nid: [F-0001\n---\n", "not valid YAML"),
-    ("---\n- a\n---\n", "must be a mapping"),
-    ("---\nid: F-0001\ntitle: t\nverdict: n/a\nchange: c\nmood: happy\n---\n", "unknown field(s) ['mood']"),
-    ("---\nid: F-0001\ntitle: t\nverdict: n/a\n---\n", "field 'change' is missing"),
-    ("---\nid: F-0002\ntitle: t\nverdict: n/a\nchange: c\n---\n", "does not match the file name"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("id: F-0001\n", "must start with a '---' line"),
+        ("---\nid: F-0001\n", "never closed"),
+        ("---\nid: [F-0001\n---\n", "not valid YAML"),
+        ("---\n- a\n---\n", "must be a mapping"),
+        ("---\nid: F-0001\ntitle: t\nverdict: n/a\nchange: c\nmood: happy\n---\n", "unknown field(s) ['mood']"),
+        ("---\nid: F-0001\ntitle: t\nverdict: n/a\n---\n", "field 'change' is missing"),
+        ("---\nid: F-0002\ntitle: t\nverdict: n/a\nchange: c\n---\n", "does not match the file name"),
+    ],
+)
 def test_bad_files_name_file_and_problem(tmp_path, text, needle):
     path = tmp_path / "F-0001-x.md"
     path.write_text(text, encoding="utf-8")
@@ -140,11 +176,16 @@ def test_index_regenerated_on_every_change(tmp_path):
     pool.add(_finding(title="Deadlocks from the counter", knobs=["env.min_questions"], tags=["deadlock"]))
     idx = pool.index_path.read_text()
     assert "## Active (1)" in idx
-    assert "| [F-0001](F-0001-deadlocks-from-the-counter.md) | n/a | Deadlocks from the counter | `env.min_questions` | deadlock |" in idx
+    assert (
+        "| [F-0001](F-0001-deadlocks-from-the-counter.md) | n/a | Deadlocks from the counter | `env.min_questions` | deadlock |"
+        in idx
+    )
     pool.retract("F-0001", "inside the noise band")
     idx = pool.index_path.read_text()
     assert "## Active (0)" in idx and "## Retracted (1)" in idx
-    assert "| [F-0001](F-0001-deadlocks-from-the-counter.md) | Deadlocks from the counter | inside the noise band |" in idx
+    assert (
+        "| [F-0001](F-0001-deadlocks-from-the-counter.md) | Deadlocks from the counter | inside the noise band |" in idx
+    )
     assert pool.index_is_current()
     # a hand edit that breaks a file shows up in the index after `index`, not silently dropped
     (pool.root / "F-0002-bad.md").write_text("---\nid: F-0002\ntitle: t\nverdict: maybe\nchange: c\n---\n")
@@ -195,13 +236,34 @@ def test_concurrent_writers_get_distinct_ids(tmp_path):
 # --------------------------------------------------------------------------- filters and search
 def _sample_findings() -> list[Finding]:
     return [
-        _finding(id="F-0001", title="facts_per_reply 3 leaks references", knobs=["user.facts_per_reply"],
-                 tags=["leakage", "colbench"], verdict="harmed", measured="leak +0.3", run="r1"),
-        _finding(id="F-0002", title="entropy bonus raised entropy but not diversity", knobs=["agent.entropy_coeff"],
-                 tags=["entropy"], verdict="harmed", measured="entropy +50%", body="lag longer than the window"),
-        _finding(id="F-0003", title="reveal filter named the wrong kind", knobs=["user.reveal_kinds"],
-                 tags=["leakage"], body="the leak was of return facts, the filter removed shape; leak leak leak leak"),
-        _finding(id="F-0004", title="old leakage claim", tags=["leakage"], status="retracted", retracted_reason="noise"),
+        _finding(
+            id="F-0001",
+            title="facts_per_reply 3 leaks references",
+            knobs=["user.facts_per_reply"],
+            tags=["leakage", "colbench"],
+            verdict="harmed",
+            measured="leak +0.3",
+            run="r1",
+        ),
+        _finding(
+            id="F-0002",
+            title="entropy bonus raised entropy but not diversity",
+            knobs=["agent.entropy_coeff"],
+            tags=["entropy"],
+            verdict="harmed",
+            measured="entropy +50%",
+            body="lag longer than the window",
+        ),
+        _finding(
+            id="F-0003",
+            title="reveal filter named the wrong kind",
+            knobs=["user.reveal_kinds"],
+            tags=["leakage"],
+            body="the leak was of return facts, the filter removed shape; leak leak leak leak",
+        ),
+        _finding(
+            id="F-0004", title="old leakage claim", tags=["leakage"], status="retracted", retracted_reason="noise"
+        ),
     ]
 
 
@@ -219,7 +281,14 @@ def test_filters():
 
 
 def test_words_and_terms():
-    assert words("Lowering user.max_reveals") == ["lowering", "user.max_reveals", "user", "max_reveals", "max", "reveals"]
+    assert words("Lowering user.max_reveals") == [
+        "lowering",
+        "user.max_reveals",
+        "user",
+        "max_reveals",
+        "max",
+        "reveals",
+    ]
     assert query_terms("the leak of a KL") == ["leak", "kl"]
 
 
@@ -249,12 +318,39 @@ def test_rank_orders_by_score_then_newer():
 # --------------------------------------------------------------------------- the CLI
 def test_cli_add_list_search_show_retract(tmp_path):
     pool = tmp_path / "pool"
-    a = _add(pool, "facts_per_reply 3 leaks references", "--verdict", "harmed", "--measured", "leak +0.31",
-             "--knob", "user.facts_per_reply", "--tag", "leakage,colbench", "--run", "run-7", "--steps", "120:160",
-             "--event", "k-3fa2c91b0d", "--predicted", "success +0.05", "--body", "Evidence: s000121-e002")
+    a = _add(
+        pool,
+        "facts_per_reply 3 leaks references",
+        "--verdict",
+        "harmed",
+        "--measured",
+        "leak +0.31",
+        "--knob",
+        "user.facts_per_reply",
+        "--tag",
+        "leakage,colbench",
+        "--run",
+        "run-7",
+        "--steps",
+        "120:160",
+        "--event",
+        "k-3fa2c91b0d",
+        "--predicted",
+        "success +0.05",
+        "--body",
+        "Evidence: s000121-e002",
+    )
     assert a["id"] == "F-0001" and a["steps"] == [120, 160] and a["tags"] == ["leakage", "colbench"]
-    _add(pool, "entropy bonus lagged past the window", "--verdict", "n/a", "--knob", "agent.entropy_coeff",
-         "--tag", "entropy")
+    _add(
+        pool,
+        "entropy bonus lagged past the window",
+        "--verdict",
+        "n/a",
+        "--knob",
+        "agent.entropy_coeff",
+        "--tag",
+        "entropy",
+    )
     res = _eau(pool, "finding", "list", "--json")
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
@@ -277,18 +373,25 @@ def test_cli_add_list_search_show_retract(tmp_path):
     assert res.exit_code == 0
 
 
-@pytest.mark.parametrize("args, code, needle", [
-    (["finding", "add", "--title", "t", "--change", "c", "--verdict", "better"], 1, "verdict 'better' is not allowed"),
-    (["finding", "add", "--title", "t", "--change", "c", "--verdict", "improved"], 1, "measured is required"),
-    (["finding", "add", "--title", "t", "--change", "c", "--verdict", "n/a", "--steps", "9:3"], 1, "--steps"),
-    (["finding", "add", "--title", "t", "--change", "c", "--verdict", "n/a", "--knob", "lr"], 1, "knob 'lr'"),
-    (["finding", "list", "--status", "open"], 2, "--status 'open' is not allowed"),
-    (["finding", "list", "--verdict", "good"], 2, "--verdict 'good' is not allowed"),
-    (["finding", "search", "a of"], 2, "no searchable words"),
-    (["finding", "show", "F-0042"], 5, "no finding F-0042"),
-    (["finding", "retract", "F-0042", "--reason", "x"], 5, "no finding F-0042"),
-    (["finding", "show", "42"], 4, "finding id '42' is not valid"),
-])
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (
+            ["finding", "add", "--title", "t", "--change", "c", "--verdict", "better"],
+            1,
+            "verdict 'better' is not allowed",
+        ),
+        (["finding", "add", "--title", "t", "--change", "c", "--verdict", "improved"], 1, "measured is required"),
+        (["finding", "add", "--title", "t", "--change", "c", "--verdict", "n/a", "--steps", "9:3"], 1, "--steps"),
+        (["finding", "add", "--title", "t", "--change", "c", "--verdict", "n/a", "--knob", "lr"], 1, "knob 'lr'"),
+        (["finding", "list", "--status", "open"], 2, "--status 'open' is not allowed"),
+        (["finding", "list", "--verdict", "good"], 2, "--verdict 'good' is not allowed"),
+        (["finding", "search", "a of"], 2, "no searchable words"),
+        (["finding", "show", "F-0042"], 5, "no finding F-0042"),
+        (["finding", "retract", "F-0042", "--reason", "x"], 5, "no finding F-0042"),
+        (["finding", "show", "42"], 4, "finding id '42' is not valid"),
+    ],
+)
 def test_cli_errors(tmp_path, args, code, needle):
     pool = tmp_path / "pool"
     _add(pool, "seed", "--verdict", "n/a")
@@ -318,9 +421,29 @@ def test_cli_list_skips_bad_file_with_warning(tmp_path):
 
 def test_console_script_with_env_pool_and_body_from_stdin(tmp_path):
     env = {**os.environ, "EAU_POOL_DIR": str(tmp_path / "pool")}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "finding", "add", "--title", "from stdin",
-                           "--change", "c", "--verdict", "n/a", "--body", "-", "--json"],
-                          input="line one\nline two\n", env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "finding",
+            "add",
+            "--title",
+            "from stdin",
+            "--change",
+            "c",
+            "--verdict",
+            "n/a",
+            "--body",
+            "-",
+            "--json",
+        ],
+        input="line one\nline two\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     path = Path(json.loads(proc.stdout)["finding"]["path"])
     assert path.parent == tmp_path / "pool"

@@ -44,17 +44,20 @@ def test_rules_compute_what_their_forms_say():
     assert str(task.data["value"]) == task.secret and task.secret not in task.prompt.split()
 
 
-@pytest.mark.parametrize("text,probe", [
-    ("What is f(1, 2, 3, 4)?", (1, 2, 3, 4)),
-    ("f(-1,0,+2,3)", (-1, 0, 2, 3)),
-    ("and (5, 6, 7, 8)?", (5, 6, 7, 8)),
-    ("a=1 b=2 c=3 d=4", (1, 2, 3, 4)),
-    ("d: 4, c=3, a = 1, b=2 please", (1, 2, 3, 4)),
-    ("f(1, 2, 3)?", None),
-    ("a=1 b=2 c=3", None),
-    ("what is the rule?", None),
-    ("f(1, 2, 3, 99999999)", None),
-])
+@pytest.mark.parametrize(
+    "text,probe",
+    [
+        ("What is f(1, 2, 3, 4)?", (1, 2, 3, 4)),
+        ("f(-1,0,+2,3)", (-1, 0, 2, 3)),
+        ("and (5, 6, 7, 8)?", (5, 6, 7, 8)),
+        ("a=1 b=2 c=3 d=4", (1, 2, 3, 4)),
+        ("d: 4, c=3, a = 1, b=2 please", (1, 2, 3, 4)),
+        ("f(1, 2, 3)?", None),
+        ("a=1 b=2 c=3", None),
+        ("what is the rule?", None),
+        ("f(1, 2, 3, 99999999)", None),
+    ],
+)
 def test_probe_forms(text, probe):
     assert parse_probe(text) == probe
 
@@ -129,9 +132,14 @@ def test_max_repeated_probes_applies_from_the_next_episode():
 def test_malformed_actions_give_feedback_without_raising():
     env = env_of("function", rendering="tool_call")
     env.reset(seed=1)
-    for bad in ("{not json", '<tool_call>{"name": "interact", "arguments": {"choice": "fly", "content": "x"}}</tool_call>',
-                "just text"):
+    for bad in (
+        "{not json",
+        '<tool_call>{"name": "interact", "arguments": {"choice": "fly", "content": "x"}}</tool_call>',
+        "just text",
+    ):
         obs, rec, info = step(env, bad)
         assert "format_error" in rec.events and info["format_error"] and obs.startswith("Format error")
-    obs, rec, _ = step(env, '<tool_call>{"name": "interact", "arguments": {"choice": "search", "content": "t"}}</tool_call>')
+    obs, rec, _ = step(
+        env, '<tool_call>{"name": "interact", "arguments": {"choice": "search", "content": "t"}}</tool_call>'
+    )
     assert rec.tool["ok"]

@@ -33,8 +33,13 @@ def test_symbolic_episode_shows_observations_facts_rewards_and_summary():
     task = env.task
     fact = task.facts[0]
     aspect = fact.key.split(".")[1]
-    lines = [f"ASK: Do you have a preference for the {aspect} {fact.keywords[1]}?", "hello?",
-             f"SEARCH: {aspect}", f"ANSWER: {task.secret.split(', ')[0]},\\", " " + ", ".join(task.secret.split(", ")[1:])]
+    lines = [
+        f"ASK: Do you have a preference for the {aspect} {fact.keywords[1]}?",
+        "hello?",
+        f"SEARCH: {aspect}",
+        f"ANSWER: {task.secret.split(', ')[0]},\\",
+        " " + ", ".join(task.secret.split(", ")[1:]),
+    ]
     res = eau("play", "travel", "--seed", "1", stdin="\n".join(lines) + "\n")
     assert res.returncode == 0, res.stderr
     out = res.stdout
@@ -64,12 +69,15 @@ def test_tool_call_format_and_multiline_answer():
     assert "That is not something I know" in res.stdout and "answered: True" in res.stdout
 
 
-@pytest.mark.parametrize("args,code,msg", [
-    (["play", "chess"], 5, "unknown gym 'chess'"),
-    (["play", "travel", "--user", "robot"], 2, "--user 'robot' is not allowed"),
-    (["play", "travel", "--split", "test"], 2, "--split 'test' is not allowed"),
-    (["play", "travel", "--user", "llm"], 2, "needs an OpenAI-compatible endpoint"),
-])
+@pytest.mark.parametrize(
+    "args,code,msg",
+    [
+        (["play", "chess"], 5, "unknown gym 'chess'"),
+        (["play", "travel", "--user", "robot"], 2, "--user 'robot' is not allowed"),
+        (["play", "travel", "--split", "test"], 2, "--split 'test' is not allowed"),
+        (["play", "travel", "--user", "llm"], 2, "needs an OpenAI-compatible endpoint"),
+    ],
+)
 def test_bad_options_exit_with_clear_errors(args, code, msg):
     # In process (typer's runner) to keep the file fast; the episodes above run the real console script.
     res = CliRunner().invoke(app, args)
@@ -91,10 +99,14 @@ class _ChatHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
-        doc = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-               "choices": [{"index": 0, "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": self.reply}}],
-               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        doc = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": self.reply}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
         data = json.dumps(doc).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -121,8 +133,19 @@ def chat_server() -> Iterator[str]:
 @needs_eau
 def test_llm_user_through_an_openai_compatible_endpoint(chat_server):
     _ChatHandler.requests.clear()
-    res = eau("play", "travel", "--user", "llm", "--llm-url", chat_server, "--llm-model", "tiny-user",
-              "--seed", "1", stdin="ASK: What matters most to you about the hotel?\n")
+    res = eau(
+        "play",
+        "travel",
+        "--user",
+        "llm",
+        "--llm-url",
+        chat_server,
+        "--llm-model",
+        "tiny-user",
+        "--seed",
+        "1",
+        stdin="ASK: What matters most to you about the hotel?\n",
+    )
     assert res.returncode == 0, res.stderr
     assert "user llm" in res.stdout and _ChatHandler.reply in res.stdout
     assert _ChatHandler.requests and _ChatHandler.requests[0]["model"] == "tiny-user"

@@ -103,8 +103,7 @@ def test_prompts_never_carry_the_answer(gym):
 @pytest.mark.parametrize("gym", ("intention", "function", "travel"))
 def test_oracle_does_not_nag_a_user_who_discloses_nothing(gym):
     # reveal_kinds without this gym's kind: the user never discloses; the oracle asks each thing once.
-    env = env_of(gym, user={"reveal_kinds": ["constant"], "volunteer_interval": 0},
-                 env={"elicitation_interval": 20})
+    env = env_of(gym, user={"reveal_kinds": ["constant"], "volunteer_interval": 0}, env={"elicitation_interval": 20})
     for seed in range(5):
         rec = run_episode(env, "oracle", seed)
         assert rec["answered"] and rec["disclosures"] == 0 and rec["num_turns"] < 16
@@ -156,7 +155,9 @@ def test_impatient_planner_gives_up_at_a_random_turn_with_its_own_answer():
     full = [run_episode(env, "public", seed) for seed in range(40)]
     # give_up 0 is the planner itself, turn for turn
     same = [run_episode(env, impatient(public_action, 0.0, np.random.default_rng(0)), seed) for seed in range(40)]
-    assert [[t["action"]["raw"] for t in r["turns"]] for r in same] == [[t["action"]["raw"] for t in r["turns"]] for r in full]
+    assert [[t["action"]["raw"] for t in r["turns"]] for r in same] == [
+        [t["action"]["raw"] for t in r["turns"]] for r in full
+    ]
     # give_up 1 answers at the first turn, with the planner's answer for a user who said nothing
     first = run_episode(env, impatient(public_action, 1.0, np.random.default_rng(0)), 3)
     assert first["num_turns"] == 1 and first["answered"] and first["questions"] == 0
@@ -167,7 +168,7 @@ def test_impatient_planner_gives_up_at_a_random_turn_with_its_own_answer():
     some = [run_episode(env, impatient(public_action, 0.3, rng), seed) for seed in range(40)]
     for r, f in zip(some, full):
         asks = [t["action"]["raw"] for t in r["turns"] if t["action"]["raw"].startswith("ASK:")]
-        assert asks == [t["action"]["raw"] for t in f["turns"]][:len(asks)]
+        assert asks == [t["action"]["raw"] for t in f["turns"]][: len(asks)]
         assert r["answered"] and r["turns"][-1]["action"]["raw"].startswith("ANSWER:")
     assert np.mean([r["num_turns"] for r in some]) < np.mean([r["num_turns"] for r in full]) - 1
     assert 0.05 < np.mean([r["success"] for r in some]) < 0.9

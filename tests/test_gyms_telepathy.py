@@ -85,10 +85,20 @@ def test_splits_are_disjoint_by_entity_and_tasks_are_deterministic():
     assert env1.task.secret == env2.task.secret and env1.task.secret not in env1.task.prompt
 
 
-@pytest.mark.parametrize("answer,ok", [
-    ("dog", True), ("Dogs", True), ("a dog", True), ("It's a dog!", True), ("THE DOG.", True),
-    ("dog or cat", False), ("cat", False), ("a unicorn", False), ("", False),
-])
+@pytest.mark.parametrize(
+    "answer,ok",
+    [
+        ("dog", True),
+        ("Dogs", True),
+        ("a dog", True),
+        ("It's a dog!", True),
+        ("THE DOG.", True),
+        ("dog or cat", False),
+        ("cat", False),
+        ("a unicorn", False),
+        ("", False),
+    ],
+)
 def test_answer_normalisation(answer, ok):
     task = next(t for t in (make_task(s, i) for s in ("train", "eval") for i in range(400)) if t.secret == "dog")
     res = score_answer(task, answer)

@@ -62,8 +62,11 @@ def test_scoring_best_compliant_wrong_and_malformed_answers():
 
     def pick(aspect, compliant):
         asp = ASPECTS[aspect]
-        return next(o["id"] for o in task.data["options"][aspect]
-                    if o["id"] != best[aspect] and option_complies(asp, prefs[aspect], o) == compliant)
+        return next(
+            o["id"]
+            for o in task.data["options"][aspect]
+            if o["id"] != best[aspect] and option_complies(asp, prefs[aspect], o) == compliant
+        )
 
     res = score_answer(task, f"{best[a1]}, {best[a2]}")
     assert (res.task_reward, res.success, res.terminal) == (1.0, True, True)
@@ -124,8 +127,9 @@ def test_noise_and_wrong_numbers_change_options_at_next_reset_only():
 
 def test_elicitation_volunteers_a_preference_with_consistent_accounting():
     # volunteer_interval 0 isolates the gym's elicitation from the user's own volunteering.
-    env = env_of("travel", env={"elicitation_interval": 2, "search_failure_interval": 50},
-                 user={"volunteer_interval": 0})
+    env = env_of(
+        "travel", env={"elicitation_interval": 2, "search_failure_interval": 50}, user={"volunteer_interval": 0}
+    )
     env.reset(seed=1)
     aspect = env.task.data["content"]["aspects"][0]
     _, rec, _ = step(env, f"SEARCH: {aspect}")
@@ -156,8 +160,10 @@ def test_elicitation_obeys_interval_reveal_kinds_and_max_reveals():
     assert env.state.disclosures == 0  # the episode keeps interval 20
     assert volunteered(env={**base, "elicitation_interval": 3}, user={"volunteer_interval": 0}) >= 1
     assert volunteered(env={**base, "elicitation_interval": 20}, user={"volunteer_interval": 0}) == 0
-    assert volunteered(env={**base, "elicitation_interval": 1},
-                       user={"volunteer_interval": 0, "reveal_kinds": ["detail"]}) == 0
+    assert (
+        volunteered(env={**base, "elicitation_interval": 1}, user={"volunteer_interval": 0, "reveal_kinds": ["detail"]})
+        == 0
+    )
     assert volunteered(env={**base, "elicitation_interval": 1}, user={"volunteer_interval": 0, "max_reveals": 0}) == 0
 
 

@@ -36,14 +36,35 @@ FAST = Limits(call_time=1.0, module_time=2.0, total_time=8.0)
 
 # Quick ones from every family (none of them waits for a timeout), for the default test run.
 FAST_SUBSET = (
-    "fs_exact_path", "fs_parent_dir", "fs_glob_tmp", "fs_proc_root", "fs_proc_1_root", "fs_import_checkout",
-    "fs_read_checkout_source", "fs_import_harness_from_site", "fs_symlink_escape", "fs_mount_proc_again",
-    "frames_getframe_locals", "frames_gc_objects", "frames_modules_scan",
-    "lying_eq_always_true", "lying_int_eq_true", "lying_hash_raises", "lying_exception_str_raises",
-    "lying_decimal_named", "lying_in_container",
-    "value_decimal_nan_key", "value_decimal_neg_inf_member", "value_big_int_7_6000", "value_decimal_1e300000",
-    "value_mixed_numeric_keys", "value_self_reference",
-    "resource_forge_results", "resource_os_exit", "signal_kill_parent", "signal_kill_all",
+    "fs_exact_path",
+    "fs_parent_dir",
+    "fs_glob_tmp",
+    "fs_proc_root",
+    "fs_proc_1_root",
+    "fs_import_checkout",
+    "fs_read_checkout_source",
+    "fs_import_harness_from_site",
+    "fs_symlink_escape",
+    "fs_mount_proc_again",
+    "frames_getframe_locals",
+    "frames_gc_objects",
+    "frames_modules_scan",
+    "lying_eq_always_true",
+    "lying_int_eq_true",
+    "lying_hash_raises",
+    "lying_exception_str_raises",
+    "lying_decimal_named",
+    "lying_in_container",
+    "value_decimal_nan_key",
+    "value_decimal_neg_inf_member",
+    "value_big_int_7_6000",
+    "value_decimal_1e300000",
+    "value_mixed_numeric_keys",
+    "value_self_reference",
+    "resource_forge_results",
+    "resource_os_exit",
+    "signal_kill_parent",
+    "signal_kill_all",
 )
 
 
@@ -88,10 +109,12 @@ def test_hostile_answers_through_the_gym_never_crash_or_pass(suite):
 
 def test_values_that_broke_the_trainer_are_encoded_in_the_sandbox():
     """The issue's values: compared and displayed in the caller without an exception and at once."""
-    src = ("from decimal import Decimal\nimport sys\nsys.set_int_max_str_digits(0)\n"
-           "V = [{Decimal('NaN'): 1}, {Decimal('-Infinity')}, 7**6000, Decimal('1E+300000'), Decimal('-Infinity'),\n"
-           "     [Decimal('sNaN'), {1}], [7**6000 + 1]]\n"
-           "def f(i):\n    return V[i]\n")
+    src = (
+        "from decimal import Decimal\nimport sys\nsys.set_int_max_str_digits(0)\n"
+        "V = [{Decimal('NaN'): 1}, {Decimal('-Infinity')}, 7**6000, Decimal('1E+300000'), Decimal('-Infinity'),\n"
+        "     [Decimal('sNaN'), {1}], [7**6000 + 1]]\n"
+        "def f(i):\n    return V[i]\n"
+    )
     run = run_source(src, [f"f({i})" for i in range(7)], FAST)
     st = [c.status for c in run.calls]
     assert st == [OK, OK, OK, "too_large", OK, OK, OK], [c.describe() for c in run.calls]
@@ -104,10 +127,15 @@ def test_values_that_broke_the_trainer_are_encoded_in_the_sandbox():
     assert time.perf_counter() - t0 < 0.5
     assert render(run.calls[2].value) == "<int of 16845 bits>"
     # Equal values of different types still match (the exact forms are the same text).
-    same = run_source("from decimal import Decimal\nfrom fractions import Fraction\n"
-                      "def f(i):\n    return [7**6000, {Decimal(2): 1.5}, {1, Fraction(1, 2)}][i]\n",
-                      ["f(0)", "f(1)", "f(2)"], FAST)
-    ref = run_source("def f(i):\n    return [7**6000, {2.0: 1.5 + 1e-12}, {True, 0.5}][i]\n", ["f(0)", "f(1)", "f(2)"], FAST)
+    same = run_source(
+        "from decimal import Decimal\nfrom fractions import Fraction\n"
+        "def f(i):\n    return [7**6000, {Decimal(2): 1.5}, {1, Fraction(1, 2)}][i]\n",
+        ["f(0)", "f(1)", "f(2)"],
+        FAST,
+    )
+    ref = run_source(
+        "def f(i):\n    return [7**6000, {2.0: 1.5 + 1e-12}, {True, 0.5}][i]\n", ["f(0)", "f(1)", "f(2)"], FAST
+    )
     assert all(a.matches(b) for a, b in zip(same.calls, ref.calls))
     assert not values_equal(["n", False, "1", "inf", "0x0.0p+0", "?"], ["n", True, "nan", "nan", "0x0.0p+0", "?"])
 
@@ -142,8 +170,14 @@ def test_a_gym_whose_step_raises_ends_only_that_episode(tmp_path):
     envs = [ColbenchEnv(limits=FAST), _BrokenColbench(limits=FAST), ColbenchEnv(limits=FAST)]
     kws = [{"seed": i, "options": {"task_index": i, "split": "train", "arm": "symbolic"}} for i in range(3)]
     res = RolloutEngine(backend, chat, continuous=False).run(
-        envs, kws, ["g0", "g1", "g2"], [0, 0, 0], params=SamplingParams(stop_ids=tuple(chat.stop_ids)),
-        max_new_tokens_per_turn=64, max_episode_tokens=2048)
+        envs,
+        kws,
+        ["g0", "g1", "g2"],
+        [0, 0, 0],
+        params=SamplingParams(stop_ids=tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=64,
+        max_episode_tokens=2048,
+    )
     recs = [ep.record for ep in res.episodes]
     assert all(ep.done for ep in res.episodes)
     assert "error" not in recs[0] and "error" not in recs[2] and recs[0]["answered"]
@@ -161,16 +195,26 @@ def test_a_gym_whose_step_raises_ends_only_that_episode(tmp_path):
 
 
 def test_tasks_check_on_hostile_references_reports_lines_not_tracebacks(suite, tmp_path):
-    names = ("value_decimal_nan_key", "value_big_int_7_6000", "value_decimal_1e300000", "lying_eq_always_true",
-             "lying_hash_raises")
+    names = (
+        "value_decimal_nan_key",
+        "value_big_int_7_6000",
+        "value_decimal_1e300000",
+        "lying_eq_always_true",
+        "lying_hash_raises",
+    )
     out = bench.check_as_references([suite.programs[n] for n in names], tmp_path, timeout=600)
     assert out["tracebacks"] == 0 and out["exit_code"] == 4 and out["reported"] == len(names), out
     assert out["reasons"] == {"too_large": 1, "unsupported_value": 1}, out  # an int whose __hash__ raises is an int
     # Human mode: one line per failing task, naming it, and a summary.
     data = tmp_path / "hostile_references.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "tasks", "check", "colbench", "--data", str(data)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "tasks", "check", "colbench", "--data", str(data)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 4 and "Traceback" not in proc.stderr + proc.stdout
     assert "too_large" in proc.stdout and "3/5 references pass" in proc.stdout
 
@@ -178,20 +222,22 @@ def test_tasks_check_on_hostile_references_reports_lines_not_tracebacks(suite, t
 @kernel_only
 def test_the_file_system_is_an_allow_list(suite):
     visible = tuple(isolation_report()["visible"])
-    src = ("import os, glob\n"
-           f"SKIP = {('/proc',) + visible!r}\n"  # the allowed folders are large: list them, do not walk them
-           "def f():\n"
-           "    return sorted(os.listdir('/'))\n"
-           "def g():\n"
-           "    return [p for p in os.listdir('/proc') if p.isdigit()]\n"
-           "def h():\n"
-           "    return open('/proc/self/mountinfo').read()\n"
-           "def k():\n"
-           "    out = []\n"
-           "    for d, ds, _ in os.walk('/'):\n"
-           "        out.append(d)\n"
-           "        ds[:] = [e for e in ds if not os.path.join(d, e).startswith(SKIP)]\n"
-           "    return out\n")
+    src = (
+        "import os, glob\n"
+        f"SKIP = {('/proc',) + visible!r}\n"  # the allowed folders are large: list them, do not walk them
+        "def f():\n"
+        "    return sorted(os.listdir('/'))\n"
+        "def g():\n"
+        "    return [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "def h():\n"
+        "    return open('/proc/self/mountinfo').read()\n"
+        "def k():\n"
+        "    out = []\n"
+        "    for d, ds, _ in os.walk('/'):\n"
+        "        out.append(d)\n"
+        "        ds[:] = [e for e in ds if not os.path.join(d, e).startswith(SKIP)]\n"
+        "    return out\n"
+    )
     run = run_source(src, ["f()", "g()", "h()", "k()"], Limits(call_time=5.0, module_time=2.0, total_time=20.0))
     top, pids, mountinfo, walked = (render(c.value, 100_000) for c in run.calls)
     assert all(c.status == OK for c in run.calls), [c.describe() for c in run.calls]

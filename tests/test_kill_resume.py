@@ -19,8 +19,17 @@ import bench_kill_resume as bench  # noqa: E402  (benchmarks/ is put on sys.path
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
-    doc = bench.kill_campaign(tmp_path, kills=2, steps=4, checkpoint_every=1, seed=7, min_delay=0.0, max_delay=10.0,
-                              cli_effects=1, timeout=900)
+    doc = bench.kill_campaign(
+        tmp_path,
+        kills=2,
+        steps=4,
+        checkpoint_every=1,
+        seed=7,
+        min_delay=0.0,
+        max_delay=10.0,
+        cli_effects=1,
+        timeout=900,
+    )
     assert doc["problems"] == [], doc["problems"]
     assert doc["kills"] == 2 and all(r["final_rc"] == 0 for r in doc["per_run"])
     assert sum(doc["lines_checked"].values()) > 0
@@ -40,7 +49,16 @@ def test_a_kill_before_the_first_checkpoint_keeps_the_knob_log(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
 def test_twenty_random_kills(tmp_path):
-    doc = bench.kill_campaign(tmp_path, kills=20, steps=12, checkpoint_every=1, seed=0, min_delay=0.0, max_delay=20.0,
-                              cli_effects=3, timeout=1800)
+    doc = bench.kill_campaign(
+        tmp_path,
+        kills=20,
+        steps=12,
+        checkpoint_every=1,
+        seed=0,
+        min_delay=0.0,
+        max_delay=20.0,
+        cli_effects=3,
+        timeout=1800,
+    )
     assert doc["problems"] == [], doc["problems"]
     assert doc["kills"] == 20 and all(r["final_rc"] == 0 for r in doc["per_run"])

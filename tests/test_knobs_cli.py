@@ -23,6 +23,7 @@ def cli(knobs_dir, runs_dir):
         res = runner.invoke(app, ["knobs", *args, "--knobs-dir", str(knobs_dir), "--runs-dir", str(runs_dir)])
         assert res.exit_code == code, (args, res.exit_code, res.output, res.stderr if hasattr(res, "stderr") else "")
         return res
+
     return run
 
 
@@ -96,8 +97,16 @@ def test_history_and_revert(cli):
 
 
 def test_add(cli):
-    schema = json.dumps({"description": "Steps of linear learning-rate warm-up.", "x-hot": True, "x-gyms": ["*"],
-                         "type": "integer", "minimum": 0, "maximum": 500})
+    schema = json.dumps(
+        {
+            "description": "Steps of linear learning-rate warm-up.",
+            "x-hot": True,
+            "x-gyms": ["*"],
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 500,
+        }
+    )
     cli("add", "agent.warmup_steps", "--schema", schema, "--value", "20", "--reason", "r")
     assert json.loads(cli("get", "agent.warmup_steps", "--json").stdout)["value"] == 20
     cli("validate")
@@ -106,9 +115,13 @@ def test_add(cli):
 
 def test_env_vars_and_watch_subprocess(knobs_dir, runs_dir):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "knobs", "watch", "--interval", "0.2",
-                             "--duration", "8", "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", "knobs", "watch", "--interval", "0.2", "--duration", "8", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     # wait until the watcher reports that it is watching (start-up takes seconds on a busy machine)
     first = proc.stderr.readline()
@@ -126,5 +139,8 @@ def test_env_vars_and_watch_subprocess(knobs_dir, runs_dir):
     out, errout = proc.communicate(timeout=30)
     t.join()
     events = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert [(e["knob"], e["status"]) for e in events] == [("agent.ppo_epochs", "accepted"), ("agent.yaml", "rejected")], errout
+    assert [(e["knob"], e["status"]) for e in events] == [
+        ("agent.ppo_epochs", "accepted"),
+        ("agent.yaml", "rejected"),
+    ], errout
     assert events[1]["rule"] == "syntax" and events[1]["line"]

@@ -8,8 +8,24 @@ from harness.io import jsonl
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
 
-WRONG_VALUES = ["-1", "1e9", "'text'", "[1, 2, 3]", "{default: 1, nogym: 2}", "{travel: 3}", "null", "true",
-                ".nan", "-.inf", "{default: [}", "0x1F", "~", "[]", "{}", "99999999999999999999999"]
+WRONG_VALUES = [
+    "-1",
+    "1e9",
+    "'text'",
+    "[1, 2, 3]",
+    "{default: 1, nogym: 2}",
+    "{travel: 3}",
+    "null",
+    "true",
+    ".nan",
+    "-.inf",
+    "{default: [}",
+    "0x1F",
+    "~",
+    "[]",
+    "{}",
+    "99999999999999999999999",
+]
 
 
 def mutate(text: str, rng: random.Random, names: list[str]) -> bytes | None:
@@ -18,7 +34,7 @@ def mutate(text: str, rng: random.Random, names: list[str]) -> bytes | None:
     kind = rng.randrange(12)
     if kind == 0 and data:  # flip a byte
         i = rng.randrange(len(data))
-        return data[:i] + bytes([rng.randrange(256)]) + data[i + 1:]
+        return data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :]
     if kind == 1:  # truncated (partial write)
         return data[: rng.randrange(len(data) + 1)]
     if kind == 2:  # inserted garbage, possibly not UTF-8

@@ -47,9 +47,12 @@ def replace(path: Path, old: str, new: str) -> None:
 # ---------------------------------------------------------------------- YAML reading bounds
 def test_billion_laughs_recursive_alias_and_deep_nesting_refused_fast(tmp_path):
     laughs = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
-    cases = {"alias": [laughs, "x: &a [1, *a]\n", "x: &m {k: *m}\n"],
-             "depth": ["x: " + "[" * 600 + "]" * 600 + "\n", "x: " + "{a: " * 100 + "1" + "}" * 100 + "\n"]}
+        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)
+    )
+    cases = {
+        "alias": [laughs, "x: &a [1, *a]\n", "x: &m {k: *m}\n"],
+        "depth": ["x: " + "[" * 600 + "]" * 600 + "\n", "x: " + "{a: " * 100 + "1" + "}" * 100 + "\n"],
+    }
     for kind, texts in cases.items():
         for text in texts:
             path = tmp_path / "f.yaml"
@@ -80,6 +83,7 @@ def test_only_regular_files_are_read(tmp_path):
             except yamlio.FileProblem as exc:
                 err.append(exc)
             done.set()
+
         threading.Thread(target=read, daemon=True).start()
         assert done.wait(5), f"reading {name} hung"
         assert err and err[0].kind == "not a file" and what in err[0].message
@@ -114,10 +118,14 @@ def test_nan_and_inf_refused_in_scalars_lists_cells_and_rule_values(store, knobs
 
 def test_ranges_per_element_and_ordered_clip(store, knobs_dir):
     reward = knobs_dir / "reward.yaml"
-    for bad, words in (("[-5.0, 2.0]", "less than the minimum"), ("[2.0, -1.0]", "strictly increasing"),
-                       ("[0.5, 0.5]", "strictly increasing")):
-        res = store.set("reward.turn_reward_clip", yamlio.plain(yamlio.parse_text(Path("v"), bad)), author="human",
-                        reason="test")
+    for bad, words in (
+        ("[-5.0, 2.0]", "less than the minimum"),
+        ("[2.0, -1.0]", "strictly increasing"),
+        ("[0.5, 0.5]", "strictly increasing"),
+    ):
+        res = store.set(
+            "reward.turn_reward_clip", yamlio.plain(yamlio.parse_text(Path("v"), bad)), author="human", reason="test"
+        )
         assert not res.ok and words in res.event["message"], res.event
     replace(reward, "turn_reward_clip: [-1.0, 2.0]", "turn_reward_clip: [1.0, 0.0]")
     assert poll_edit(store, reward).refused[0]["line"] == 11
@@ -136,8 +144,10 @@ def test_per_gym_key_that_is_not_a_gym_name_is_refused_not_a_crash(store, knobs_
 
 def test_reward_rule_name_duplicated_in_a_second_file_is_refused_at_the_gate(store, knobs_dir):
     second = knobs_dir / "rules" / "rewards" / "second.yaml"
-    second.write_text("rules:\n  - name: mine\n    predicate: question_asked\n    value: 0.1\n"
-                      "  - name: format_error\n    predicate: format_error\n    value: -0.2\n")
+    second.write_text(
+        "rules:\n  - name: mine\n    predicate: question_asked\n    value: 0.1\n"
+        "  - name: format_error\n    predicate: format_error\n    value: -0.2\n"
+    )
     res = poll_edit(store, second)
     assert res.refused and "already defined in knobs/rules/rewards/default.yaml" in res.refused[0]["message"]
     assert res.refused[0]["line"] == 5 and "second" not in store.rules["rewards"]
@@ -163,8 +173,16 @@ def test_value_this_run_cannot_use_is_refused_at_write_time(store, knobs_dir):
 
 
 # ---------------------------------------------------------------------- files that are not files
-@pytest.mark.parametrize("rel", ["agent.yaml", "rules/rewards/default.yaml", "rules/users/travel.yaml",
-                                 "schema/env.schema.json", "schema/user_rules.schema.json"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "agent.yaml",
+        "rules/rewards/default.yaml",
+        "rules/users/travel.yaml",
+        "schema/env.schema.json",
+        "schema/user_rules.schema.json",
+    ],
+)
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "dir"])
 def test_symlink_fifo_or_folder_in_place_of_a_file_is_refused_and_logged(store, knobs_dir, rel, kind):
     path = knobs_dir / rel
@@ -234,8 +252,23 @@ def test_invalid_pattern_and_template_name_their_line(store, knobs_dir):
 # ---------------------------------------------------------------------- the CLI
 def test_cli_set_nan_clip_is_refused_with_exit_3(knobs_dir):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir)}
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "knobs", "set", "reward.turn_reward_clip",
-                          "[-1.0, .nan]", "--reason", "hostile"], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "knobs",
+            "set",
+            "reward.turn_reward_clip",
+            "[-1.0, .nan]",
+            "--reason",
+            "hostile",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 3, out.stderr
     assert "not a finite number" in out.stderr and "Traceback" not in out.stderr
     assert "[-1.0, 2.0]" in (knobs_dir / "reward.yaml").read_text()
@@ -245,8 +278,12 @@ def test_cli_set_nan_clip_is_refused_with_exit_3(knobs_dir):
 def test_generated_hostile_edits_against_the_store(tmp_path):
     figures = bench_knob_hostile.store_phase(tmp_path / "store", 110, seed=7)
     assert figures["edits"] == 110
-    assert (figures["crashes"], figures["hangs"], figures["invalid_values_in_force"], figures["internal_errors"]) == \
-        (0, 0, 0, 0), figures
+    assert (figures["crashes"], figures["hangs"], figures["invalid_values_in_force"], figures["internal_errors"]) == (
+        0,
+        0,
+        0,
+        0,
+    ), figures
     assert figures["refusals"] == figures["refusals_with_file_and_line"] + figures["refusals_of_non_files"], figures
     assert set(figures["by_class"]) == set(Generator.CLASSES)
     assert not [u for u in figures["unexpected"] if "catastrophic_regex" not in u], figures["unexpected"]
@@ -256,7 +293,11 @@ def test_generated_hostile_edits_against_the_store(tmp_path):
 def test_generated_hostile_edits_during_a_live_tiny_run(tmp_path):
     figures = bench_knob_hostile.live_phase(tmp_path / "live", 60, seed=3, steps=2000)
     assert figures["edits"] == 60 and figures["run_state"] == "interrupted", figures
-    assert (figures["crashes"], figures["hangs"], figures["invalid_values_in_force"], figures["internal_errors"]) == \
-        (0, 0, 0, 0), figures
+    assert (figures["crashes"], figures["hangs"], figures["invalid_values_in_force"], figures["internal_errors"]) == (
+        0,
+        0,
+        0,
+        0,
+    ), figures
     assert figures["refusals"] == figures["refusals_with_file_and_line"] + figures["refusals_of_non_files"]
     assert figures["log_refusals"] >= figures["refusals"] - sum(figures["cli_returncodes"].values())

@@ -16,17 +16,38 @@ from harness.io import jsonl, yamlio
 from harness.knobs.lease import LEASE_FILE, Lease, lend, read_lease
 from harness.knobs.store import KnobStore
 
-TINY = ["--set", "tasks_per_step=2", "--set", "samples_per_task=1", "--set", "env_knobs.max_steps=3",
-        "--set", "agent_knobs.max_new_tokens_per_turn=8", "--set", "agent_knobs.max_episode_tokens=400",
-        "--set", "agent_knobs.mini_batch_size=2", "--set", "agent_knobs.micro_batch_size=2",
-        "--set", "policy.tiny.num_hidden_layers=1", "--set", "policy.tiny.hidden_size=32",
-        "--set", "policy.tiny.intermediate_size=64", "--set", "checkpoint_every=1", "--no-progress"]
+TINY = [
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "samples_per_task=1",
+    "--set",
+    "env_knobs.max_steps=3",
+    "--set",
+    "agent_knobs.max_new_tokens_per_turn=8",
+    "--set",
+    "agent_knobs.max_episode_tokens=400",
+    "--set",
+    "agent_knobs.mini_batch_size=2",
+    "--set",
+    "agent_knobs.micro_batch_size=2",
+    "--set",
+    "policy.tiny.num_hidden_layers=1",
+    "--set",
+    "policy.tiny.hidden_size=32",
+    "--set",
+    "policy.tiny.intermediate_size=64",
+    "--set",
+    "checkpoint_every=1",
+    "--no-progress",
+]
 
 
 def eau(args, knobs_dir, runs_dir, **kw):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=600, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, timeout=600, **kw
+    )
 
 
 def values(kdir: Path) -> dict:
@@ -75,8 +96,12 @@ def test_a_killed_runs_lease_is_given_back_by_the_next_command(knobs_dir, tmp_pa
 
 def test_a_second_run_on_a_lent_folder_is_refused(knobs_dir, tmp_path):
     store = KnobStore(knobs_dir, events_path=None)
-    lend(store, Lease(run_id="other", run_dir=str(tmp_path / "other"), pid=os.getpid()), {"agent.lr": 3e-4},
-         reason="test")  # this process is alive: the lease is live
+    lend(
+        store,
+        Lease(run_id="other", run_dir=str(tmp_path / "other"), pid=os.getpid()),
+        {"agent.lr": 3e-4},
+        reason="test",
+    )  # this process is alive: the lease is live
     out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "r", *TINY], knobs_dir, tmp_path / "runs")
     assert out.returncode == 1
     assert "run other" in out.stderr and "--knobs-dir" in out.stderr
@@ -113,7 +138,8 @@ def test_a_write_for_a_run_that_ended_is_reported_and_applied_on_resume(knobs_di
     assert "knob write REFUSED agent.lr = 5 (range, human: way too big)" in (run / "log.txt").read_text()
     ev = [e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "not_applied"]
     assert [(e["knob"], e["new"], e["author"], e["reason"]) for e in ev] == [
-        ("agent.entropy_coeff", 0.003, "human", "more exploration")]
+        ("agent.entropy_coeff", 0.003, "human", "more exploration")
+    ]
     assert "agent.entropy_coeff = 0.003 NOT APPLIED" in (run / "log.txt").read_text()
     kept = json.loads((run / "knobs_not_applied.json").read_text())
     assert kept[0]["written"] == 0.003 and kept[0]["event"] == ev[0]["id"]
@@ -123,10 +149,14 @@ def test_a_write_for_a_run_that_ended_is_reported_and_applied_on_resume(knobs_di
 
     out = eau(["train", "--resume", "r", "--steps", "2", "--no-progress"], knobs_dir, rdir)
     assert out.returncode == 0, out.stderr[-2000:]
-    applied = [e for e in jsonl.read(run / "knob_events.jsonl")
-               if e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted" and e["source"] == "cli"]
+    applied = [
+        e
+        for e in jsonl.read(run / "knob_events.jsonl")
+        if e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted" and e["source"] == "cli"
+    ]
     assert [(e["new"], e["step_effective"], e["author"], e["reason"]) for e in applied] == [
-        (0.003, 1, "human", "more exploration")]
+        (0.003, 1, "human", "more exploration")
+    ]
     assert [m["entropy_coeff"] for m in jsonl.read(run / "metrics.jsonl")] == [0.001, 0.003]
     assert not (run / "knobs_not_applied.json").exists()
     assert values(knobs_dir)["agent"]["entropy_coeff"] == 0.001 and not (knobs_dir / LEASE_FILE).exists()
@@ -137,8 +167,9 @@ def test_from_starts_where_the_parent_left_its_lent_knobs(knobs_dir, tmp_path):
     out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "p", *TINY], knobs_dir, rdir)
     assert out.returncode == 0, out.stderr[-2000:]
     final = json.loads((rdir / "p" / "knobs_in_force.json").read_text())["values"]
-    child = eau(["train", "--from", "p", "--steps", "1", "--run-id", "c", "--reason", "next", "--no-progress"],
-                knobs_dir, rdir)
+    child = eau(
+        ["train", "--from", "p", "--steps", "1", "--run-id", "c", "--reason", "next", "--no-progress"], knobs_dir, rdir
+    )
     assert child.returncode == 0, child.stderr[-2000:]
     cfg = yaml.safe_load((rdir / "c" / "config.yaml").read_text())
     assert cfg["agent_knobs"]["lr"] == final["agent"]["lr"] == 1e-3

@@ -34,8 +34,9 @@ def edit(path: Path, old: str, new: str) -> None:
 
 @pytest.fixture
 def live(knobs_dir, tmp_path):
-    store = KnobStore(knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["travel", "function"],
-                      debounce_s=DEBOUNCE)
+    store = KnobStore(
+        knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["travel", "function"], debounce_s=DEBOUNCE
+    )
     with KnobWatcher(store):
         yield store
 
@@ -178,34 +179,59 @@ def test_rule_file_edits(live, knobs_dir):
 def _fake_live_run(runs_dir: Path, knobs_dir: Path, step: int) -> Path:
     run = runs_dir / "live"
     run.mkdir(parents=True)
-    (run / "status.json").write_text(json.dumps({
-        "run_id": "live", "state": "running", "pid": os.getpid(), "host": socket.gethostname(), "step": step,
-        "knobs_dir": str(knobs_dir.resolve()), "gyms": ["travel", "function"]}))
+    (run / "status.json").write_text(
+        json.dumps(
+            {
+                "run_id": "live",
+                "state": "running",
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "step": step,
+                "knobs_dir": str(knobs_dir.resolve()),
+                "gyms": ["travel", "function"],
+            }
+        )
+    )
     return run
 
 
 def test_cli_set_during_a_live_run_is_applied_at_the_next_poll_with_author(knobs_dir, runs_dir):
     run = _fake_live_run(runs_dir, knobs_dir, step=4)
-    store = KnobStore(knobs_dir, events_path=run / "knob_events.jsonl", run_gyms=["travel", "function"],
-                      debounce_s=DEBOUNCE)
+    store = KnobStore(
+        knobs_dir, events_path=run / "knob_events.jsonl", run_gyms=["travel", "function"], debounce_s=DEBOUNCE
+    )
     store.live_run = True
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
     cmd = [sys.executable, "-m", "harness.cli.main", "knobs"]
     with KnobWatcher(store):
-        out = subprocess.run(cmd + ["set", "agent.entropy_coeff", "0.004", "--reason", "entropy falling",
-                                    "--author", "agent", "--json"], env=env, capture_output=True, text=True)
+        out = subprocess.run(
+            cmd + ["set", "agent.entropy_coeff", "0.004", "--reason", "entropy falling", "--author", "agent", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["pending"] is True
         assert jsonl.read(run / "knob_events.jsonl") == []  # the run logs the accepted event, not the CLI
-        refused = subprocess.run(cmd + ["set", "agent.entropy_coeff", "0.04", "--reason", "too much", "--json"],
-                                 env=env, capture_output=True, text=True)
+        refused = subprocess.run(
+            cmd + ["set", "agent.entropy_coeff", "0.04", "--reason", "too much", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert refused.returncode == 3 and "max delta" in refused.stderr
         settle(store)
         store.current_step = 4
         res = store.poll(5, [])
     ev = res.applied[0]
     assert (ev["knob"], ev["new"], ev["author"], ev["reason"], ev["step_written"], ev["step_effective"]) == (
-        "agent.entropy_coeff", 0.004, "agent", "entropy falling", 4, 5)
+        "agent.entropy_coeff",
+        0.004,
+        "agent",
+        "entropy falling",
+        4,
+        5,
+    )
     log = jsonl.read(run / "knob_events.jsonl")
     assert [(e["status"], e.get("rule")) for e in log] == [("rejected", "max delta"), ("accepted", None)]
     assert not list((knobs_dir / ".pending").glob("*.json"))  # attribution consumed

@@ -36,14 +36,39 @@ def test_every_knob_is_documented(schemas):
             assert spec.gyms and isinstance(spec.hot, bool)
             assert spec.allowed_text()
     # the catalogue the issue asks for
-    for need in ["env.max_steps", "env.min_questions", "env.human_response_char_limit", "env.search_failure_interval",
-                 "env.elicitation_interval", "env.noise_choice_number", "env.wrong_choice_number",
-                 "env.success_threshold", "env.max_repeated_probes", "user.user_strategy_mix",
-                 "user.facts_per_reply", "user.match_threshold", "user.volunteer_interval", "user.max_reveals",
-                 "user.reveal_kinds", "user.temperature", "user.persona", "reward.default_scale",
-                 "reward.per_gym_scale", "reward.turn_reward_clip", "reward.predicate_weight",
-                 "agent.entropy_coeff", "agent.kl_coef", "agent.lr", "agent.clip_ratio", "agent.value_clip",
-                 "agent.ppo_epochs", "agent.mini_batch_size", "agent.temperature", "agent.gamma", "agent.lam"]:
+    for need in [
+        "env.max_steps",
+        "env.min_questions",
+        "env.human_response_char_limit",
+        "env.search_failure_interval",
+        "env.elicitation_interval",
+        "env.noise_choice_number",
+        "env.wrong_choice_number",
+        "env.success_threshold",
+        "env.max_repeated_probes",
+        "user.user_strategy_mix",
+        "user.facts_per_reply",
+        "user.match_threshold",
+        "user.volunteer_interval",
+        "user.max_reveals",
+        "user.reveal_kinds",
+        "user.temperature",
+        "user.persona",
+        "reward.default_scale",
+        "reward.per_gym_scale",
+        "reward.turn_reward_clip",
+        "reward.predicate_weight",
+        "agent.entropy_coeff",
+        "agent.kl_coef",
+        "agent.lr",
+        "agent.clip_ratio",
+        "agent.value_clip",
+        "agent.ppo_epochs",
+        "agent.mini_batch_size",
+        "agent.temperature",
+        "agent.gamma",
+        "agent.lam",
+    ]:
         assert need in names, need
 
 
@@ -63,24 +88,36 @@ def _area(props):
     return {"type": "object", "properties": props}
 
 
-GOOD = {"description": "a documented knob", "x-hot": True, "x-gyms": ["*"], "type": "integer", "minimum": 0,
-        "maximum": 5}
+GOOD = {
+    "description": "a documented knob",
+    "x-hot": True,
+    "x-gyms": ["*"],
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 5,
+}
 
 
-@pytest.mark.parametrize("mutate, words", [
-    (lambda p: p.pop("description"), "description"),
-    (lambda p: p.pop("x-hot"), "x-hot"),
-    (lambda p: p.update({"x-gyms": "travel"}), "x-gyms"),
-    (lambda p: p.update({"x-gyms": ["Bad Name"]}), "x-gyms"),
-    (lambda p: p.update({"x-speed": 3}), "unknown harness keyword"),
-    (lambda p: p.update({"x-max-delta": -1}), "x-max-delta"),
-    (lambda p: p.update({"x-max-factor": 1}), "x-max-factor"),
-    (lambda p: p.update({"x-requires": [{"when": "sometimes", "metric": "m", "op": ">=", "value": 1}]}), "x-requires"),
-    (lambda p: p.update({"x-requires": [{"metric": "m"}]}), "x-requires"),
-    (lambda p: p.update({"x-check": "sorted"}), "x-check"),
-    (lambda p: p.update({"minimum": "zero"}), "invalid JSON Schema"),
-    (lambda p: (p.pop("type"),), "type or an enum"),
-])
+@pytest.mark.parametrize(
+    "mutate, words",
+    [
+        (lambda p: p.pop("description"), "description"),
+        (lambda p: p.pop("x-hot"), "x-hot"),
+        (lambda p: p.update({"x-gyms": "travel"}), "x-gyms"),
+        (lambda p: p.update({"x-gyms": ["Bad Name"]}), "x-gyms"),
+        (lambda p: p.update({"x-speed": 3}), "unknown harness keyword"),
+        (lambda p: p.update({"x-max-delta": -1}), "x-max-delta"),
+        (lambda p: p.update({"x-max-factor": 1}), "x-max-factor"),
+        (
+            lambda p: p.update({"x-requires": [{"when": "sometimes", "metric": "m", "op": ">=", "value": 1}]}),
+            "x-requires",
+        ),
+        (lambda p: p.update({"x-requires": [{"metric": "m"}]}), "x-requires"),
+        (lambda p: p.update({"x-check": "sorted"}), "x-check"),
+        (lambda p: p.update({"minimum": "zero"}), "invalid JSON Schema"),
+        (lambda p: (p.pop("type"),), "type or an enum"),
+    ],
+)
 def test_meta_validation_rejects(tmp_path, mutate, words):
     prop = copy.deepcopy(GOOD)
     mutate(prop)
@@ -106,9 +143,24 @@ def test_validate_value_scalar_and_per_gym():
 
 
 def test_x_check_increasing():
-    spec = parse_area_schema("reward", None, _area({"clip": {
-        "description": "bounds", "x-hot": True, "x-gyms": ["*"], "type": "array", "x-check": "increasing",
-        "items": {"type": "number", "minimum": -1, "maximum": 2}, "minItems": 2, "maxItems": 2}})).knobs["clip"]
+    spec = parse_area_schema(
+        "reward",
+        None,
+        _area(
+            {
+                "clip": {
+                    "description": "bounds",
+                    "x-hot": True,
+                    "x-gyms": ["*"],
+                    "type": "array",
+                    "x-check": "increasing",
+                    "items": {"type": "number", "minimum": -1, "maximum": 2},
+                    "minItems": 2,
+                    "maxItems": 2,
+                }
+            }
+        ),
+    ).knobs["clip"]
     assert validate_value(spec, [-1, 2]) is None
     assert "increasing" in validate_value(spec, [1, 0.5]).message
     assert validate_value(spec, [-3, 2]).rule == RULE_RANGE
@@ -118,8 +170,21 @@ def test_x_max_delta_and_factor():
     spec = _spec(**{"x-max-delta": 2})
     assert check_delta(spec, 1, 3) is None
     assert check_delta(spec, 1, 4).rule == RULE_DELTA
-    lr = parse_area_schema("agent", None, _area({"lr": {"description": "learning rate", "x-hot": True,
-                                                        "x-gyms": ["*"], "type": "number", "x-max-factor": 10}})).knobs["lr"]
+    lr = parse_area_schema(
+        "agent",
+        None,
+        _area(
+            {
+                "lr": {
+                    "description": "learning rate",
+                    "x-hot": True,
+                    "x-gyms": ["*"],
+                    "type": "number",
+                    "x-max-factor": 10,
+                }
+            }
+        ),
+    ).knobs["lr"]
     assert check_delta(lr, 1e-5, 1e-4) is None
     r = check_delta(lr, 1e-5, 2e-4)
     assert r.rule == RULE_DELTA and "factor" in r.message

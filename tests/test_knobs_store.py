@@ -9,10 +9,27 @@ import pytest
 from harness.io import jsonl
 from harness.knobs.store import KnobError, KnobStore, UnknownKnob, validate_dir
 
-GOOD_METRICS = [{"success_rate": 0.9, **{f"gym/{g}/success_rate": 0.9 for g in
-                                           ("travel", "function", "telepathy", "intention", "colbench")}}] * 5
-EVENT_FIELDS = {"id", "time", "knob", "gym", "old", "new", "author", "reason", "status", "rule", "message",
-                "step_written", "step_effective"}
+GOOD_METRICS = [
+    {
+        "success_rate": 0.9,
+        **{f"gym/{g}/success_rate": 0.9 for g in ("travel", "function", "telepathy", "intention", "colbench")},
+    }
+] * 5
+EVENT_FIELDS = {
+    "id",
+    "time",
+    "knob",
+    "gym",
+    "old",
+    "new",
+    "author",
+    "reason",
+    "status",
+    "rule",
+    "message",
+    "step_written",
+    "step_effective",
+}
 
 
 def test_set_accepted_writes_file_keeps_comments_and_logs(knobs_dir):
@@ -27,19 +44,28 @@ def test_set_accepted_writes_file_keeps_comments_and_logs(knobs_dir):
     ev = jsonl.read(knobs_dir / ".history" / "knob_events.jsonl")[-1]
     assert EVENT_FIELDS <= set(ev)
     assert (ev["knob"], ev["old"], ev["new"], ev["author"], ev["status"], ev["step_written"]) == (
-        "agent.entropy_coeff", 0.001, 0.004, "agent", "accepted", 7)
+        "agent.entropy_coeff",
+        0.001,
+        0.004,
+        "agent",
+        "accepted",
+        7,
+    )
     assert not list(knobs_dir.glob(".*.tmp"))  # atomic write left no temp file
 
 
-@pytest.mark.parametrize("name, value, gym, rule", [
-    ("agent.entropy_coeff", 0.06, None, "range"),
-    ("agent.entropy_coeff", "high", None, "type"),
-    ("agent.entropy_coeff", 0.01, None, "max delta"),
-    ("env.noise_choice_number", 5, "travel", "requires"),
-    ("env.max_steps", 12, None, "requires"),
-    ("env.max_repeated_probes", 4, "travel", "wrong gym"),
-    ("user.persona", "pirate", None, "range"),
-])
+@pytest.mark.parametrize(
+    "name, value, gym, rule",
+    [
+        ("agent.entropy_coeff", 0.06, None, "range"),
+        ("agent.entropy_coeff", "high", None, "type"),
+        ("agent.entropy_coeff", 0.01, None, "max delta"),
+        ("env.noise_choice_number", 5, "travel", "requires"),
+        ("env.max_steps", 12, None, "requires"),
+        ("env.max_repeated_probes", 4, "travel", "wrong gym"),
+        ("user.persona", "pirate", None, "range"),
+    ],
+)
 def test_refusals_name_the_rule_and_leave_the_file_untouched(knobs_dir, name, value, gym, rule):
     store = KnobStore(knobs_dir)
     area = name.split(".")[0]
@@ -58,8 +84,9 @@ def test_unknown_knob(knobs_dir):
 
 def test_requires_met_with_recent_success(knobs_dir):
     store = KnobStore(knobs_dir)
-    res = store.set("env.noise_choice_number", 5, gym="travel", author="agent", reason="harder",
-                    recent_metrics=GOOD_METRICS)
+    res = store.set(
+        "env.noise_choice_number", 5, gym="travel", author="agent", reason="harder", recent_metrics=GOOD_METRICS
+    )
     assert res.ok
     assert store.get("env.noise_choice_number", "travel") == 5 and store.get("env.noise_choice_number") == 3
 
@@ -113,8 +140,15 @@ def test_refused_event_cannot_be_reverted(knobs_dir):
 
 def test_add_knob(knobs_dir):
     store = KnobStore(knobs_dir)
-    schema = {"description": "Warm-up steps before the learning rate reaches its value.", "x-hot": False,
-              "x-gyms": ["*"], "type": "integer", "minimum": 0, "maximum": 1000, "x-max-delta": 100}
+    schema = {
+        "description": "Warm-up steps before the learning rate reaches its value.",
+        "x-hot": False,
+        "x-gyms": ["*"],
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1000,
+        "x-max-delta": 100,
+    }
     res = store.add_knob("agent", "warmup_steps", schema, 10, author="human", reason="new schedule")
     assert res.ok and store.get("agent.warmup_steps") == 10
     reread = KnobStore(knobs_dir)  # schema and value both on disk, valid
@@ -129,8 +163,9 @@ def test_add_knob(knobs_dir):
 
 
 def test_invalid_files_at_load_are_listed(knobs_dir):
-    (knobs_dir / "env.yaml").write_text((knobs_dir / "env.yaml").read_text().replace("max_steps:\n  default: 16",
-                                                                                     "max_steps:\n  default: 99"))
+    (knobs_dir / "env.yaml").write_text(
+        (knobs_dir / "env.yaml").read_text().replace("max_steps:\n  default: 16", "max_steps:\n  default: 99")
+    )
     (knobs_dir / "user.yaml").write_text("persona: [unclosed\n")
     with pytest.raises(KnobError) as info:
         KnobStore(knobs_dir)

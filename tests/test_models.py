@@ -99,18 +99,33 @@ def test_tokenizer_round_trips_action_tags(tiny):
 
 def test_chat_template_renders_roles_and_tools(tiny):
     _, tok = tiny
-    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Plan a trip."},
-            {"role": "assistant", "content": "ASK: Where to?"}, {"role": "user", "content": "Paris."}]
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Plan a trip."},
+        {"role": "assistant", "content": "ASK: Where to?"},
+        {"role": "user", "content": "Paris."},
+    ]
     text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    assert text == ("<bos><start_of_turn>system\nBe brief.<end_of_turn>\n<start_of_turn>user\nPlan a trip.<end_of_turn>\n"
-                    "<start_of_turn>model\nASK: Where to?<end_of_turn>\n<start_of_turn>user\nParis.<end_of_turn>\n"
-                    "<start_of_turn>model\n")
+    assert text == (
+        "<bos><start_of_turn>system\nBe brief.<end_of_turn>\n<start_of_turn>user\nPlan a trip.<end_of_turn>\n"
+        "<start_of_turn>model\nASK: Where to?<end_of_turn>\n<start_of_turn>user\nParis.<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )
     assert not tok.apply_chat_template(msgs, tokenize=False).endswith("<start_of_turn>model\n")
     schema = interact_tool_schema(("ask", "answer"))
-    call = {"role": "assistant", "content": None, "tool_calls": [
-        {"type": "function", "function": {"name": "interact", "arguments": {"choice": "answer", "content": "B"}}}]}
-    with_tools = tok.apply_chat_template(msgs + [call, {"role": "tool", "content": "Correct."}], tools=[schema],
-                                         tokenize=False, add_generation_prompt=True)
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"type": "function", "function": {"name": "interact", "arguments": {"choice": "answer", "content": "B"}}}
+        ],
+    }
+    with_tools = tok.apply_chat_template(
+        msgs + [call, {"role": "tool", "content": "Correct."}],
+        tools=[schema],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     sys_block = with_tools.split("<end_of_turn>")[0]
     assert "Be brief." in sys_block and json.dumps(schema, ensure_ascii=False) in sys_block
     assert with_tools.count("<start_of_turn>system") == 1 and "<start_of_turn>tool\nCorrect.<end_of_turn>" in with_tools
@@ -197,8 +212,11 @@ def test_score_mask_scores_only_masked_tokens_with_the_same_numbers(tiny, batch,
     mb = batch_token_stats(model, ids, am, temperature=0.8, micro_batch_size=1, score_mask=sm)
     assert torch.allclose(mb.logprobs[on], full.logprobs[on].detach(), atol=1e-5)
     if kind == "lora":
-        assert torch.allclose(reference_logprobs(model, None, ids, am, score_mask=sm)[on],
-                              reference_logprobs(model, None, ids, am)[on], atol=1e-5)
+        assert torch.allclose(
+            reference_logprobs(model, None, ids, am, score_mask=sm)[on],
+            reference_logprobs(model, None, ids, am)[on],
+            atol=1e-5,
+        )
 
 
 def test_right_padded_batches_run_without_an_explicit_mask():
@@ -286,9 +304,14 @@ def test_frozen_reference_copy(batch):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", [{"init": "policy"}, {"init": "tiny", "tiny": {"hidden_size": 32,
-                                  "intermediate_size": 64, "num_hidden_layers": 1}},
-                                  {"init": "policy", "lora": {"r": 2}}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"init": "policy"},
+        {"init": "tiny", "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}},
+        {"init": "policy", "lora": {"r": 2}},
+    ],
+)
 def test_separate_critic_shapes_and_gradients(tiny, batch, spec):
     policy, _ = tiny
     ids, am = batch
@@ -390,18 +413,21 @@ def test_gemma3_270m_first_load_caches_second_load_is_fast(tmp_path, monkeypatch
     assert second < first / 3
     assert 2.5e8 < count_parameters(model2) < 3e8
     assert torch.equal(model.model.embed_tokens.weight, model2.model.embed_tokens.weight)
-    enc = tok2.apply_chat_template([{"role": "user", "content": "Which city is the capital of France?"}],
-                                   tools=[interact_tool_schema()], add_generation_prompt=True,
-                                   return_dict=True, return_tensors="pt")
+    enc = tok2.apply_chat_template(
+        [{"role": "user", "content": "Which city is the capital of France?"}],
+        tools=[interact_tool_schema()],
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     out = model2.generate(**enc, max_new_tokens=6, do_sample=False)
-    new = out[0, enc["input_ids"].shape[1]:]
+    new = out[0, enc["input_ids"].shape[1] :]
     assert 1 <= new.numel() <= 6 and tok2.decode(new).strip() != ""
     assert tok2.convert_tokens_to_ids("<end_of_turn>") in model2.generation_config.eos_token_id
     critic = build_critic(model2, {"init": "policy"})
     st = batch_token_stats(model2, enc["input_ids"], enc["attention_mask"], with_entropy=True, critic=critic)
     assert torch.isfinite(st.logprobs).all() and st.logprobs[0, 1:].lt(0).all()
     assert st.values.shape == enc["input_ids"].shape and torch.isfinite(st.values).all()
-
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -416,12 +442,17 @@ def test_smollm2_first_load_caches_and_follows_its_chat_template(tmp_path, monke
     lines: list[str] = []
     model, tok = load_policy({"model": "smollm2-135m"}, log=lines.append)
     assert cache_complete("smollm2-135m") and any("de-quantis" in x for x in lines)
-    assert {"model.safetensors", "config.json", "eau_cache.json"} <= {p.name for p in cache_dir("smollm2-135m").iterdir()}
+    assert {"model.safetensors", "config.json", "eau_cache.json"} <= {
+        p.name for p in cache_dir("smollm2-135m").iterdir()
+    }
     assert 1.3e8 < count_parameters(model) < 1.4e8 and model.config.vocab_size == 49152
     again, _ = load_policy({"model": "smollm2-135m"}, log=lines.append)
     assert len([x for x in lines if "de-quantis" in x]) == 2  # the second load reads the cache (no new line)
-    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
-                                   tokenize=False, add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
     assert tok.convert_tokens_to_ids("<|im_end|>") in again.generation_config.eos_token_id
 
@@ -448,13 +479,29 @@ def _small_lm(kind: str):
 
     torch.manual_seed(0)
     if kind == "llama":
-        cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+        cfg = LlamaConfig(
+            vocab_size=97,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+        )
         return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa")
-    cfg = Gemma3TextConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=5,
-                           layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=256,
-                           final_logit_softcapping=30.0)
+    cfg = Gemma3TextConfig(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=5,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        max_position_embeddings=256,
+        final_logit_softcapping=30.0,
+    )
     return Gemma3ForCausalLM._from_config(cfg, attn_implementation="sdpa")
 
 

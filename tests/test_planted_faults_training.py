@@ -61,31 +61,80 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 REPO = Path(__file__).resolve().parents[1]
 # a short warm start that writes intention's questions and travel's search calls, and the learning
 # benchmark's (benchmarks/bench_ppo_learning.py: held-out success 0.13 at threshold 0.7, 4.9 turns)
-SFT = {"short": ["--set", "episodes=128", "--set", "epochs=6", "--set", "lr=3.0e-3",
-                 "--set", "gyms=[intention,intention,travel]"],
-       "oracle": ["--set", "episodes=512", "--set", "epochs=10", "--set", "gyms=[intention]"]}
+SFT = {
+    "short": [
+        "--set",
+        "episodes=128",
+        "--set",
+        "epochs=6",
+        "--set",
+        "lr=3.0e-3",
+        "--set",
+        "gyms=[intention,intention,travel]",
+    ],
+    "oracle": ["--set", "episodes=512", "--set", "epochs=10", "--set", "gyms=[intention]"],
+}
 SFT_REUSE = {"short": "EAU_PLANTED_SFT_DIR", "oracle": "EAU_PLANTED_ORACLE_SFT_DIR"}
 STEPS = 6
 WINDOW = 3  # diagnose the last 3 steps; the question-rate test compares them with the 3 before
-TRAIN = ["--preset", "tiny", "--no-progress", "--json", "--set", "tasks_per_step=2",
-         "--set", "samples_per_task=4", "--set", "torch_threads=1", "--set", "agent_knobs={}",
-         "--set", "env_knobs={}", "--set", "checkpoint_every=0", "--set", "keep_checkpoints=1"]
+TRAIN = [
+    "--preset",
+    "tiny",
+    "--no-progress",
+    "--json",
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "samples_per_task=4",
+    "--set",
+    "torch_threads=1",
+    "--set",
+    "agent_knobs={}",
+    "--set",
+    "env_knobs={}",
+    "--set",
+    "checkpoint_every=0",
+    "--set",
+    "keep_checkpoints=1",
+]
 # after a warm start (see above), written into agent.yaml (24 tokens a turn keeps a step to seconds)
-BASE_AGENT = {"lr": 3.0e-4, "critic_lr": 1.0e-3, "lr_warmup_steps": 8, "entropy_coeff": 0.001, "kl_coef": 0.02,
-              "mini_batch_size": 16, "micro_batch_size": 8, "ppo_epochs": 2, "max_new_tokens_per_turn": 24,
-              "max_episode_tokens": 1024}
+BASE_AGENT = {
+    "lr": 3.0e-4,
+    "critic_lr": 1.0e-3,
+    "lr_warmup_steps": 8,
+    "entropy_coeff": 0.001,
+    "kl_coef": 0.02,
+    "mini_batch_size": 16,
+    "micro_batch_size": 8,
+    "ppo_epochs": 2,
+    "max_new_tokens_per_turn": 24,
+    "max_episode_tokens": 1024,
+}
 BASE_ENV = {"max_steps": {"default": 8}, "success_threshold": 0.3}
 
 
 def _env(threads: int = 1) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-            "PYTHONPATH": str(REPO / "tests")}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONPATH": str(REPO / "tests"),
+    }
 
 
-def eau(args: list[str], knobs: Path, runs: Path, timeout: float = 600, threads: int = 1) -> subprocess.CompletedProcess:
+def eau(
+    args: list[str], knobs: Path, runs: Path, timeout: float = 600, threads: int = 1
+) -> subprocess.CompletedProcess:
     env = {**_env(threads), "EAU_KNOBS_DIR": str(knobs), "EAU_RUNS_DIR": str(runs)}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def _update_yaml(path: Path, values: dict[str, Any]) -> None:
@@ -94,8 +143,15 @@ def _update_yaml(path: Path, values: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def knobs_copy(dst: Path, *, agent: dict | None = None, env: dict | None = None, user: dict | None = None,
-               user_rules: dict[str, dict] | None = None, reward_rules: dict[str, dict] | None = None) -> Path:
+def knobs_copy(
+    dst: Path,
+    *,
+    agent: dict | None = None,
+    env: dict | None = None,
+    user: dict | None = None,
+    user_rules: dict[str, dict] | None = None,
+    reward_rules: dict[str, dict] | None = None,
+) -> Path:
     """The repository's knobs with the base values, then the plant's values and rule files, written in."""
     shutil.copytree(defaults_dir(), dst, ignore=shutil.ignore_patterns(".pending", ".history"))
     _update_yaml(dst / "agent.yaml", {**BASE_AGENT, **(agent or {})})
@@ -114,8 +170,10 @@ def question_penalty() -> dict[str, Any]:
     """A rule file charging every question (the schema's largest penalty): PPO learns to answer sooner.
     Measured over 8 steps: -1.0 took questions per episode 3.75 -> 1.78 (first 4 steps vs last 4);
     -0.4 only 3.50 -> 2.56 (27%, at the threshold)."""
-    return {"description": "planted: charges every question",
-            "rules": [{"name": "ask_penalty", "predicate": "question_asked", "value": -1.0}]}
+    return {
+        "description": "planted: charges every question",
+        "rules": [{"name": "ask_penalty", "predicate": "question_asked", "value": -1.0}],
+    }
 
 
 HEALTHY = "healthy"
@@ -200,11 +258,18 @@ def _warm_start(kind: str, work: Path) -> Path:
     out = work / f"sft-{kind}"
     t0 = time.perf_counter()
     # nothing else runs yet: every core
-    proc = eau(["sft", "--out", str(out), "--json", *SFT[kind]], knobs_copy(work / f"knobs-sft-{kind}"), work / "runs",
-               timeout=1200, threads=os.cpu_count() or 1)
+    proc = eau(
+        ["sft", "--out", str(out), "--json", *SFT[kind]],
+        knobs_copy(work / f"knobs-sft-{kind}"),
+        work / "runs",
+        timeout=1200,
+        threads=os.cpu_count() or 1,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    print(f"warm start {kind}: loss {doc['loss_first']:.2f} -> {doc['loss_last']:.2f} in {time.perf_counter() - t0:.0f}s")
+    print(
+        f"warm start {kind}: loss {doc['loss_first']:.2f} -> {doc['loss_last']:.2f} in {time.perf_counter() - t0:.0f}s"
+    )
     return out
 
 
@@ -224,8 +289,13 @@ def train_and_diagnose(name: str, work: Path, warm: dict[str, Path]) -> dict[str
     extra = ["--set", f"gyms={gyms}", "--set", f"init_checkpoint={sft}", "--run-id", name, "--steps", str(steps)]
     server = UserModelServer(llm) if llm is not None else None
     if server is not None:
-        extra += ["--set", (f"user_llm={{kind: openai, base_url: '{server.base_url}', model: user-sim, "
-                  "api_key: sk-test, timeout_s: 5.0, retry_backoff_s: 0.01}")]
+        extra += [
+            "--set",
+            (
+                f"user_llm={{kind: openai, base_url: '{server.base_url}', model: user-sim, "
+                "api_key: sk-test, timeout_s: 5.0, retry_backoff_s: 0.01}"
+            ),
+        ]
     t0 = time.perf_counter()
     try:
         proc = eau(["train", *TRAIN, *extra], knobs, runs)
@@ -267,8 +337,12 @@ def test_planted_fault_is_flagged_with_evidence(reports, name):
     assert f["evidence"]["metrics"], f
     if name != "entropy_collapse":  # a metric-only detector: its evidence is the entropy series
         assert f["evidence"]["episodes"], f
-        ids = {json.loads(line)["episode_id"] for p in (Path(reports[name_run]["run_dir"]) / "trajectories").glob("*.jsonl")
-               for line in p.read_text().splitlines() if line.strip()}
+        ids = {
+            json.loads(line)["episode_id"]
+            for p in (Path(reports[name_run]["run_dir"]) / "trajectories").glob("*.jsonl")
+            for line in p.read_text().splitlines()
+            if line.strip()
+        }
         assert set(f["evidence"]["episodes"]) <= ids, (name, f["evidence"]["episodes"])
 
 

@@ -25,16 +25,38 @@ def runs():
     root = scratch() / "plot"
     rdir = root / "runs"
     if not (rdir / "mixed").exists():
-        build_run(rdir, RunSpec("mixed", gyms=("travel", "function"), steps=6, samples=2,
-                                user={"user_strategy_mix": 0.5}, llm=cooperative_user,
-                                changes={2: [("env.max_steps", 17)],
-                                         4: [("user.volunteer_interval", 3), ("reward.turn_reward_clip", [-1.0, 1.5])]}),
-                  root)
-        build_run(rdir, RunSpec("plain", gyms=("travel", "function"), steps=6, samples=2, agent=learner(0.3, 0.6),
-                                changes={3: [("user.match_threshold", 0.35)]}), root)
+        build_run(
+            rdir,
+            RunSpec(
+                "mixed",
+                gyms=("travel", "function"),
+                steps=6,
+                samples=2,
+                user={"user_strategy_mix": 0.5},
+                llm=cooperative_user,
+                changes={
+                    2: [("env.max_steps", 17)],
+                    4: [("user.volunteer_interval", 3), ("reward.turn_reward_clip", [-1.0, 1.5])],
+                },
+            ),
+            root,
+        )
+        build_run(
+            rdir,
+            RunSpec(
+                "plain",
+                gyms=("travel", "function"),
+                steps=6,
+                samples=2,
+                agent=learner(0.3, 0.6),
+                changes={3: [("user.match_threshold", 0.35)]},
+            ),
+            root,
+        )
         # a refused write lands in the run's event log too; it must not be drawn
-        store = KnobStore(root / "knobs-mixed", events_path=rdir / "mixed" / "knob_events.jsonl",
-                          run_gyms=["travel", "function"])
+        store = KnobStore(
+            root / "knobs-mixed", events_path=rdir / "mixed" / "knob_events.jsonl", run_gyms=["travel", "function"]
+        )
         assert not store.set("env.max_steps", 2, author="human", reason="too hard", step_written=5).ok
     return rdir
 
@@ -59,11 +81,19 @@ def test_single_run_panels_series_and_events(runs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and 0.02 < ink(png) < 0.5
     for panel in ("reward", "success"):
         assert out["panels"][panel] == ["overall", "gym function", "gym travel", "arm llm", "arm symbolic"]
-    accepted = [e for e in jsonl.read(runs / "mixed" / "knob_events.jsonl")
-                if e["status"] == "accepted" and e["step_effective"] is not None]
-    assert len(accepted) == 3 and any(e["status"] == "rejected" for e in jsonl.read(runs / "mixed" / "knob_events.jsonl"))
+    accepted = [
+        e
+        for e in jsonl.read(runs / "mixed" / "knob_events.jsonl")
+        if e["status"] == "accepted" and e["step_effective"] is not None
+    ]
+    assert len(accepted) == 3 and any(
+        e["status"] == "rejected" for e in jsonl.read(runs / "mixed" / "knob_events.jsonl")
+    )
     assert sorted((e["step"], e["label"]) for e in out["events"]) == [
-        (2, "max_steps: 16→17"), (4, "turn_reward_clip: [-1,2]→[-1,1.5]"), (4, "volunteer_interval: 4→3")]
+        (2, "max_steps: 16→17"),
+        (4, "turn_reward_clip: [-1,2]→[-1,1.5]"),
+        (4, "volunteer_interval: 4→3"),
+    ]
     assert sorted(e["step"] for e in out["events"]) == sorted(e["step_effective"] for e in accepted)
 
 
@@ -91,10 +121,14 @@ def test_plot_of_a_trained_run_has_no_preset_events():
 
 def test_event_labels():
     assert event_label({"knob": "env.max_steps", "gym": "travel", "old": 16, "new": 12}) == "max_steps[travel]: 16→12"
-    assert event_label({"knob": "agent.lr", "old": 1e-5, "new": 2.5e-5, "source": "revert"}) == "revert lr: 1e-05→2.5e-05"
+    assert (
+        event_label({"knob": "agent.lr", "old": 1e-5, "new": 2.5e-5, "source": "revert"}) == "revert lr: 1e-05→2.5e-05"
+    )
     assert event_label({"knob": "rules.users.travel", "old": {"a": 1}, "new": {"a": 2}}) == "rules.users.travel edited"
-    assert event_label({"knob": "user.reveal_kinds", "old": ["preference", "attribute", "detail"], "new": ["detail"]}) \
+    assert (
+        event_label({"knob": "user.reveal_kinds", "old": ["preference", "attribute", "detail"], "new": ["detail"]})
         == "reveal_kinds: [preference,att…]→[detail]"
+    )
 
 
 def test_label_layout_never_overlaps():
@@ -123,6 +157,8 @@ def test_plot_errors(runs, tmp_path):
     assert res.exit_code == 5 and "ghost" in json.loads(res.stdout)["error"]
     res = runner.invoke(app, ["plot", "--runs-dir", str(runs), "--run", "mixed", "-o", str(tmp_path / "x.jpg")])
     assert res.exit_code == 1 and "PNG" in res.output
-    res = runner.invoke(app, ["plot", "--runs-dir", str(runs), "--run", "mixed", "--panel", "loss", "--json",
-                              "-o", str(tmp_path / "x.png")])
+    res = runner.invoke(
+        app,
+        ["plot", "--runs-dir", str(runs), "--run", "mixed", "--panel", "loss", "--json", "-o", str(tmp_path / "x.png")],
+    )
     assert res.exit_code == 1 and "allowed: reward, success" in json.loads(res.stdout)["error"]

@@ -53,7 +53,7 @@ def test_micro_batches_add_up_to_the_mini_batch_under_agg_denominator(mode):
     mask = T_([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]])
     assert close(core.agg_denominator(mask, mode), 6.0 if mode == "token-mean" else 3.0)
     denom = core.agg_denominator(mask, mode)
-    parts = sum(core.agg_loss(loss[i:i + 2], mask[i:i + 2], mode, denom=denom) for i in (0, 2))
+    parts = sum(core.agg_loss(loss[i : i + 2], mask[i : i + 2], mode, denom=denom) for i in (0, 2))
     assert close(parts, core.agg_loss(loss, mask, mode))
     with pytest.raises(ValueError, match="unknown loss aggregation mode 'mean'"):
         core.agg_denominator(mask, "mean")
@@ -142,7 +142,7 @@ def _random_episode_masks(B: int, T: int, gen: torch.Generator) -> torch.Tensor:
         while t < T:
             n = int(torch.randint(1, 5, (1,), generator=gen))
             if act:
-                mask[b, t:t + n] = 1
+                mask[b, t : t + n] = 1
             t += n
             act = not act
     return mask
@@ -272,7 +272,9 @@ def test_chunked_logprobs_match_log_softmax_and_trl():
     ent_ref = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1)
     assert close(distributions.entropy_from_logits(logits, chunk_size=2), ent_ref)
     trl_utils = pytest.importorskip("trl.trainer.utils")
-    assert close(distributions.logprobs_from_logits(logits, labels, 0.7), trl_utils.selective_log_softmax(logits, labels, 0.7))
+    assert close(
+        distributions.logprobs_from_logits(logits, labels, 0.7), trl_utils.selective_log_softmax(logits, labels, 0.7)
+    )
     assert close(distributions.entropy_from_logits(logits), trl_utils.entropy_from_logits(logits))
 
 
@@ -282,12 +284,14 @@ def test_actor_loss_combines_terms_by_hand():
     ent = T_([[1.0, 3.0]])
     mask = T_([[1, 1]])
     adv = T_([[1.0, -1.0]])
-    loss, m = core.ppo_actor_loss(logp, logp.clone(), adv, mask, entropy=ent, entropy_coeff=0.1,
-                                  ref_logprobs=ref, kl_coef=0.5, kl_estimator="k1")
+    loss, m = core.ppo_actor_loss(
+        logp, logp.clone(), adv, mask, entropy=ent, entropy_coeff=0.1, ref_logprobs=ref, kl_coef=0.5, kl_estimator="k1"
+    )
     # ratio 1: pg = (-1 + 1) / 2 = 0;  entropy mean 2;  k1 mean (1 - 1) / 2 = 0 -> 0 - 0.1*2 + 0.5*0
     assert close(loss, -0.2) and close(m["actor/entropy"], 2.0) and close(m["actor/kl"], 0.0)
-    loss2, _ = core.ppo_actor_loss(logp, logp.clone(), adv, mask, entropy=ent, ref_logprobs=ref,
-                                   kl_coef=0.5, kl_estimator="k2")
+    loss2, _ = core.ppo_actor_loss(
+        logp, logp.clone(), adv, mask, entropy=ent, ref_logprobs=ref, kl_coef=0.5, kl_estimator="k2"
+    )
     # k2 mean = 0.5 -> 0 - 0 + 0.5*0.5
     assert close(loss2, 0.25) and set(m) >= {"actor/pg_loss", "actor/clip_frac", "actor/loss"}
     with pytest.raises(ValueError, match="entropy"):
@@ -316,8 +320,10 @@ def test_one_gradient_step_of_the_combined_loss_lowers_it():
     policy, tok = load_policy({"model": "tiny", "tiny": TinySpec(num_hidden_layers=2)})
     critic = build_critic(policy, {"init": "policy"})
     reference = make_reference(policy)
-    texts = ["Plan my trip.\nASK: Which city do you prefer?\nParis, please.\nANSWER: hotel downtown",
-             "f(1, 2, 3, 4)?\nASK: f(1, 2, 3, 5)?\nThe value is 11.\nANSWER: 17"]
+    texts = [
+        "Plan my trip.\nASK: Which city do you prefer?\nParis, please.\nANSWER: hotel downtown",
+        "f(1, 2, 3, 4)?\nASK: f(1, 2, 3, 5)?\nThe value is 11.\nANSWER: 17",
+    ]
     enc = tok(texts, padding=True, return_tensors="pt")
     ids, am = enc.input_ids, enc.attention_mask
     # action tokens: the two tagged lines of each text (found by token position of the tags)
@@ -329,7 +335,7 @@ def test_one_gradient_step_of_the_combined_loss_lowers_it():
             e = s
             while e + 1 < len(toks) and am[b, e + 1] and "Ċ" not in toks[e + 1]:
                 e += 1
-            mask[b, s:e + 1] = 1
+            mask[b, s : e + 1] = 1
     ends = core.turn_ends(mask)
     rewards = ends * T_([[0.2], [1.0]])  # each turn's reward on its last action token
     old = batch_token_stats(policy, ids, am, critic=critic)
@@ -341,8 +347,18 @@ def test_one_gradient_step_of_the_combined_loss_lowers_it():
 
     def total_loss() -> torch.Tensor:
         st = forward_token_stats(policy, ids, am, critic=critic)
-        actor, _ = core.ppo_actor_loss(st.logprobs, old.logprobs, adv, mask, clip_low=0.2, clip_high=0.28,
-                                       entropy=st.entropy, entropy_coeff=0.001, ref_logprobs=ref_lp, kl_coef=0.01)
+        actor, _ = core.ppo_actor_loss(
+            st.logprobs,
+            old.logprobs,
+            adv,
+            mask,
+            clip_low=0.2,
+            clip_high=0.28,
+            entropy=st.entropy,
+            entropy_coeff=0.001,
+            ref_logprobs=ref_lp,
+            kl_coef=0.01,
+        )
         vf, _ = core.value_loss(st.values, old.values, ret, mask, value_clip=0.2)
         return actor + vf
 

@@ -26,11 +26,42 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_ppo_learning.py"), "--seeds", "0",
-                          "--minutes", "12", "--ppo-steps", "10", "--sft-episodes", "256", "--sft-epochs", "4",
-                          "--demonstrator", "public", "--give-up", "0", "--threads", "1",
-                          # a weak warm start and no KL anchor: the regime where 10 steps move the reward most
-                          "--set", "agent_knobs.kl_coef=0.0", "--set", "agent_knobs.lr_warmup_steps=0", "--tasks", "48", "--work", str(tmp_path)], capture_output=True, text=True, timeout=1700, cwd=REPO, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_ppo_learning.py"),
+            "--seeds",
+            "0",
+            "--minutes",
+            "12",
+            "--ppo-steps",
+            "10",
+            "--sft-episodes",
+            "256",
+            "--sft-epochs",
+            "4",
+            "--demonstrator",
+            "public",
+            "--give-up",
+            "0",
+            "--threads",
+            "1",
+            # a weak warm start and no KL anchor: the regime where 10 steps move the reward most
+            "--set",
+            "agent_knobs.kl_coef=0.0",
+            "--set",
+            "agent_knobs.lr_warmup_steps=0",
+            "--tasks",
+            "48",
+            "--work",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1700,
+        cwd=REPO,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)["results"][0]
     before, after = res["held_out_before"], res["held_out_after"]
@@ -46,9 +77,23 @@ def test_ppo_raises_held_out_reward_of_the_warm_start(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(2700)
 def test_ppo_lifts_held_out_success_of_the_give_up_warm_start_by_the_target(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_ppo_learning.py"), "--seeds", "0",
-                          "--minutes", "10", "--work", str(tmp_path)], capture_output=True, text=True, timeout=2600, check=False,
-                         cwd=REPO)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_ppo_learning.py"),
+            "--seeds",
+            "0",
+            "--minutes",
+            "10",
+            "--work",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=2600,
+        check=False,
+        cwd=REPO,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout)["results"][0]
     before, after = res["held_out_before"], res["held_out_after"]

@@ -80,8 +80,9 @@ def test_disabled_shows_nothing():
 
 def eau(args, env_extra, **kw):
     env = {**os.environ, **env_extra}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
-                          timeout=600, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, timeout=600, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +90,37 @@ def finished_run(tmp_path_factory):
     from harness.knobs.folder import copy_defaults
 
     root = tmp_path_factory.mktemp("progress")
-    env = {"EAU_KNOBS_DIR": str(copy_defaults(root / "knobs")), "EAU_RUNS_DIR": str(root / "runs"),
-           "EAU_EVAL_DIR": str(root / "eval_results")}
-    out = eau(["train", "--preset", "tiny", "--steps", "2", "--run-id", "p", "--set", "tasks_per_step=2",
-               "--set", "samples_per_task=1", "--set", "env_knobs.max_steps=3",
-               "--set", "agent_knobs.max_new_tokens_per_turn=8", "--set", "policy.tiny.num_hidden_layers=1",
-               "--set", "evaluation={protocol: eval/protocol-cpu.yaml}", "--set", "gyms=[intention]"], env)
+    env = {
+        "EAU_KNOBS_DIR": str(copy_defaults(root / "knobs")),
+        "EAU_RUNS_DIR": str(root / "runs"),
+        "EAU_EVAL_DIR": str(root / "eval_results"),
+    }
+    out = eau(
+        [
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "2",
+            "--run-id",
+            "p",
+            "--set",
+            "tasks_per_step=2",
+            "--set",
+            "samples_per_task=1",
+            "--set",
+            "env_knobs.max_steps=3",
+            "--set",
+            "agent_knobs.max_new_tokens_per_turn=8",
+            "--set",
+            "policy.tiny.num_hidden_layers=1",
+            "--set",
+            "evaluation={protocol: eval/protocol-cpu.yaml}",
+            "--set",
+            "gyms=[intention]",
+        ],
+        env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return root, env, out
 
@@ -102,9 +128,14 @@ def finished_run(tmp_path_factory):
 def test_train_off_a_terminal_shows_every_phase(finished_run):
     _, _, out = finished_run
     err = out.stderr
-    for line in ("[eau] loading policy tiny:", "[eau] evaluating the starting policy: 0/",
-                 "[eau] evaluating the starting policy: ", "[eau] train: 0/2 steps", "[eau] train: 2/2 steps (100%)",
-                 "[eau] evaluating the final policy: "):
+    for line in (
+        "[eau] loading policy tiny:",
+        "[eau] evaluating the starting policy: 0/",
+        "[eau] evaluating the starting policy: ",
+        "[eau] train: 0/2 steps",
+        "[eau] train: 2/2 steps (100%)",
+        "[eau] evaluating the final policy: ",
+    ):
         assert line in err, line
     assert " - done" in err
     assert "step 0: reward" in err  # log.txt lines are echoed too when no live display is shown
@@ -124,8 +155,17 @@ def test_status_shows_the_phase_of_a_live_run(finished_run):
     root, env, _ = finished_run
     st_path = root / "runs" / "p" / "status.json"
     st = json.loads(st_path.read_text())
-    st.update({"state": "running", "pid": os.getpid(), "phase": "warm start", "phase_done": 24, "phase_total": 96,
-               "phase_eta_s": 180.0, "heartbeat_unix": time.time()})
+    st.update(
+        {
+            "state": "running",
+            "pid": os.getpid(),
+            "phase": "warm start",
+            "phase_done": 24,
+            "phase_total": 96,
+            "phase_eta_s": 180.0,
+            "heartbeat_unix": time.time(),
+        }
+    )
     st_path.write_text(json.dumps(st))
     out = eau(["status", "--run", "p", "--json"], env)
     doc = json.loads(out.stdout)

@@ -39,21 +39,47 @@ def test_the_tests_pass_beside_a_knobs_folder_a_run_or_a_person_changed(tmp_path
     yamlio.atomic_write_text(knobs / "env.yaml", yamlio.dump(env_doc))
     (knobs / "rules" / "users" / "travel.yaml").write_text("intents: {{{ not yaml")
     env = {k: v for k, v in os.environ.items() if k not in ("EAU_KNOBS_DIR", "PYTEST_ADDOPTS")}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(REPO / "tests" / "test_gyms_play.py"), str(REPO / "tests" / "test_gyms_travel.py")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "test_gyms_play.py"),
+            str(REPO / "tests" / "test_gyms_travel.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout and "failed" not in out.stdout
 
 
 def test_a_command_without_a_knobs_folder_makes_one_from_the_defaults(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "EAU_KNOBS_DIR"}
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", "knobs", "get", "env.max_steps", "--gym", "travel"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "knobs", "get", "env.max_steps", "--gym", "travel"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "env.max_steps = 16" in out.stdout
     assert f"created {tmp_path / 'knobs'} from the packaged defaults" in out.stderr
     assert same_tree(tmp_path / "knobs", defaults_dir())
-    again = subprocess.run([sys.executable, "-m", "harness.cli.main", "knobs", "list"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "knobs", "list"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and "created" not in again.stderr  # made once

@@ -35,12 +35,18 @@ def test_predicates_on_hand_made_records():
     assert holds("asked_before_answer", rec("answer", ["answer"]), asked)
     assert not holds("asked_before_answer", rec("answer", ["answer"]), EpisodeState(turn=1, questions=0))
     assert not holds("asked_before_answer", rec("answer", ["early_answer"]), asked)  # refused answer
-    assert holds("new_fact_disclosed", rec("ask", ["new_fact"])) and not holds("new_fact_disclosed", rec("ask", ["repeat_fact"]))
+    assert holds("new_fact_disclosed", rec("ask", ["new_fact"])) and not holds(
+        "new_fact_disclosed", rec("ask", ["repeat_fact"])
+    )
     assert holds("repeated_fact", rec("ask", ["repeat_fact"])) and not holds("repeated_fact", rec("ask", ["new_fact"]))
     assert holds("repeated_question", rec("ask", ["repeated_question"])) and not holds("repeated_question", rec("ask"))
-    assert holds("tool_failure", rec("search", ["tool_failure"])) and holds("tool_failure", rec("search", tool_ok=False))
+    assert holds("tool_failure", rec("search", ["tool_failure"])) and holds(
+        "tool_failure", rec("search", tool_ok=False)
+    )
     assert not holds("tool_failure", rec("search", tool_ok=True))
-    assert holds("early_answer", rec("answer", ["early_answer"])) and not holds("early_answer", rec("answer", ["answer"]))
+    assert holds("early_answer", rec("answer", ["early_answer"])) and not holds(
+        "early_answer", rec("answer", ["answer"])
+    )
     ok = rec("answer", ["answer"])
     ok.answer = {"content": "x", "task_reward": 0.0, "success": True}
     bad = rec("answer", ["answer"])
@@ -53,8 +59,17 @@ def test_predicates_on_hand_made_records():
 
 
 def test_required_predicates_are_registered():
-    need = {"format_error", "asked_before_answer", "new_fact_disclosed", "repeated_question", "repeated_fact",
-            "tool_failure", "early_answer", "deadlock", "question_asked"}
+    need = {
+        "format_error",
+        "asked_before_answer",
+        "new_fact_disclosed",
+        "repeated_question",
+        "repeated_fact",
+        "tool_failure",
+        "early_answer",
+        "deadlock",
+        "question_asked",
+    }
     assert need <= set(predicate_names())
 
 
@@ -69,19 +84,33 @@ def test_default_rule_file_values():
     m = RewardModel()
     m.set_rules({"default": data})
     assert {r.predicate.name: r.value for r in m.rules} == {
-        "format_error": -0.1, "new_fact_disclosed": 0.05, "repeated_question": -0.05, "answer_success": 1.0,
-        "deadlock": -1.0}
+        "format_error": -0.1,
+        "new_fact_disclosed": 0.05,
+        "repeated_question": -0.05,
+        "answer_success": 1.0,
+        "deadlock": -1.0,
+    }
     for name in ("answer_success", "deadlock"):
         assert next(r for r in m.rules if r.predicate.name == name).gyms == frozenset({"intention"})
 
 
 def test_raw_scale_and_breakdown_hand_computed():
-    m = model_with([{"name": "bonus", "predicate": "new_fact_disclosed", "value": 0.05},
-                    {"name": "rep", "predicate": "repeated_question", "value": -0.05},
-                    {"name": "ask", "predicate": "question_asked", "value": 0.02}])
+    m = model_with(
+        [
+            {"name": "bonus", "predicate": "new_fact_disclosed", "value": 0.05},
+            {"name": "rep", "predicate": "repeated_question", "value": -0.05},
+            {"name": "ask", "predicate": "question_asked", "value": 0.02},
+        ]
+    )
     knobs = dict(KNOBS, default_scale=1.5, per_gym_scale=2.0)
-    out = m.score_turn("function", rec("ask", ["new_fact"]), EpisodeState(turn=1), 0.25, knobs,
-                       {"probe_new": 1.0, "probe_repeat": -1.0, "probe_varies_one": 1.0})
+    out = m.score_turn(
+        "function",
+        rec("ask", ["new_fact"]),
+        EpisodeState(turn=1),
+        0.25,
+        knobs,
+        {"probe_new": 1.0, "probe_repeat": -1.0, "probe_varies_one": 1.0},
+    )
     # raw = 0.25 + (0.05 + 0.02) + 0.1 * (1 - 1 + 1) = 0.42; scaled = 0.42 * 3.0 = 1.26
     assert out["raw"] == pytest.approx(0.42)
     assert out["total"] == pytest.approx(1.26) and out["scale"] == pytest.approx(3.0)
@@ -94,8 +123,14 @@ def test_clipping_both_ends():
     m = model_with([{"name": "fmt", "predicate": "format_error", "value": -0.9}])
     low = m.score_turn("travel", rec(None), EpisodeState(turn=1), 0.0, dict(KNOBS, default_scale=2.0), {})
     assert low["total"] == -1.0 and low["clipped"] and low["raw"] == pytest.approx(-0.9)
-    high = m.score_turn("travel", rec("answer", ["answer"]), EpisodeState(turn=1), 1.0,
-                        dict(KNOBS, default_scale=2.0, turn_reward_clip=[-0.5, 1.5]), {})
+    high = m.score_turn(
+        "travel",
+        rec("answer", ["answer"]),
+        EpisodeState(turn=1),
+        1.0,
+        dict(KNOBS, default_scale=2.0, turn_reward_clip=[-0.5, 1.5]),
+        {},
+    )
     assert high["total"] == 1.5 and high["clipped"] and high["clip"] == [-0.5, 1.5]
 
 
@@ -112,15 +147,30 @@ def test_missing_predicate_weight_ignores_builtins():
     assert m.score_turn("travel", rec("ask"), EpisodeState(turn=1), 0.0, knobs, {"x": 1.0})["total"] == 0.0
 
 
-@pytest.mark.parametrize("rule, message", [
-    ({"name": "a", "predicate": "nope", "value": 0.1}, r"unknown reward predicate 'nope'; valid predicates: .*asked_before_answer.*question_asked"),
-    ({"name": "a", "predicate": "format_error", "value": 5}, r"rules\[0\]\.value|rules\.0\.value|5 is greater"),
-    ({"name": "a", "predicate": "format_error", "value": 0.1, "gyms": ["mars"]}, r"unknown gym\(s\) mars; known gyms"),
-    ({"name": "a", "predicate": "questions_over", "value": 0.1}, r"params\.limit is required"),
-    ({"name": "a", "predicate": "questions_over", "value": 0.1, "params": {"limit": "x"}}, r"params\.limit = 'x' must be of type int"),
-    ({"name": "a", "predicate": "format_error", "value": 0.1, "params": {"k": 1}}, r"unknown parameter\(s\) k .*allowed: none"),
-    ({"name": "a", "predicate": "format_error", "value": 0.1, "colour": 1}, r"Additional properties"),
-])
+@pytest.mark.parametrize(
+    "rule, message",
+    [
+        (
+            {"name": "a", "predicate": "nope", "value": 0.1},
+            r"unknown reward predicate 'nope'; valid predicates: .*asked_before_answer.*question_asked",
+        ),
+        ({"name": "a", "predicate": "format_error", "value": 5}, r"rules\[0\]\.value|rules\.0\.value|5 is greater"),
+        (
+            {"name": "a", "predicate": "format_error", "value": 0.1, "gyms": ["mars"]},
+            r"unknown gym\(s\) mars; known gyms",
+        ),
+        ({"name": "a", "predicate": "questions_over", "value": 0.1}, r"params\.limit is required"),
+        (
+            {"name": "a", "predicate": "questions_over", "value": 0.1, "params": {"limit": "x"}},
+            r"params\.limit = 'x' must be of type int",
+        ),
+        (
+            {"name": "a", "predicate": "format_error", "value": 0.1, "params": {"k": 1}},
+            r"unknown parameter\(s\) k .*allowed: none",
+        ),
+        ({"name": "a", "predicate": "format_error", "value": 0.1, "colour": 1}, r"Additional properties"),
+    ],
+)
 def test_invalid_rules_name_file_and_field(rule, message):
     with pytest.raises(RewardRuleError, match=message):
         RewardModel().set_rules({"mine": {"rules": [rule]}})
@@ -161,14 +211,20 @@ def test_rules_fire_in_a_real_episode():
     values["env"]["max_steps"] = 3
     values["user"]["volunteer_interval"] = 0
     rules = dict(base.reward_rules)
-    rules["extra"] = {"rules": [{"name": "deadlock", "predicate": "deadlock", "value": -0.5},
-                                {"name": "repeat_fact", "predicate": "repeated_fact", "value": -0.02}]}
-    env = ToyGym("travel", travel_task(), knobs=KnobSnapshot(values=values, user_rules=base.user_rules, reward_rules=rules))
+    rules["extra"] = {
+        "rules": [
+            {"name": "deadlock", "predicate": "deadlock", "value": -0.5},
+            {"name": "repeat_fact", "predicate": "repeated_fact", "value": -0.02},
+        ]
+    }
+    env = ToyGym(
+        "travel", travel_task(), knobs=KnobSnapshot(values=values, user_rules=base.user_rules, reward_rules=rules)
+    )
     env.reset(seed=0)
     r1 = env.step("ASK: What is your hotel budget?")[1]
     r2 = env.step("ASK: What is your hotel budget?")[1]
     _, r3, _, truncated, info = env.step("not an action")
-    assert r1 == pytest.approx(0.05)                    # new_fact_disclosed
-    assert r2 == pytest.approx(-0.05 - 0.02)            # repeated_question + repeated_fact
+    assert r1 == pytest.approx(0.05)  # new_fact_disclosed
+    assert r2 == pytest.approx(-0.05 - 0.02)  # repeated_question + repeated_fact
     assert r3 == pytest.approx(-0.1 - 0.5) and truncated and info["deadlock"]  # format_error + deadlock
     assert info["turn"]["reward_breakdown"]["rules"] == {"format_error": -0.1, "deadlock": -0.5}

@@ -30,16 +30,30 @@ def with_max_steps(snap: KnobSnapshot, max_steps: int) -> KnobSnapshot:
     return dataclasses.replace(snap, values=values)
 
 
-def rollout(model, tok, reuse: bool, gyms=("intention", "travel", "telepathy", "function"), n=6, tokens=12,
-            max_steps: list[int] | None = None):
+def rollout(
+    model,
+    tok,
+    reuse: bool,
+    gyms=("intention", "travel", "telepathy", "function"),
+    n=6,
+    tokens=12,
+    max_steps: list[int] | None = None,
+):
     chat = ChatFormat(tok, "tagged")
     backend = HFBackend(model, tok, reuse_cache=reuse, continuous=False)  # the per-turn generate path
     snap = KnobSnapshot.read_dir(defaults_dir())
-    envs = [make(gyms[i % len(gyms)], knobs=with_max_steps(snap, max_steps[i]) if max_steps else snap)
-            for i in range(n)]
+    envs = [
+        make(gyms[i % len(gyms)], knobs=with_max_steps(snap, max_steps[i]) if max_steps else snap) for i in range(n)
+    ]
     res = RolloutEngine(backend, chat).run(
-        envs, [{"seed": i, "options": {"task_index": i}} for i in range(n)], [str(i) for i in range(n)], [0] * n,
-        params=SamplingParams(0.0, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=tokens, max_episode_tokens=900)
+        envs,
+        [{"seed": i, "options": {"task_index": i}} for i in range(n)],
+        [str(i) for i in range(n)],
+        [0] * n,
+        params=SamplingParams(0.0, 1.0, tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=tokens,
+        max_episode_tokens=900,
+    )
     return res, backend
 
 

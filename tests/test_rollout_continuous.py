@@ -43,8 +43,9 @@ class CountingBackend(HFBackend):
         self.forwards += 1
 
 
-def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_tokens=900, temperature=0.0,
-            seeds=None, first=0):
+def rollout(
+    model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_tokens=900, temperature=0.0, seeds=None, first=0
+):
     chat = ChatFormat(tok, "tagged")
     backend = CountingBackend(model, tok, continuous=continuous)
     snap = KnobSnapshot.read_dir(defaults_dir())
@@ -52,9 +53,16 @@ def rollout(model, tok, continuous: bool, gyms=MIXED, n=6, tokens=12, episode_to
     envs = [make(gyms[i % len(gyms)], knobs=snap) for i in ids]
     turns: list[tuple[int, int]] = []
     res = RolloutEngine(backend, chat).run(
-        envs, [{"seed": i, "options": {"task_index": i}} for i in ids], [str(i) for i in ids], [0] * n,
-        params=SamplingParams(temperature, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=tokens,
-        max_episode_tokens=episode_tokens, on_turn=lambda t, live: turns.append((t, live)), seeds=seeds)
+        envs,
+        [{"seed": i, "options": {"task_index": i}} for i in ids],
+        [str(i) for i in ids],
+        [0] * n,
+        params=SamplingParams(temperature, 1.0, tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=tokens,
+        max_episode_tokens=episode_tokens,
+        on_turn=lambda t, live: turns.append((t, live)),
+        seeds=seeds,
+    )
     hooks = list(model._forward_pre_hooks)
     for h in hooks:  # the module-scoped model must not keep counting for the next test
         model._forward_pre_hooks.pop(h)
@@ -133,8 +141,9 @@ def test_prompts_of_one_token_are_encoded_with_the_others(tiny):
     model, tok = tiny
     params = SamplingParams(0.0, 1.0, ())
     seen = {}
-    HFBackend(model, tok).run_turns([[5], [6, 7, 8], [9, 10]], [3, 3, 3], params,
-                                    lambda row, ids: seen.setdefault(row, list(ids)) and None)
+    HFBackend(model, tok).run_turns(
+        [[5], [6, 7, 8], [9, 10]], [3, 3, 3], params, lambda row, ids: seen.setdefault(row, list(ids)) and None
+    )
     ref = HFBackend(model, tok, continuous=False).generate([[5], [6, 7, 8], [9, 10]], [3, 3, 3], params)
     assert [seen[r] for r in range(3)] == ref
 
@@ -162,8 +171,10 @@ def test_an_episode_seeded_on_its_own_samples_the_same_tokens_alone_or_in_a_batc
     seeds = [101, 202, 303, 404, 505, 606]
     batch, _, _ = rollout(model, tok, True, n=6, tokens=12, temperature=1.0, seeds=seeds)
     torch.manual_seed(12345)  # the global RNG plays no part
-    alone = [rollout(model, tok, True, n=1, first=i, tokens=12, temperature=1.0, seeds=[seeds[i]])[0].episodes[0]
-             for i in range(6)]
+    alone = [
+        rollout(model, tok, True, n=1, first=i, tokens=12, temperature=1.0, seeds=[seeds[i]])[0].episodes[0]
+        for i in range(6)
+    ]
     assert [e.ids for e in batch.episodes] == [e.ids for e in alone]
     assert len({len(e.ids) for e in alone}) > 1  # sampled episodes of different lengths, not one fixed path
     other, _, _ = rollout(model, tok, True, n=6, tokens=12, temperature=1.0, seeds=[s + 1 for s in seeds])
@@ -178,19 +189,21 @@ def test_a_prompt_shared_by_several_episodes_is_encoded_once_and_each_samples_on
     prompts = [[5, 6, 7, 8], [9, 10], [5, 6, 7, 8], [5, 6, 7, 8]]  # a task's three samples, another task
     seeds = [11, 22, 33, 44]
     shapes: list[tuple[int, ...]] = []
-    hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
-                                           with_kwargs=True)
+    hook = model.register_forward_pre_hook(
+        lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+    )
     try:
         seen: dict[int, list[int]] = {}
-        HFBackend(model, tok).run_turns(prompts, [6] * 4, params,
-                                        lambda row, ids: seen.setdefault(row, list(ids)) and None, seeds=seeds)
+        HFBackend(model, tok).run_turns(
+            prompts, [6] * 4, params, lambda row, ids: seen.setdefault(row, list(ids)) and None, seeds=seeds
+        )
         first = shapes[0]
         alone = []
         for p, sd in zip(prompts, seeds):
             one: dict[int, list[int]] = {}
-            HFBackend(model, tok).run_turns([p], [6], params,
-                                            lambda row, ids, one=one: one.setdefault(row, list(ids)) and None,
-                                            seeds=[sd])
+            HFBackend(model, tok).run_turns(
+                [p], [6], params, lambda row, ids, one=one: one.setdefault(row, list(ids)) and None, seeds=[sd]
+            )
             alone.append(one[0])
     finally:
         hook.remove()
@@ -222,8 +235,9 @@ def test_a_prefix_shared_by_distinct_prompts_is_encoded_once_and_changes_no_toke
         b = HFBackend(model, tok)
         b.share_prompt_prefix = share
         shapes: list[tuple[int, ...]] = []
-        hook = model.register_forward_pre_hook(lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)),
-                                               with_kwargs=True)
+        hook = model.register_forward_pre_hook(
+            lambda _m, _a, kw: shapes.append(tuple(kw["input_ids"].shape)), with_kwargs=True
+        )
         seen: dict[int, list[list[int]]] = {}
 
         def on_turn_end(row, ids):
@@ -303,9 +317,15 @@ def test_recorded_logprobs_and_values_are_those_of_a_scoring_pass(tiny, temperat
     snap = KnobSnapshot.read_dir(defaults_dir())
     envs = [make(MIXED[i % len(MIXED)], knobs=snap) for i in range(5)]
     res = RolloutEngine(backend, chat).run(
-        envs, [{"seed": i, "options": {"task_index": i}} for i in range(5)], [str(i) for i in range(5)], [0] * 5,
-        params=SamplingParams(temperature, 0.9, tuple(chat.stop_ids)), max_new_tokens_per_turn=12,
-        max_episode_tokens=900, with_stats=True)
+        envs,
+        [{"seed": i, "options": {"task_index": i}} for i in range(5)],
+        [str(i) for i in range(5)],
+        [0] * 5,
+        params=SamplingParams(temperature, 0.9, tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=12,
+        max_episode_tokens=900,
+        with_stats=True,
+    )
     batch = collate(res.episodes, tok.pad_token_id)
     assert batch.rollout_logprobs is not None and batch.rollout_values is not None
     with torch.no_grad():
@@ -321,8 +341,12 @@ def test_recorded_stats_need_continuous_decoding_and_a_positive_temperature(tiny
     model, tok = tiny
     chat = ChatFormat(tok, "tagged")
     env = make("intention", knobs=KnobSnapshot.read_dir(defaults_dir()))
-    kw = dict(params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)), max_new_tokens_per_turn=4,
-              max_episode_tokens=600, with_stats=True)
+    kw = dict(
+        params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=4,
+        max_episode_tokens=600,
+        with_stats=True,
+    )
     with pytest.raises(ValueError, match="with_stats needs continuous decoding"):
         RolloutEngine(HFBackend(model, tok, continuous=False), chat).run([env], [{"seed": 0}], ["g"], [0], **kw)
     kw["params"] = SamplingParams(0.0, 1.0, tuple(chat.stop_ids))

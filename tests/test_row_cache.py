@@ -25,27 +25,55 @@ WINDOW = 5  # shorter than the rows, so a sliding-window layer that saw a full m
 
 
 def llama(attn: str):
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return LlamaForCausalLM._from_config(config, attn_implementation=attn)
 
 
 def gemma3(attn: str):
-    config = Gemma3TextConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=WINDOW,
-                              layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256)
+    config = Gemma3TextConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=256,
+    )
     return Gemma3ForCausalLM._from_config(config, attn_implementation=attn)
 
 
 def mistral(attn: str):
-    config = MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, sliding_window=WINDOW,
-                           max_position_embeddings=256)
+    config = MistralConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=WINDOW,
+        max_position_embeddings=256,
+    )
     return MistralForCausalLM._from_config(config, attn_implementation=attn)
 
 
-BUILDS = {"llama-sdpa": (llama, "sdpa"), "llama-eager": (llama, "eager"), "gemma3-sdpa": (gemma3, "sdpa"),
-          "gemma3-eager": (gemma3, "eager"), "mistral-sdpa": (mistral, "sdpa")}
+BUILDS = {
+    "llama-sdpa": (llama, "sdpa"),
+    "llama-eager": (llama, "eager"),
+    "gemma3-sdpa": (gemma3, "sdpa"),
+    "gemma3-eager": (gemma3, "eager"),
+    "mistral-sdpa": (mistral, "sdpa"),
+}
 
 
 def stale_pool() -> KVBufferPool:
@@ -96,11 +124,17 @@ def test_every_call_gives_each_row_the_logits_of_its_own_unpadded_sequence(name,
         width = max(len(f) for f in fed)
         ids = torch.zeros((len(called), width), dtype=torch.long)
         for j, f in enumerate(fed):
-            ids[j, width - len(f):] = torch.tensor(f)
+            ids[j, width - len(f) :] = torch.tensor(f)
             seqs[rows[called[j]]].extend(f)
         layout = cache.begin(None if len(called) == len(rows) else called, [len(f) for f in fed], width)
-        out = model(input_ids=ids, attention_mask=cache.attention_mask(layout, spec),
-                    position_ids=cache.positions(layout), cache=cache, use_cache=True, logits_to_keep=1)
+        out = model(
+            input_ids=ids,
+            attention_mask=cache.attention_mask(layout, spec),
+            position_ids=cache.positions(layout),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         cache.commit(layout)
         for j, i in enumerate(called):
             ref = model(input_ids=torch.tensor([seqs[rows[i]]])).logits[0, -1]
@@ -155,9 +189,15 @@ def test_packed_calls_give_each_row_the_logits_of_its_own_unpadded_sequence(name
         for j, f in enumerate(fed):
             seqs[rows[j if called is None else called[j]]].extend(f)
         with packed_attention(model):
-            out = model(input_ids=ids, attention_mask=torch.ones((1, 1, 1, 1), dtype=torch.bool),
-                        position_ids=lay.positions(), cache=cache, use_cache=True, logits_to_keep=lay.last,
-                        packed_rows=lay)
+            out = model(
+                input_ids=ids,
+                attention_mask=torch.ones((1, 1, 1, 1), dtype=torch.bool),
+                position_ids=lay.positions(),
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=lay.last,
+                packed_rows=lay,
+            )
         assert model.config._attn_implementation == attn
         cache.commit(lay)
         for j, i in enumerate(range(len(rows)) if called is None else called):
@@ -199,8 +239,14 @@ def sampled_episodes(name: str, prompts: list[list[int]], budgets: list[int], ne
         logprobs.setdefault(row, []).extend(stats.logprobs)
         return next_turn(row, len(turns[row]))
 
-    calls = backend.run_turns(prompts, budgets, SamplingParams(1.0, 1.0, ()), on_turn_end, with_stats=True,
-                              seeds=list(range(1, len(prompts) + 1)))
+    calls = backend.run_turns(
+        prompts,
+        budgets,
+        SamplingParams(1.0, 1.0, ()),
+        on_turn_end,
+        with_stats=True,
+        seeds=list(range(1, len(prompts) + 1)),
+    )
     return turns, logprobs, calls, backend
 
 
@@ -217,10 +263,10 @@ def test_run_turns_gives_the_same_episodes_with_observations_packed_or_on_their_
     def next_turn(row, done):
         return None if done == 3 else (list(range(10, 10 + 3 * row + 2 * done)), 2 + (row + done) % 3)
 
-    packed, packed_lp, packed_calls, _ = sampled_episodes(name, prompts, [3, 1, 4, 2], next_turn,
-                                                          pack_observations=True)
-    alone, alone_lp, alone_calls, _ = sampled_episodes(name, prompts, [3, 1, 4, 2], next_turn,
-                                                       pack_observations=False)
+    packed, packed_lp, packed_calls, _ = sampled_episodes(
+        name, prompts, [3, 1, 4, 2], next_turn, pack_observations=True
+    )
+    alone, alone_lp, alone_calls, _ = sampled_episodes(name, prompts, [3, 1, 4, 2], next_turn, pack_observations=False)
     assert packed == alone and len(packed) == 4
     assert_same_logprobs(packed_lp, alone_lp)
     assert packed_calls < alone_calls
@@ -258,7 +304,9 @@ def test_layouts_put_each_rows_tokens_at_its_next_columns_and_padding_after_them
     assert full[1][0] == [1, 1, 1, 1, 1, 1, 0, 0]
     assert sliding[0][2] == [0, 0, 1, 1, 0, 0, 0, 0] and sliding[1][2] == [0, 0, 0, 0, 0, 0, 1, 1]
     eager = cache.attention_mask(lay, MaskSpec(("full_attention",), None, torch.float32, False))
-    assert eager.dtype == torch.float32 and eager[0, 0, 2, 3] == 0 and eager[0, 0, 2, 4] == torch.finfo(torch.float32).min
+    assert (
+        eager.dtype == torch.float32 and eager[0, 0, 2, 3] == 0 and eager[0, 0, 2, 4] == torch.finfo(torch.float32).min
+    )
     cache.commit(lay)
     assert cache.lengths.tolist() == [4, 8]
     with pytest.raises(ValueError, match="does not fit"):
@@ -281,8 +329,11 @@ def test_a_packed_layout_puts_rows_one_after_another_and_groups_last_tokens_apar
     # every row's last token, at its column, over a view of all rows
     assert last.query.tolist() == [[0], [3], [5]] and last.layout.columns.tolist() == [[3], [7], [3]]
     assert last.layout.span == slice(0, 3) and last.layout.kv_len == 8
-    assert last.masks["full_attention"][:, 0, 0].int().tolist() == [[1, 1, 1, 1, 0, 0, 0, 0], [1] * 8,
-                                                                     [1, 1, 1, 1, 0, 0, 0, 0]]
+    assert last.masks["full_attention"][:, 0, 0].int().tolist() == [
+        [1, 1, 1, 1, 0, 0, 0, 0],
+        [1] * 8,
+        [1, 1, 1, 1, 0, 0, 0, 0],
+    ]
     # the others: row 1's first two tokens, row 2's first one right-aligned (its padding queries index 4)
     assert rest.query.tolist() == [[1, 2], [4, 4]] and rest.real.tolist() == [[True, True], [False, True]]
     assert rest.layout.columns.tolist() == [[5, 6], [3, 2]] and rest.layout.span == slice(1, 3)
@@ -298,8 +349,9 @@ def test_a_packed_layout_puts_rows_one_after_another_and_groups_last_tokens_apar
 
 
 def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
-    model, tok = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
-                                                        "intermediate_size": 64}})
+    model, tok = load_policy(
+        {"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}}
+    )
     model.config._attn_implementation = "flex_attention"
     assert "flex_attention" in mask_spec(model)
     with caplog.at_level(logging.WARNING, logger="harness.rollout.backends"):
@@ -307,11 +359,17 @@ def test_a_model_the_cache_cannot_serve_decodes_one_generate_per_turn(caplog):
     assert backend.continuous is False and "flex_attention" in caplog.text
     with pytest.raises(ValueError, match="continuous=False"):
         backend.run_turns([[5]], [2], SamplingParams(), lambda *a: None)
-    plain = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
-                                                   "intermediate_size": 64}})[0]
+    plain = load_policy(
+        {"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}}
+    )[0]
     assert mask_spec(plain).packable
-    lora = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64},
-                        "lora": {"r": 4, "alpha": 8}})[0]
+    lora = load_policy(
+        {
+            "model": "tiny",
+            "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64},
+            "lora": {"r": 4, "alpha": 8},
+        }
+    )[0]
     assert mask_spec(lora).packable  # seen through peft's wrapper
     plain._supports_attention_backend = False  # attention not dispatched through transformers' interface
     assert not mask_spec(plain).packable  # observations then get calls of their own
@@ -325,8 +383,11 @@ def _write(cache: RowKVCache, fed: list[int]) -> None:
     width = max(fed)
     lay = cache.begin(None, fed, width)
     n = len(fed)
-    keys = 10 * torch.arange(n, dtype=torch.float32)[:, None, None, None] \
-        + lay.columns.float()[:, None, :, None] + torch.zeros((n, 2, width, 4))
+    keys = (
+        10 * torch.arange(n, dtype=torch.float32)[:, None, None, None]
+        + lay.columns.float()[:, None, :, None]
+        + torch.zeros((n, 2, width, 4))
+    )
     cache.update(keys, keys.clone(), 0)
     cache.commit(lay)
 
@@ -340,7 +401,9 @@ def test_keep_moves_only_the_rows_past_the_new_end():
     keys = cache.layers[0].keys
     assert keys.shape[0] == 3 and cache.lengths.tolist() == [3, 3, 3]
     assert torch.equal(keys[0, :, :3], before[0, :, :3]) and torch.equal(keys[2, :, :3], before[2, :, :3])
-    assert torch.equal(keys[1, :, :3], before[4, :, :3]) and torch.equal(cache.layers[0].values[1, :, :3], before[4, :, :3])
+    assert torch.equal(keys[1, :, :3], before[4, :, :3]) and torch.equal(
+        cache.layers[0].values[1, :, :3], before[4, :, :3]
+    )
     with pytest.raises(ValueError, match="distinct rows of the 3"):
         cache.keep([0, 0])
     with pytest.raises(ValueError, match="distinct rows of the 3"):

@@ -28,14 +28,32 @@ def lineage():
         parent, kdir = trained_run()
         rdir = parent.parent
         if not (rdir / "child").exists():
-            res = invoke("knobs", "set", "user.match_threshold", "0.35", "--reason", "between runs",
-                         "--knobs-dir", str(kdir))
+            res = invoke(
+                "knobs", "set", "user.match_threshold", "0.35", "--reason", "between runs", "--knobs-dir", str(kdir)
+            )
             assert res.exit_code == 0, res.output
             cfg = scratch() / "child-config.yaml"
             cfg.write_text("checkpoint_every: 7\nsteps: 3\n")
-            res = invoke("train", "--from", parent.name, "--from-checkpoint", "--reason", REASON, "--run-id", "child",
-                         "--config", str(cfg), "--set", "steps=1", "--no-progress", "--json",
-                         "--runs-dir", str(rdir), "--knobs-dir", str(kdir))
+            res = invoke(
+                "train",
+                "--from",
+                parent.name,
+                "--from-checkpoint",
+                "--reason",
+                REASON,
+                "--run-id",
+                "child",
+                "--config",
+                str(cfg),
+                "--set",
+                "steps=1",
+                "--no-progress",
+                "--json",
+                "--runs-dir",
+                str(rdir),
+                "--knobs-dir",
+                str(kdir),
+            )
             assert res.exit_code == 0, res.output
         yield parent, rdir / "child", kdir
 
@@ -77,8 +95,20 @@ def test_lineage_cap_refuses_a_new_run(lineage, tmp_path):
     cfg = yaml.safe_load((parent / "config.yaml").read_text())
     cfg.update(run_id="gen4", lineage=["g0", "g1", "g2", "g3"], parent="g3")
     (capped / "config.yaml").write_text(yaml.safe_dump(cfg))
-    res = invoke("train", "--from", "gen4", "--reason", "one more", "--run-id", "gen5", "--json",
-                 "--runs-dir", str(rdir), "--knobs-dir", str(kdir))
+    res = invoke(
+        "train",
+        "--from",
+        "gen4",
+        "--reason",
+        "one more",
+        "--run-id",
+        "gen5",
+        "--json",
+        "--runs-dir",
+        str(rdir),
+        "--knobs-dir",
+        str(kdir),
+    )
     assert res.exit_code == 1
     err = json.loads(res.stdout)["error"]
     assert "already has 5 runs" in err and "max_lineage=5" in err
@@ -135,7 +165,8 @@ def test_compare_detects_rule_file_and_per_gym_knob_differences(tmp_path):
         (run / "config.yaml").write_text(yaml.safe_dump({"run_id": name, "gyms": ["travel"]}))
         (run / "knobs" / "env.yaml").write_text(yaml.safe_dump({"max_steps": per_gym}))
         (run / "knobs" / "rules" / "rewards" / "default.yaml").write_text(
-            yaml.safe_dump({"rules": [{"name": "x", "predicate": "new_fact_disclosed", "value": rule_value}]}))
+            yaml.safe_dump({"rules": [{"name": "x", "predicate": "new_fact_disclosed", "value": rule_value}]})
+        )
         return run
 
     a = fake_run("a", {"default": 16, "travel": 12}, 0.05)
@@ -158,8 +189,11 @@ def test_skill_side_commands_never_read_eval_results(lineage, tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     with recording_opens() as opened:
         rdir = str(parent.parent)
-        for args in (["runs", "list"], ["runs", "compare", parent.name, "child"],
-                     ["plot", "--run", parent.name, "--run", "child", "-o", str(tmp_path / "p.png")]):
+        for args in (
+            ["runs", "list"],
+            ["runs", "compare", parent.name, "child"],
+            ["plot", "--run", parent.name, "--run", "child", "-o", str(tmp_path / "p.png")],
+        ):
             res = invoke(*args, "--runs-dir", rdir)
             assert res.exit_code == 0, res.output
     assert opened and not [p for p in opened if "eval_results" in p]

@@ -7,19 +7,31 @@ import pytest
 from harness.runs.metrics import core_stats, episode_metrics
 
 
-def _episode(gym: str, reward: float, success: bool, response: list[int], episode_tokens: int | None,
-             choices: list[str]) -> dict:
-    ep = {"gym": gym, "arm": "symbolic", "reward": reward, "success": success, "answered": success,
-          "num_turns": len(choices), "questions": choices.count("ask"), "format_errors": 0,
-          "response_tokens": response, "turns": [{"action": {"choice": c}, "events": []} for c in choices]}
+def _episode(
+    gym: str, reward: float, success: bool, response: list[int], episode_tokens: int | None, choices: list[str]
+) -> dict:
+    ep = {
+        "gym": gym,
+        "arm": "symbolic",
+        "reward": reward,
+        "success": success,
+        "answered": success,
+        "num_turns": len(choices),
+        "questions": choices.count("ask"),
+        "format_errors": 0,
+        "response_tokens": response,
+        "turns": [{"action": {"choice": c}, "events": []} for c in choices],
+    }
     if episode_tokens is not None:
         ep["episode_tokens"] = episode_tokens
     return ep
 
 
 def test_core_stats_on_a_hand_computed_pair_of_episodes():
-    eps = [_episode("travel", 1.0, True, [10, 20], 300, ["ask", "answer"]),
-           _episode("travel", -1.0, False, [30, 10, 30], 500, ["ask", "ask", "search"])]
+    eps = [
+        _episode("travel", 1.0, True, [10, 20], 300, ["ask", "answer"]),
+        _episode("travel", -1.0, False, [30, 10, 30], 500, ["ask", "ask", "search"]),
+    ]
     st = core_stats(eps)
     assert st["episodes"] == 2 and st["reward_mean"] == 0.0 and st["reward_std"] == 1.0
     assert st["success_rate"] == 0.5 and st["turns_mean"] == 2.5 and st["questions_mean"] == 1.5

@@ -40,18 +40,18 @@ CALLS = ["median([3, 1, 2])", "median([4, 1, 3, 2])", "median([])", "median([7])
 CORRECT_VARIANTS = {
     "module_import": "import statistics\n\ndef median(xs):\n    return statistics.median(xs) if xs else None\n",
     "helper": "def _mid(s):\n    n = len(s)\n    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n\n"
-              "def median(xs):\n    return _mid(sorted(xs)) if xs else None\n",
+    "def median(xs):\n    return _mid(sorted(xs)) if xs else None\n",
     "class": "class Stats:\n    def __init__(self, xs):\n        self.s = sorted(xs)\n    def median(self):\n"
-             "        n = len(self.s)\n        if not n:\n            return None\n"
-             "        return self.s[n // 2] if n % 2 else (self.s[n // 2 - 1] + self.s[n // 2]) / 2\n\n"
-             "def median(xs):\n    return Stats(xs).median()\n",
+    "        n = len(self.s)\n        if not n:\n            return None\n"
+    "        return self.s[n // 2] if n % 2 else (self.s[n // 2 - 1] + self.s[n // 2]) / 2\n\n"
+    "def median(xs):\n    return Stats(xs).median()\n",
     "recursion": "def _sort(xs):\n    if len(xs) <= 1:\n        return list(xs)\n    p, rest = xs[0], xs[1:]\n"
-                 "    return _sort([x for x in rest if x < p]) + [p] + _sort([x for x in rest if x >= p])\n\n"
-                 "def median(xs):\n    s = _sort(xs)\n    n = len(s)\n    if n == 0:\n        return None\n"
-                 "    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n",
+    "    return _sort([x for x in rest if x < p]) + [p] + _sort([x for x in rest if x >= p])\n\n"
+    "def median(xs):\n    s = _sort(xs)\n    n = len(s)\n    if n == 0:\n        return None\n"
+    "    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n",
     "main_guard": "import sys\n\ndef median(xs):\n    s = sorted(xs)\n    if not s:\n        return None\n"
-                  "    n = len(s)\n    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n\n"
-                  "if __name__ == '__main__':\n    print(median([int(x) for x in input().split()]))\n",
+    "    n = len(s)\n    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n\n"
+    "if __name__ == '__main__':\n    print(median([int(x) for x in input().split()]))\n",
 }
 
 
@@ -83,13 +83,18 @@ def test_source_runs_once_and_calls_share_its_namespace():
 def test_exceptions_are_outcomes_matched_by_type():
     ref = run_calls("def f(x):\n    return 10 // x\n", ["f(0)", "f(2)"], LIM)
     assert ref[0].status == RAISED and ref[0].error == "ZeroDivisionError"
-    same = run_calls("def f(x):\n    if x == 0:\n        raise ZeroDivisionError('no')\n    return 10 // x\n",
-                     ["f(0)", "f(2)"], LIM)
-    other = run_calls("def f(x):\n    if x == 0:\n        raise ValueError('no')\n    return 10 // x\n",
-                      ["f(0)", "f(2)"], LIM)
-    fake = run_calls("class ZeroDivisionError(Exception):\n    pass\n"
-                     "def f(x):\n    if x == 0:\n        raise ZeroDivisionError()\n    return 10 // x\n",
-                     ["f(0)", "f(2)"], LIM)
+    same = run_calls(
+        "def f(x):\n    if x == 0:\n        raise ZeroDivisionError('no')\n    return 10 // x\n", ["f(0)", "f(2)"], LIM
+    )
+    other = run_calls(
+        "def f(x):\n    if x == 0:\n        raise ValueError('no')\n    return 10 // x\n", ["f(0)", "f(2)"], LIM
+    )
+    fake = run_calls(
+        "class ZeroDivisionError(Exception):\n    pass\n"
+        "def f(x):\n    if x == 0:\n        raise ZeroDivisionError()\n    return 10 // x\n",
+        ["f(0)", "f(2)"],
+        LIM,
+    )
     assert pass_fraction(ref, same) == 1.0
     assert pass_fraction(ref, other) == 0.5
     assert fake[0].error == "solution.ZeroDivisionError" and pass_fraction(ref, fake) == 0.5
@@ -102,8 +107,7 @@ def test_per_call_budget_and_restart_keep_later_calls():
 
 
 def test_total_time_marks_unreached_calls_not_run():
-    src = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-           "def f():\n    while True:\n        pass\n")
+    src = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef f():\n    while True:\n        pass\n"
     run = run_source(src, ["f()", "f()", "f()", "f()"], Limits(call_time=0.5, module_time=2.0, total_time=1.5))
     statuses = [c.status for c in run.calls]
     assert statuses[0] == TIMEOUT and statuses[-1] == NOT_RUN
@@ -125,10 +129,12 @@ def test_set_order_is_stable_across_runs():
 
 
 def test_numpy_datetime_and_containers_are_values():
-    src = ("import numpy as np\nfrom datetime import datetime, timedelta\nfrom collections import OrderedDict, namedtuple\n"
-           "P = namedtuple('P', 'x y')\n"
-           "def f():\n    return [np.float64(0.5), np.int64(3), np.arange(3), datetime(2024, 1, 2, 3, 4),\n"
-           "            timedelta(days=2), OrderedDict(a=1), P(1, 2), {1, 2}, b'xy', 1 + 2j, None, True]\n")
+    src = (
+        "import numpy as np\nfrom datetime import datetime, timedelta\nfrom collections import OrderedDict, namedtuple\n"
+        "P = namedtuple('P', 'x y')\n"
+        "def f():\n    return [np.float64(0.5), np.int64(3), np.arange(3), datetime(2024, 1, 2, 3, 4),\n"
+        "            timedelta(days=2), OrderedDict(a=1), P(1, 2), {1, 2}, b'xy', 1 + 2j, None, True]\n"
+    )
     out = run_calls(src, ["f()"], LIM)[0]
     assert out.status == OK, out.describe()
     items = out.value[1]
@@ -161,15 +167,18 @@ def test_floats_close_unit():
 
 
 def test_render_shows_values_as_python_does():
-    out = run_calls("def f():\n    return {'a': [1, 2.5, (None, 'x')], 'b': {3}, 'c': (1,), 'd': set()}\n", ["f()"], LIM)[0]
+    out = run_calls(
+        "def f():\n    return {'a': [1, 2.5, (None, 'x')], 'b': {3}, 'c': (1,), 'd': set()}\n", ["f()"], LIM
+    )[0]
     assert render(out.value) == "{'a': [1, 2.5, (None, 'x')], 'b': {3}, 'c': (1,), 'd': set()}"
     assert render(out.value, limit=10) == "{'a': [1,…"
 
 
 def test_working_directory_is_private_and_removed(tmp_path):
     lim = Limits(tmp_root=str(tmp_path))
-    out = run_calls("import os\ndef f():\n    open('x.txt', 'w').write('hi')\n    return os.listdir('.')\n",
-                    ["f()", "f()"], lim)
+    out = run_calls(
+        "import os\ndef f():\n    open('x.txt', 'w').write('hi')\n    return os.listdir('.')\n", ["f()", "f()"], lim
+    )
     assert render(out[0].value) == "['x.txt']"
     assert list(tmp_path.iterdir()) == []
 

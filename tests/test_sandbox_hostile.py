@@ -99,17 +99,21 @@ def test_sleeping_forever():
 
 
 def test_signal_tampering_ignores_sigterm_sigalrm_sigxcpu():
-    src = ("import signal\n"
-           "for s in (signal.SIGTERM, signal.SIGALRM, signal.SIGXCPU, signal.SIGINT, signal.SIGHUP):\n"
-           "    signal.signal(s, signal.SIG_IGN)\n"
-           "def f():\n    while True:\n        try:\n            pass\n        except BaseException:\n            pass\n")
+    src = (
+        "import signal\n"
+        "for s in (signal.SIGTERM, signal.SIGALRM, signal.SIGXCPU, signal.SIGINT, signal.SIGHUP):\n"
+        "    signal.signal(s, signal.SIG_IGN)\n"
+        "def f():\n    while True:\n        try:\n            pass\n        except BaseException:\n            pass\n"
+    )
     _, res = hostile(src)
     assert res.status == TIMEOUT and "killed" in res.message
 
 
 def test_cpu_limit_kills_a_busy_loop_that_ignores_signals():
-    src = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n" \
-          "def f():\n    while True:\n        pass\n"
+    src = (
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "def f():\n    while True:\n        pass\n"
+    )
     lim = Limits(call_time=20.0, module_time=1.0, cpu_time=1, total_time=30.0)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = run_source(src, ["f()"], lim)
@@ -124,17 +128,21 @@ def test_cpu_limit_kills_a_busy_loop_that_ignores_signals():
 
 
 def test_threads_spinning_after_return_do_not_hold_the_run():
-    src = ("import threading\n"
-           "def spin():\n    while True:\n        pass\n"
-           "def f():\n    for _ in range(3):\n        threading.Thread(target=spin).start()\n    return 7\n")
+    src = (
+        "import threading\n"
+        "def spin():\n    while True:\n        pass\n"
+        "def f():\n    for _ in range(3):\n        threading.Thread(target=spin).start()\n    return 7\n"
+    )
     run, res = hostile(src, budget=1.0)
     assert res.status == OK and render(res.value) == "7"
 
 
 def test_atexit_tricks_do_not_run():
     marker = f"/tmp/eau_atexit_{uuid.uuid4().hex}"
-    src = (f"import atexit, time\natexit.register(lambda: open({marker!r}, 'w').write('x'))\n"
-           "atexit.register(lambda: time.sleep(10**6))\ndef f():\n    return 1\n")
+    src = (
+        f"import atexit, time\natexit.register(lambda: open({marker!r}, 'w').write('x'))\n"
+        "atexit.register(lambda: time.sleep(10**6))\ndef f():\n    return 1\n"
+    )
     _, res = hostile(src, budget=1.0)
     assert res.status == OK
     assert not os.path.exists(marker)
@@ -149,8 +157,10 @@ def test_fork_bomb_guarded():
 
 @kernel_only
 def test_fork_bomb_contained_by_the_kernel_layer():
-    src = ("import os\ndef f():\n    n = 0\n    while True:\n        try:\n            os.fork()\n"
-           "            n += 1\n        except OSError:\n            pass\n")
+    src = (
+        "import os\ndef f():\n    n = 0\n    while True:\n        try:\n            os.fork()\n"
+        "            n += 1\n        except OSError:\n            pass\n"
+    )
     run, res = hostile(src, limits=BARE)
     assert _failed(res)
     assert _gone(run.isolation["uid"]), "fork bomb processes survived the run"
@@ -166,8 +176,10 @@ def test_subprocess_spawning_guarded():
 @kernel_only
 def test_spawned_process_dies_with_the_sandbox():
     # (no binaries are visible in the sandbox: the interpreter forks a detached child itself)
-    src = ("import os, time\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(1000)\n"
-           "        os._exit(0)\n    return 1\n")
+    src = (
+        "import os, time\ndef f():\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(1000)\n"
+        "        os._exit(0)\n    return 1\n"
+    )
     run, res = hostile(src, limits=BARE)
     assert res.status == OK
     assert _gone(run.isolation["uid"]), "a detached child outlived the sandbox"
@@ -188,12 +200,15 @@ def sentinel():
     proc.wait()
 
 
-@pytest.mark.parametrize("attack", [
-    "os.kill(os.getppid(), signal.SIGKILL)",
-    "os.killpg(0, signal.SIGKILL)",
-    "os.kill(-1, signal.SIGKILL)",
-    "os.killpg(os.getpgid(os.getppid() or 1), signal.SIGKILL)",
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "os.kill(os.getppid(), signal.SIGKILL)",
+        "os.killpg(0, signal.SIGKILL)",
+        "os.kill(-1, signal.SIGKILL)",
+        "os.killpg(os.getpgid(os.getppid() or 1), signal.SIGKILL)",
+    ],
+)
 def test_signalling_the_caller_guarded(attack, sentinel):
     _, res = hostile(f"import os, signal\ndef f():\n    {attack}\n    return 1\n")
     assert res.status == RAISED and res.error == "PermissionError"
@@ -201,12 +216,15 @@ def test_signalling_the_caller_guarded(attack, sentinel):
 
 
 @kernel_only
-@pytest.mark.parametrize("attack", [
-    "os.kill(os.getppid(), signal.SIGKILL)",
-    "os.killpg(0, signal.SIGKILL)",
-    "os.kill(-1, signal.SIGKILL)",
-    f"os.kill({os.getpid()}, signal.SIGKILL)",
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "os.kill(os.getppid(), signal.SIGKILL)",
+        "os.killpg(0, signal.SIGKILL)",
+        "os.kill(-1, signal.SIGKILL)",
+        f"os.kill({os.getpid()}, signal.SIGKILL)",
+    ],
+)
 def test_signalling_the_caller_contained_by_the_kernel_layer(attack, sentinel):
     run, res = hostile(f"import os, signal\ndef f():\n    {attack}\n    return 1\n", limits=BARE)
     # Whatever the attack does inside the sandbox, the caller (this test) and its other
@@ -259,8 +277,9 @@ def test_exits():
 
 
 def test_crash_in_one_call_does_not_lose_the_others():
-    run = run_source("import os\ndef f(x):\n    if x == 1:\n        os._exit(9)\n    return x\n",
-                     ["f(0)", "f(1)", "f(2)"], FAST)
+    run = run_source(
+        "import os\ndef f(x):\n    if x == 1:\n        os._exit(9)\n    return x\n", ["f(0)", "f(1)", "f(2)"], FAST
+    )
     assert [c.status for c in run.calls] == [OK, CRASHED, OK] and run.processes == 2
 
 
@@ -268,7 +287,7 @@ def test_crash_in_one_call_does_not_lose_the_others():
 def test_writes_outside_the_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     name = f"eau_evil_{uuid.uuid4().hex}"
-    for limits in ([FAST, BARE] if KERNEL else [FAST]):
+    for limits in [FAST, BARE] if KERNEL else [FAST]:
         for target in (f"/tmp/{name}", str(tmp_path / name), f"/dev/shm/{name}"):
             _, res = hostile(f"def f():\n    open({target!r}, 'w').write('x')\n    return 1\n", limits=limits)
             assert res.status == RAISED, (target, res)
@@ -277,25 +296,33 @@ def test_writes_outside_the_folder(tmp_path, monkeypatch):
 
 def test_own_folder_is_writable_and_thrown_away(tmp_path):
     lim = Limits(call_time=1.0, module_time=1.0, tmp_root=str(tmp_path))
-    run = run_source("import os, sqlite3\ndef f():\n    c = sqlite3.connect('t.db')\n    c.execute('create table t(x)')\n"
-                     "    c.commit()\n    open('a.txt', 'w').write('x')\n    return sorted(os.listdir('.'))\n", ["f()"], lim)
+    run = run_source(
+        "import os, sqlite3\ndef f():\n    c = sqlite3.connect('t.db')\n    c.execute('create table t(x)')\n"
+        "    c.commit()\n    open('a.txt', 'w').write('x')\n    return sorted(os.listdir('.'))\n",
+        ["f()"],
+        lim,
+    )
     assert render(run.calls[0].value) == "['a.txt', 't.db']"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_huge_file_write():
-    _, res = hostile("def f():\n    with open('big', 'wb') as fh:\n        for _ in range(100):\n"
-                     "            fh.write(b'x' * 10**6)\n    return 1\n")
+    _, res = hostile(
+        "def f():\n    with open('big', 'wb') as fh:\n        for _ in range(100):\n"
+        "            fh.write(b'x' * 10**6)\n    return 1\n"
+    )
     assert res.status == RAISED and res.error == "OSError"  # EFBIG: RLIMIT_FSIZE, SIGXFSZ ignored
 
 
 def test_deleting_files_of_the_caller(tmp_path):
     victim = tmp_path / "keep.txt"
     victim.write_text("precious")
-    for limits in ([FAST, BARE] if KERNEL else [FAST]):
+    for limits in [FAST, BARE] if KERNEL else [FAST]:
         _, res = hostile(f"import os, shutil\ndef f():\n    os.remove({str(victim)!r})\n    return 1\n", limits=limits)
         assert res.status == RAISED
-        _, res = hostile(f"import shutil\ndef f():\n    shutil.rmtree({str(tmp_path)!r})\n    return 1\n", limits=limits)
+        _, res = hostile(
+            f"import shutil\ndef f():\n    shutil.rmtree({str(tmp_path)!r})\n    return 1\n", limits=limits
+        )
         assert res.status == RAISED
     assert victim.read_text() == "precious"
 
@@ -323,11 +350,14 @@ def test_network_is_unreachable():
             pass
 
     try:
-        for limits in ([FAST, BARE] if KERNEL else [FAST]):
+        for limits in [FAST, BARE] if KERNEL else [FAST]:
             t = threading.Thread(target=accept)
             t.start()
-            _, res = hostile(f"import socket\ndef f():\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n"
-                             "    s.sendall(b'hi')\n    return 1\n", limits=limits)
+            _, res = hostile(
+                f"import socket\ndef f():\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n"
+                "    s.sendall(b'hi')\n    return 1\n",
+                limits=limits,
+            )
             t.join()
             assert res.status in (RAISED, TIMEOUT), res
         assert not hits, "the sandbox reached a loopback server"
@@ -344,9 +374,11 @@ def test_environment_secrets_do_not_reach_the_code(monkeypatch):
 
 # ------------------------------------------------------------------ faking results
 def test_fake_equality_objects_are_rejected():
-    src = ("class Eq:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
-           "class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
-           "def f():\n    return Eq()\ndef g():\n    return I(3)\ndef h():\n    return [I(3)]\n")
+    src = (
+        "class Eq:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
+        "class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+        "def f():\n    return Eq()\ndef g():\n    return I(3)\ndef h():\n    return [I(3)]\n"
+    )
     run = run_source(src, ["f()", "g()", "h()"], FAST)
     assert [c.status for c in run.calls] == [UNSUPPORTED] * 3
     ref = run_source("def f():\n    return 5\n", ["f()"], FAST).calls[0]
@@ -354,29 +386,35 @@ def test_fake_equality_objects_are_rejected():
 
 
 def test_monkeypatched_builtins_cannot_fake_a_pass():
-    src = ("import builtins, json\nbuiltins.isinstance = lambda *a: True\nbuiltins.repr = lambda x: '5'\n"
-           "json.dumps = lambda *a, **k: '5'\nclass Eq:\n    def __eq__(self, o):\n        return True\n"
-           "def f():\n    return Eq()\n")
+    src = (
+        "import builtins, json\nbuiltins.isinstance = lambda *a: True\nbuiltins.repr = lambda x: '5'\n"
+        "json.dumps = lambda *a, **k: '5'\nclass Eq:\n    def __eq__(self, o):\n        return True\n"
+        "def f():\n    return Eq()\n"
+    )
     cand = run_source(src, ["f()"], FAST).calls[0]
     ref = run_source("def f():\n    return 5\n", ["f()"], FAST).calls[0]
     assert not cand.matches(ref)
 
 
 def test_forged_result_lines_fail_the_call():
-    src = "import os\ndef f():\n    for fd in range(3, 12):\n        try:\n            os.write(fd, b'garbage\\n')\n" \
-          "        except OSError:\n            pass\n    return 1\n"
+    src = (
+        "import os\ndef f():\n    for fd in range(3, 12):\n        try:\n            os.write(fd, b'garbage\\n')\n"
+        "        except OSError:\n            pass\n    return 1\n"
+    )
     run, res = hostile(src)
     assert res.status in (CRASHED, OK)
 
 
 def test_forged_values_cannot_crash_the_caller():
     # Writes records that parse as JSON but are not valid encodings (or are nested too deeply).
-    src = ("import os\nFD = [fd for fd in range(3, 20) if os.path.exists(f'/proc/self/fd/{fd}')]\n"
-           "def f(kind):\n"
-           "    rec = {'bad': b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":[\"f\",\"zz\"]}\\n',\n"
-           "           'deep': b'{\"kind\":\"call\",\"index\":0,\"status\":\"ok\",\"value\":' + b'[' * 100000 + b'\\n'}[kind]\n"
-           "    for fd in FD:\n        try:\n            os.write(fd, rec)\n        except OSError:\n            pass\n"
-           "    return 1\n")
+    src = (
+        "import os\nFD = [fd for fd in range(3, 20) if os.path.exists(f'/proc/self/fd/{fd}')]\n"
+        "def f(kind):\n"
+        '    rec = {\'bad\': b\'{"kind":"call","index":0,"status":"ok","value":["f","zz"]}\\n\',\n'
+        '           \'deep\': b\'{"kind":"call","index":0,"status":"ok","value":\' + b\'[\' * 100000 + b\'\\n\'}[kind]\n'
+        "    for fd in FD:\n        try:\n            os.write(fd, rec)\n        except OSError:\n            pass\n"
+        "    return 1\n"
+    )
     for kind in ("bad", "deep"):
         run = run_source(src, [f"f({kind!r})"], FAST)
         assert run.calls[0].status in (CRASHED, OK)

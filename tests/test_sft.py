@@ -21,8 +21,11 @@ def test_batches_by_length_cover_every_row_once_and_group_similar_lengths():
     assert sum(spread) / len(spread) < 100  # random batches of 8 from 10..500 spread ~380
 
 
-LORA_TOP = {"model": "tiny", "tiny": {"num_hidden_layers": 3, "hidden_size": 32, "intermediate_size": 64},
-            "lora": {"r": 4, "alpha": 8, "top_layers": 1}}
+LORA_TOP = {
+    "model": "tiny",
+    "tiny": {"num_hidden_layers": 3, "hidden_size": 32, "intermediate_size": 64},
+    "lora": {"r": 4, "alpha": 8, "top_layers": 1},
+}
 
 
 def test_reusing_the_frozen_trunk_trains_exactly_as_full_passes(tmp_path, knobs_dir, monkeypatch):
@@ -56,9 +59,15 @@ def test_every_action_token_weighs_the_same_whatever_its_batch(tmp_path, knobs_d
         return st
 
     monkeypatch.setattr(models, "forward_token_stats", spy)
-    cfg = SFTConfig(policy={"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32,
-                                                      "intermediate_size": 64}},
-                    episodes=6, epochs=1, batch_size=2, lr=0.0, give_up=0.5, demonstrator="public")
+    cfg = SFTConfig(
+        policy={"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}},
+        episodes=6,
+        epochs=1,
+        batch_size=2,
+        lr=0.0,
+        give_up=0.5,
+        demonstrator="public",
+    )
     out = run_sft(cfg, KnobSnapshot.read_dir(knobs_dir), tmp_path / "s", log=lambda m: None)
     tokens = [float(m.sum()) for _, m in seen]
     per_batch = sum(tokens) / len(tokens)
@@ -74,14 +83,37 @@ def test_a_run_makes_its_own_warm_start_and_starts_from_it(tmp_path, knobs_dir):
     import subprocess
     import sys
 
-    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(tmp_path / "runs"),
-           "EAU_EVAL_DIR": str(tmp_path / "eval")}
-    args = ["train", "--preset", "tiny", "--steps", "1", "--run-id", "w", "--no-progress",
-            "--set", "warm_start={demonstrator: public, episodes: 4, epochs: 2, batch_size: 2}",
-            "--set", "tasks_per_step=1", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
-            "--set", "policy.tiny.num_hidden_layers=1", "--set", "checkpoint_every=1"]
-    out = subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True,
-                         text=True, timeout=600)
+    env = {
+        **os.environ,
+        "EAU_KNOBS_DIR": str(knobs_dir),
+        "EAU_RUNS_DIR": str(tmp_path / "runs"),
+        "EAU_EVAL_DIR": str(tmp_path / "eval"),
+    }
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "1",
+        "--run-id",
+        "w",
+        "--no-progress",
+        "--set",
+        "warm_start={demonstrator: public, episodes: 4, epochs: 2, batch_size: 2}",
+        "--set",
+        "tasks_per_step=1",
+        "--set",
+        "samples_per_task=2",
+        "--set",
+        "env_knobs.max_steps=3",
+        "--set",
+        "policy.tiny.num_hidden_layers=1",
+        "--set",
+        "checkpoint_every=1",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     run = tmp_path / "runs" / "w"
     ws = run / "warm_start"
@@ -92,14 +124,35 @@ def test_a_run_makes_its_own_warm_start_and_starts_from_it(tmp_path, knobs_dir):
     assert "warm start: 4 public demonstrations x 2 epochs" in log and "warm start: update 1/4 loss" in log
     assert "warm_start" in [json.loads(x)["event"] for x in (run / "events.jsonl").read_text().splitlines()]
     # eau eval rebuilds the starting policy from the run's own warm start
-    ev = subprocess.run([sys.executable, "-m", "harness.cli.main", "eval", "--run", "w", "--checkpoint", "init",
-                         "--protocol", "eval/protocol-cpu.yaml", "--json"], env=env, capture_output=True, text=True,
-                        timeout=600)
+    ev = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "eval",
+            "--run",
+            "w",
+            "--checkpoint",
+            "init",
+            "--protocol",
+            "eval/protocol-cpu.yaml",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert ev.returncode == 0, ev.stderr[-2000:]
     # a resume does not train the warm start again
     before = (ws / "policy.pt").read_bytes()
-    res = subprocess.run([sys.executable, "-m", "harness.cli.main", "train", "--resume", "w", "--steps", "2",
-                          "--no-progress"], env=env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "train", "--resume", "w", "--steps", "2", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert (ws / "policy.pt").read_bytes() == before
     assert (run / "log.txt").read_text().count("warm start: 4 public demonstrations") == 1

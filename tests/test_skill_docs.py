@@ -80,15 +80,25 @@ def test_skill_md_is_short_and_links_every_reference():
 def test_skill_states_the_evaluation_rule_and_the_paper_pitfalls():
     text = (SKILL / "SKILL.md").read_text(encoding="utf-8")
     assert "Never read, never run `eau eval`".lower() in text.lower()
-    for needle in ("max_reveals", "reveal_kinds", "arm/llm/", "lag longer than the window", "eau knobs revert",
-                   "min_questions", "Wrong:", "Right:"):
+    for needle in (
+        "max_reveals",
+        "reveal_kinds",
+        "arm/llm/",
+        "lag longer than the window",
+        "eau knobs revert",
+        "min_questions",
+        "Wrong:",
+        "Right:",
+    ):
         assert needle in text, needle
 
 
 # --------------------------------------------------------------------------- the generated knob catalogue
 def test_catalogue_is_current():
     committed = (SKILL / "references" / "knobs.md").read_text(encoding="utf-8")
-    assert committed == render_catalogue(defaults_dir()), "skill/references/knobs.md is stale; run `eau skill catalogue`"
+    assert committed == render_catalogue(defaults_dir()), (
+        "skill/references/knobs.md is stale; run `eau skill catalogue`"
+    )
     res = runner.invoke(app, ["skill", "catalogue", "--check", "--knobs-dir", str(defaults_dir())])
     assert res.exit_code == 0, res.output
 
@@ -139,16 +149,36 @@ def test_catalogue_of_an_invalid_schema_names_file_and_knob(knobs_dir, tmp_path)
 # --------------------------------------------------------------------------- commands named by the skill
 def test_the_skill_names_the_commands_it_relies_on():
     paths = set(_command_paths())
-    for p in [("status",), ("diagnose",), ("sample",), ("effect",), ("gate",), ("knobs", "set"), ("knobs", "revert"),
-              ("knobs", "history"), ("finding", "add"), ("finding", "search"), ("finding", "list"),
-              ("finding", "retract"), ("train",), ("runs", "list"), ("runs", "compare"), ("plot",), ("supervise",), ("autopilot",), ("eval",)]:
+    for p in [
+        ("status",),
+        ("diagnose",),
+        ("sample",),
+        ("effect",),
+        ("gate",),
+        ("knobs", "set"),
+        ("knobs", "revert"),
+        ("knobs", "history"),
+        ("finding", "add"),
+        ("finding", "search"),
+        ("finding", "list"),
+        ("finding", "retract"),
+        ("train",),
+        ("runs", "list"),
+        ("runs", "compare"),
+        ("plot",),
+        ("supervise",),
+        ("autopilot",),
+        ("eval",),
+    ]:
         assert p in paths, p
 
 
 @pytest.mark.parametrize("path", _command_paths(), ids=lambda p: "eau " + " ".join(p))
 def test_every_named_command_exists_and_answers_help(path):
     res = resolve(ROOT, list(path))
-    assert res.command is not None, f"the skill names `eau {' '.join(path)}`, which the CLI does not have: {res.problem}"
+    assert res.command is not None, (
+        f"the skill names `eau {' '.join(path)}`, which the CLI does not have: {res.problem}"
+    )
     out = runner.invoke(app, [*path, "--help"])
     assert out.exit_code == 0, out.output
     assert "Usage:" in out.output
@@ -161,8 +191,12 @@ def test_every_option_the_skill_writes_exists(mention):
 
 
 def test_console_script_answers_help():
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "skill", "install", "--help"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "skill", "install", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "--target" in proc.stdout and "--copy" in proc.stdout
 
 
@@ -194,7 +228,8 @@ def _bad_skill(tmp_path: Path) -> Path:
     (d / "SKILL.md").write_text(
         "---\nname: EAU_Harness\ndescription: " + "x" * (DESCRIPTION_MAX + 1) + "\n---\n"
         "Use `eau frobnicate --now` and `eau knobs set a.b 1 --nope` and `eau knobs frob`.\n"
-        "See [missing](references/missing.md).\n" + body + "\n")
+        "See [missing](references/missing.md).\n" + body + "\n"
+    )
     (d / "references" / "orphan.md").write_text("Nobody links here. `eau finding add --colour red`\n")
     return d
 
@@ -219,8 +254,9 @@ def test_skill_check_command_exit_codes(tmp_path):
     assert res.exit_code == 4 and json.loads(res.stdout)["ok"] is False
     good = tmp_path / "good"
     good.mkdir()
-    (good / "SKILL.md").write_text("---\nname: good\ndescription: Does a thing. Use when asked.\n---\n"
-                                   "Run `eau finding list --tag x`.\n")
+    (good / "SKILL.md").write_text(
+        "---\nname: good\ndescription: Does a thing. Use when asked.\n---\nRun `eau finding list --tag x`.\n"
+    )
     res = runner.invoke(app, ["skill", "check", "--source", str(good)])
     assert res.exit_code == 0, res.output
 

@@ -77,9 +77,15 @@ def test_copy_mode_then_switch_to_link(tmp_path):
 
 def test_existing_user_files_are_kept(tmp_path):
     (tmp_path / ".claude").mkdir()
-    user_settings = {"model": "opus", "permissions": {"allow": ["Bash(git status:*)", "Read(./eval_results/**)"],
-                                                      "deny": ["Bash(eau train:*)"], "defaultMode": "default"},
-                     "env": {"X": "1"}}
+    user_settings = {
+        "model": "opus",
+        "permissions": {
+            "allow": ["Bash(git status:*)", "Read(./eval_results/**)"],
+            "deny": ["Bash(eau train:*)"],
+            "defaultMode": "default",
+        },
+        "env": {"X": "1"},
+    }
     (tmp_path / ".claude" / "settings.json").write_text(json.dumps(user_settings))
     (tmp_path / "AGENTS.md").write_text("# My project\n\nBuild with make.\n")
     rep = install(tmp_path)
@@ -147,11 +153,21 @@ def test_bad_target_and_source(tmp_path):
 
 
 def test_console_script_install_copy_json(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "skill", "install", "--target", str(tmp_path),
-                           "--copy", "--json"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "skill", "install", "--target", str(tmp_path), "--copy", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["ok"] and doc["mode"] == "copy" and doc["name"] == NAME
-    assert doc["paths"] == {f".claude/skills/{NAME}": "created", f".agents/skills/{NAME}": "created",
-                            "AGENTS.md": "created", "CLAUDE.md": "created", ".claude/settings.json": "created"}
+    assert doc["paths"] == {
+        f".claude/skills/{NAME}": "created",
+        f".agents/skills/{NAME}": "created",
+        "AGENTS.md": "created",
+        "CLAUDE.md": "created",
+        ".claude/settings.json": "created",
+    }
     assert not (tmp_path / ".agents" / "skills" / NAME).is_symlink()

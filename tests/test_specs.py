@@ -24,28 +24,31 @@ from harness.ppo.specs import (
 )
 
 
-@pytest.mark.parametrize("override, message", [
-    ("steps=abc", "steps must be an integer; got 'abc'"),
-    ("steps=2.5", "steps must be an integer"),
-    ("steps=true", "steps must be an integer"),
-    ("seed=1e400", "seed must be an integer; got inf"),
-    ("gyms=[intention, 3]", "gyms[1] must be a string"),
-    ("policy=5", "policy must be a mapping of model, dtype"),
-    ("policy.lora.r=0", "policy.lora.r must be a positive integer; got 0"),
-    ("policy.lora.nosuch=1", "policy.lora: unknown key(s) nosuch; allowed: r, alpha"),
-    ("policy.lora.alpha=.nan", "policy.lora.alpha must be a finite number"),
-    ("policy.dtype=int8", "policy.dtype: unknown dtype 'int8'"),
-    ("critic.mode=x", "critic.mode: unknown 'x'; allowed: separate, shared"),
-    ("backend.port=80", "backend (hf) takes name and continuous; port are vllm options"),
-    ("user_llm.kind=openai", "user_llm (kind openai) needs base_url, model"),
-    ("user_llm={kind: gemma3_270m, path: x}", "user_llm (kind gemma3_270m) takes max_new_tokens, device; not path"),
-    ("warm_start.lr=.inf", "warm_start.lr must be a finite number"),
-    ("warm_start.give_up=2", "warm_start.give_up must be in [0, 1]"),
-    ("evaluation.before=3", "evaluation.before must be true or false; got 3"),
-    ("evaluation={before: false}", "evaluation.protocol is required"),
-    ("agent_knobs={1: 2}", "agent_knobs: keys must be strings"),
-    ("nosuch=1", "unknown config key(s) nosuch"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("steps=abc", "steps must be an integer; got 'abc'"),
+        ("steps=2.5", "steps must be an integer"),
+        ("steps=true", "steps must be an integer"),
+        ("seed=1e400", "seed must be an integer; got inf"),
+        ("gyms=[intention, 3]", "gyms[1] must be a string"),
+        ("policy=5", "policy must be a mapping of model, dtype"),
+        ("policy.lora.r=0", "policy.lora.r must be a positive integer; got 0"),
+        ("policy.lora.nosuch=1", "policy.lora: unknown key(s) nosuch; allowed: r, alpha"),
+        ("policy.lora.alpha=.nan", "policy.lora.alpha must be a finite number"),
+        ("policy.dtype=int8", "policy.dtype: unknown dtype 'int8'"),
+        ("critic.mode=x", "critic.mode: unknown 'x'; allowed: separate, shared"),
+        ("backend.port=80", "backend (hf) takes name and continuous; port are vllm options"),
+        ("user_llm.kind=openai", "user_llm (kind openai) needs base_url, model"),
+        ("user_llm={kind: gemma3_270m, path: x}", "user_llm (kind gemma3_270m) takes max_new_tokens, device; not path"),
+        ("warm_start.lr=.inf", "warm_start.lr must be a finite number"),
+        ("warm_start.give_up=2", "warm_start.give_up must be in [0, 1]"),
+        ("evaluation.before=3", "evaluation.before must be true or false; got 3"),
+        ("evaluation={before: false}", "evaluation.protocol is required"),
+        ("agent_knobs={1: 2}", "agent_knobs: keys must be strings"),
+        ("nosuch=1", "unknown config key(s) nosuch"),
+    ],
+)
 def test_a_bad_value_is_refused_naming_its_dotted_key(override, message):
     with pytest.raises(ValueError) as err:
         build_config("tiny", None, [override])
@@ -70,8 +73,9 @@ def test_backend_and_user_llm_options_leave_unset_fields_out():
     assert BackendSpec().options() == {"name": "hf", "continuous": True}
     vllm = from_mapping(BackendSpec, {"name": "vllm", "mode": "server", "port": 9000}, "backend")
     assert vllm.options() == {"name": "vllm", "mode": "server", "port": 9000}
-    spec = from_mapping(UserLLMSpec, {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m",
-                                      "timeout_s": 5}, "user_llm")
+    spec = from_mapping(
+        UserLLMSpec, {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m", "timeout_s": 5}, "user_llm"
+    )
     assert spec.options() == {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m", "timeout_s": 5}
 
 

@@ -27,8 +27,13 @@ def _flag_values(argv: list[str], flag: str) -> list[str]:
 
 def test_claude_command_line(tmp_path):
     sess = tmp_path / "runs" / "r1" / "meta" / "session_001"
-    cmd = build_command("claude", PROMPT, cwd=tmp_path, session_dir=sess,
-                        opts=AgentOptions(max_turns=7, max_budget_usd=0.5, model="sonnet"))
+    cmd = build_command(
+        "claude",
+        PROMPT,
+        cwd=tmp_path,
+        session_dir=sess,
+        opts=AgentOptions(max_turns=7, max_budget_usd=0.5, model="sonnet"),
+    )
     a = cmd.argv
     assert a[:3] == ["claude", "-p", PROMPT] and a.count(PROMPT) == 1 and not cmd.prompt_on_stdin
     assert a[a.index("--output-format") + 1] == "json" and "--verbose" not in a
@@ -46,8 +51,9 @@ def test_claude_command_line(tmp_path):
 
 
 def test_claude_stream_json_adds_verbose_and_no_budget_flag_by_default(tmp_path):
-    a = build_command("claude", PROMPT, cwd=tmp_path, session_dir=tmp_path,
-                      opts=AgentOptions(output_format="stream-json")).argv
+    a = build_command(
+        "claude", PROMPT, cwd=tmp_path, session_dir=tmp_path, opts=AgentOptions(output_format="stream-json")
+    ).argv
     assert a[a.index("--output-format") + 1] == "stream-json" and "--verbose" in a
     assert "--max-budget-usd" not in a and "--model" not in a
 
@@ -57,8 +63,14 @@ def test_codex_command_line(tmp_path):
     (repo / "knobs").mkdir(parents=True)
     outside = tmp_path / "elsewhere" / "runs"
     sess = outside / "r1" / "meta" / "session_002"
-    cmd = build_command("codex", PROMPT, cwd=repo, session_dir=sess, writable=[repo / "knobs", outside],
-                        opts=AgentOptions(model="gpt-5-codex", max_budget_usd=2.0))
+    cmd = build_command(
+        "codex",
+        PROMPT,
+        cwd=repo,
+        session_dir=sess,
+        writable=[repo / "knobs", outside],
+        opts=AgentOptions(model="gpt-5-codex", max_budget_usd=2.0),
+    )
     a = cmd.argv
     assert a[:6] == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check"]
     assert a[a.index("-C") + 1] == str(repo.resolve())
@@ -71,8 +83,13 @@ def test_codex_command_line(tmp_path):
 
 
 def test_custom_command_gets_prompt_on_stdin(tmp_path):
-    cmd = build_command("python tests/agents/scripted_agent.py --x 'a b'", PROMPT, cwd=tmp_path, session_dir=tmp_path,
-                        opts=AgentOptions(extra_args=["--flag"]))
+    cmd = build_command(
+        "python tests/agents/scripted_agent.py --x 'a b'",
+        PROMPT,
+        cwd=tmp_path,
+        session_dir=tmp_path,
+        opts=AgentOptions(extra_args=["--flag"]),
+    )
     assert cmd.kind == "command" and cmd.prompt_on_stdin
     assert cmd.argv == ["python", "tests/agents/scripted_agent.py", "--x", "a b", "--flag"]
     assert agent_kind(" claude ") == "claude" and agent_kind("codex") == "codex"
@@ -82,46 +99,85 @@ def test_custom_command_gets_prompt_on_stdin(tmp_path):
         build_command("  ", PROMPT, cwd=tmp_path, session_dir=tmp_path)
 
 
-@pytest.mark.parametrize("bad, msg", [
-    (AgentOptions(permission_mode="yolo"), "--permission-mode 'yolo' is not allowed"),
-    (AgentOptions(output_format="xml"), "--output-format 'xml'"),
-    (AgentOptions(max_turns=0), "--max-turns must be at least 1"),
-    (AgentOptions(max_budget_usd=-1.0), "--max-budget-usd must be positive"),
-])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        (AgentOptions(permission_mode="yolo"), "--permission-mode 'yolo' is not allowed"),
+        (AgentOptions(output_format="xml"), "--output-format 'xml'"),
+        (AgentOptions(max_turns=0), "--max-turns must be at least 1"),
+        (AgentOptions(max_budget_usd=-1.0), "--max-budget-usd must be positive"),
+    ],
+)
 def test_bad_agent_options_are_named(tmp_path, bad, msg):
     with pytest.raises(ValueError, match=msg):
         build_command("claude", PROMPT, cwd=tmp_path, session_dir=tmp_path, opts=bad)
 
 
 def test_session_env_points_eau_at_the_run(tmp_path):
-    env, added = session_env({"PATH": "/bin"}, run="r1", runs_dir=tmp_path / "runs", knobs_dir=tmp_path / "k",
-                             pool_dir=None, session_dir=tmp_path / "s", prompt_file=tmp_path / "s" / "prompt.txt", step=4)
+    env, added = session_env(
+        {"PATH": "/bin"},
+        run="r1",
+        runs_dir=tmp_path / "runs",
+        knobs_dir=tmp_path / "k",
+        pool_dir=None,
+        session_dir=tmp_path / "s",
+        prompt_file=tmp_path / "s" / "prompt.txt",
+        step=4,
+    )
     assert env["PATH"] == "/bin" and env["EAU_RUN"] == "r1" and env["EAU_SESSION_STEP"] == "4"
     assert env["EAU_RUNS_DIR"] == str((tmp_path / "runs").resolve()) and "EAU_POOL_DIR" not in env
     assert set(added) == {k for k in env if k.startswith("EAU_")}
 
 
 # ------------------------------------------------------------------------------------------ output
-CLAUDE_JSON = json.dumps({"type": "result", "subtype": "success", "is_error": False, "duration_ms": 81234,
-                          "num_turns": 12, "result": "No intervention: nothing flagged.", "session_id": "abc-123",
-                          "total_cost_usd": 0.4213, "usage": {"input_tokens": 5120, "output_tokens": 900}})
-CLAUDE_STREAM = "\n".join([
-    json.dumps({"type": "system", "subtype": "init", "session_id": "s-9", "tools": ["Bash", "Read"]}),
-    json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "Looking at the run."}]}}),
-    json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": 40,
-                "session_id": "s-9", "total_cost_usd": 1.25}),
-])
-CODEX_JSONL = "\n".join([
-    json.dumps({"type": "thread.started", "thread_id": "th_42"}),
-    json.dumps({"type": "turn.started"}),
-    json.dumps({"type": "item.completed", "item": {"id": "i0", "type": "command_execution",
-                                                   "command": "eau status --json", "exit_code": 0}}),
-    json.dumps({"type": "turn.completed", "usage": {"input_tokens": 1000, "cached_input_tokens": 200,
-                                                    "output_tokens": 50}}),
-    json.dumps({"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 0,
-                                                    "output_tokens": 25}}),
-    json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}}),
-])
+CLAUDE_JSON = json.dumps(
+    {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "duration_ms": 81234,
+        "num_turns": 12,
+        "result": "No intervention: nothing flagged.",
+        "session_id": "abc-123",
+        "total_cost_usd": 0.4213,
+        "usage": {"input_tokens": 5120, "output_tokens": 900},
+    }
+)
+CLAUDE_STREAM = "\n".join(
+    [
+        json.dumps({"type": "system", "subtype": "init", "session_id": "s-9", "tools": ["Bash", "Read"]}),
+        json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "Looking at the run."}]}}),
+        json.dumps(
+            {
+                "type": "result",
+                "subtype": "error_max_turns",
+                "is_error": True,
+                "num_turns": 40,
+                "session_id": "s-9",
+                "total_cost_usd": 1.25,
+            }
+        ),
+    ]
+)
+CODEX_JSONL = "\n".join(
+    [
+        json.dumps({"type": "thread.started", "thread_id": "th_42"}),
+        json.dumps({"type": "turn.started"}),
+        json.dumps(
+            {
+                "type": "item.completed",
+                "item": {"id": "i0", "type": "command_execution", "command": "eau status --json", "exit_code": 0},
+            }
+        ),
+        json.dumps(
+            {"type": "turn.completed", "usage": {"input_tokens": 1000, "cached_input_tokens": 200, "output_tokens": 50}}
+        ),
+        json.dumps(
+            {"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 0, "output_tokens": 25}}
+        ),
+        json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}}),
+    ]
+)
 
 
 def test_parse_claude_json_and_stream_json():
@@ -142,21 +198,43 @@ def test_parse_codex_usage_and_failures():
 def test_parse_output_without_reports():
     assert parse_output("command", "plain text\nno json here\n") == {}
     assert parse_output("claude", "") == {}
-    assert parse_output("command", "log line\n" + json.dumps({"total_cost_usd": 0.0, "num_turns": 2}))["cost_usd"] == 0.0
+    assert (
+        parse_output("command", "log line\n" + json.dumps({"total_cost_usd": 0.0, "num_turns": 2}))["cost_usd"] == 0.0
+    )
 
 
 # ------------------------------------------------------------------------------------------ prompt
-FIELDS = {"run": "r1", "step": 6, "total_steps": 20, "session": 2, "session_dir": "/x/runs/r1/meta/session_002",
-          "skill": "eau-harness", "runs_dir": "/x/runs", "knobs_dir": "/x/knobs", "timeout_min": "30"}
+FIELDS = {
+    "run": "r1",
+    "step": 6,
+    "total_steps": 20,
+    "session": 2,
+    "session_dir": "/x/runs/r1/meta/session_002",
+    "skill": "eau-harness",
+    "runs_dir": "/x/runs",
+    "knobs_dir": "/x/knobs",
+    "timeout_min": "30",
+}
 
 
 def test_default_prompt_names_run_rules_and_expected_output():
     tpl, where = prompt_mod.load_template(None)
     text = prompt_mod.render(tpl, FIELDS)
     assert where == "built-in" and "$" not in text.replace("$$", "")
-    for needle in ("`r1`", "completed 6 of 20", "eau-harness", "eau eval", "eval_results/", "--author agent",
-                   "--reason", "eau finding add", "eau effect --event", "at most ONE intervention",
-                   "/x/runs/r1/meta/session_002", "30 minutes"):
+    for needle in (
+        "`r1`",
+        "completed 6 of 20",
+        "eau-harness",
+        "eau eval",
+        "eval_results/",
+        "--author agent",
+        "--reason",
+        "eau finding add",
+        "eau effect --event",
+        "at most ONE intervention",
+        "/x/runs/r1/meta/session_002",
+        "30 minutes",
+    ):
         assert needle in text, needle
 
 

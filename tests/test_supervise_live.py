@@ -33,18 +33,62 @@ def _unix(iso: str) -> float:
 
 def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
     rdir, pool = tmp_path / "runs", tmp_path / "pool"
-    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir), "EAU_POOL_DIR": str(pool),
-           "SCRIPTED_AGENT_WAIT_STEPS": "2", "SCRIPTED_AGENT_WINDOW": "2", "SCRIPTED_AGENT_LAG": "0"}
+    env = {
+        **os.environ,
+        "EAU_KNOBS_DIR": str(knobs_dir),
+        "EAU_RUNS_DIR": str(rdir),
+        "EAU_POOL_DIR": str(pool),
+        "SCRIPTED_AGENT_WAIT_STEPS": "2",
+        "SCRIPTED_AGENT_WINDOW": "2",
+        "SCRIPTED_AGENT_LAG": "0",
+    }
     cli = [sys.executable, "-m", "harness.cli.main"]
     with open(tmp_path / "train.log", "w") as log:
-        train = subprocess.Popen([*cli, "train", "--preset", "tiny", "--steps", "8", "--run-id", "sup",
-                                  "--set", "checkpoint_every=0", *FAST], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True, cwd=REPO)
+        train = subprocess.Popen(
+            [
+                *cli,
+                "train",
+                "--preset",
+                "tiny",
+                "--steps",
+                "8",
+                "--run-id",
+                "sup",
+                "--set",
+                "checkpoint_every=0",
+                *FAST,
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
     try:
-        sup = subprocess.run([*cli, "supervise", "--run", "sup", "--every", "2", "--agent",
-                              "python tests/agents/scripted_agent.py", "--max-sessions", "2", "--timeout", "400",
-                              "--poll", "0.5", "--json"], env=env, capture_output=True, text=True, cwd=REPO,
-                             timeout=1500)
+        sup = subprocess.run(
+            [
+                *cli,
+                "supervise",
+                "--run",
+                "sup",
+                "--every",
+                "2",
+                "--agent",
+                "python tests/agents/scripted_agent.py",
+                "--max-sessions",
+                "2",
+                "--timeout",
+                "400",
+                "--poll",
+                "0.5",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=1500,
+        )
         assert sup.returncode == 0, sup.stderr[-3000:]
         assert train.wait(timeout=900) == 0, (tmp_path / "train.log").read_text()[-3000:]
     finally:
@@ -66,7 +110,12 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
     assert s1["step_at_start"] == 2 and s1["pending_writes"] == []
     (ev,) = s1["knob_events"]
     assert (ev["knob"], ev["author"], ev["reason"], ev["status"], ev["new"]) == (
-        "agent.entropy_coeff", "agent", REASON, "accepted", 0.003)
+        "agent.entropy_coeff",
+        "agent",
+        REASON,
+        "accepted",
+        0.003,
+    )
     assert ev["step_effective"] in (ev["step_written"], ev["step_written"] + 1)  # the first step after the write
     assert ev["step_effective"] <= s1["step_at_start"] + 2
     metrics = jsonl.read(run / "metrics.jsonl")
@@ -84,14 +133,20 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
     assert s2["knob_events"] == [] and len(s2["findings"]) == 1
     stderr2 = (run / "meta" / f"session_{s2['session']:03d}" / "transcript.stderr").read_text()
     assert f"$ eau effect --event {ev['id']}" in stderr2 and "$ eau finding add" in stderr2
-    eff = subprocess.run([*cli, "effect", "--event", ev["id"], "--run", "sup", "--window", "2", "--json"], env=env,
-                         capture_output=True, text=True, cwd=REPO)
+    eff = subprocess.run(
+        [*cli, "effect", "--event", ev["id"], "--run", "sup", "--window", "2", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert eff.returncode == 0, eff.stderr
     eff_doc = json.loads(eff.stdout)
     assert eff_doc["state"] == "ok" and eff_doc["verdict"] in ("improved", "harmed", "inconclusive")
     assert eff_doc["event"]["author"] == "agent" and eff_doc["event"]["reason"] == REASON
-    shown = subprocess.run([*cli, "finding", "show", s2["findings"][0], "--json"], env=env, capture_output=True,
-                           text=True, cwd=REPO)
+    shown = subprocess.run(
+        [*cli, "finding", "show", s2["findings"][0], "--json"], env=env, capture_output=True, text=True, cwd=REPO
+    )
     finding = json.loads(shown.stdout)
     assert finding["events"] == [ev["id"]] and finding["knobs"] == ["agent.entropy_coeff"] and finding["run"] == "sup"
     assert finding["verdict"] == eff_doc["verdict"] and finding["author"] == "agent"

@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def eau(args, tmp_path, **kw):
     env = {**os.environ, "EAU_RUNS_DIR": str(tmp_path / "runs"), "EAU_POOL_DIR": str(tmp_path / "pool")}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True,
-                          cwd=REPO, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, cwd=REPO, **kw
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -41,13 +42,34 @@ def pid_alive(pid: int) -> bool:
 
 def make_session(tmp_path, agent_cmd: str, timeout_s: float, run_dir: Path, knobs_dir: Path | None = None) -> Session:
     number, folder = allocate_dir(run_dir / "meta")
-    cmd = build_command(agent_cmd, "PROMPT for run r1: never run eau eval", cwd=tmp_path, session_dir=folder,
-                        opts=AgentOptions())
-    env, added = session_env(dict(os.environ), run="r1", runs_dir=run_dir.parent, knobs_dir=knobs_dir, pool_dir=None,
-                             session_dir=folder, prompt_file=folder / "prompt.txt", step=3)
-    return Session(number, folder, cmd, "PROMPT for run r1: never run eau eval", cwd=tmp_path, env=env,
-                   env_added=added, timeout_s=timeout_s, run_dir=run_dir, step=3, knobs_dir=knobs_dir,
-                   pool_dir=tmp_path / "pool", kill_grace_s=0.5)
+    cmd = build_command(
+        agent_cmd, "PROMPT for run r1: never run eau eval", cwd=tmp_path, session_dir=folder, opts=AgentOptions()
+    )
+    env, added = session_env(
+        dict(os.environ),
+        run="r1",
+        runs_dir=run_dir.parent,
+        knobs_dir=knobs_dir,
+        pool_dir=None,
+        session_dir=folder,
+        prompt_file=folder / "prompt.txt",
+        step=3,
+    )
+    return Session(
+        number,
+        folder,
+        cmd,
+        "PROMPT for run r1: never run eau eval",
+        cwd=tmp_path,
+        env=env,
+        env_added=added,
+        timeout_s=timeout_s,
+        run_dir=run_dir,
+        step=3,
+        knobs_dir=knobs_dir,
+        pool_dir=tmp_path / "pool",
+        kill_grace_s=0.5,
+    )
 
 
 def run_to_end(s: Session, limit: float = 30.0) -> dict:
@@ -63,7 +85,8 @@ def test_custom_command_session_records_everything(tmp_path):
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
     script = tmp_path / "agent.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import json, os, sys
         prompt = sys.stdin.read()
         same = open(os.environ["EAU_SESSION_PROMPT_FILE"]).read() == prompt
@@ -72,7 +95,8 @@ def test_custom_command_session_records_everything(tmp_path):
         print("to stderr", file=sys.stderr)
         print(json.dumps({"type": "result", "total_cost_usd": 0.125, "num_turns": 3, "session_id": "x1"}))
         sys.exit(4)
-    """))
+    """)
+    )
     res = run_to_end(make_session(tmp_path, f"{sys.executable} {script}", 30, run_dir))
     folder = run_dir / "meta" / "session_001"
     out = (folder / "transcript.stdout").read_text()
@@ -95,14 +119,16 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
     pidfile = tmp_path / "child.pid"
     script = tmp_path / "slow.py"
     # the agent starts a grandchild that ignores SIGTERM, then both sleep far past the timeout
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
         open({str(pidfile)!r}, "w").write(str(child.pid))
         print("started", flush=True)
         time.sleep(600)
-    """))
+    """)
+    )
     s = make_session(tmp_path, f"{sys.executable} {script}", 2.0, run_dir)
     t0 = time.monotonic()
     res = run_to_end(s)
@@ -134,7 +160,8 @@ def test_session_attributes_agent_knob_events_and_findings(tmp_path, knobs_dir):
     pool = tmp_path / "pool"
     pool.mkdir()
     script = tmp_path / "agent.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import json, time
         from harness.io import jsonl
         # a refusal the CLI logs at once, a human write, and a write waiting for the step boundary
@@ -145,19 +172,32 @@ def test_session_attributes_agent_knob_events_and_findings(tmp_path, knobs_dir):
                 "step_written": 3, "source": "cli", "ref": None, "time": time.time()}}
         open({str(knobs_dir / ".pending" / "a.json")!r}, "w").write(json.dumps(rec))
         open({str(pool / "F-0003-temperature-helps.md")!r}, "w").write("x")
-    """))
+    """)
+    )
     (knobs_dir / ".pending").mkdir(exist_ok=True)
     s = make_session(tmp_path, f"{sys.executable} {script}", 30, run_dir, knobs_dir=knobs_dir)
     s.pool_dir = pool
     res = run_to_end(s)
     assert res["exit_code"] == 0, (run_dir / "meta" / "session_001" / "transcript.stderr").read_text()
     assert [e["id"] for e in res["knob_events"]] == ["k-ref"] and res["findings"] == ["F-0003"]
-    assert res["pending_writes"] == [{"knob": "agent.temperature", "gym": None, "new": 1.1, "reason": "why",
-                                      "step_written": 3, "source": "cli"}]
+    assert res["pending_writes"] == [
+        {"knob": "agent.temperature", "gym": None, "new": 1.1, "reason": "why", "step_written": 3, "source": "cli"}
+    ]
     assert s.unsettled and not s.settle()  # nothing applied yet
     # the run applies the write at its next step boundary: an accepted event with the same attribution
-    jsonl.append(events, {"id": "k-app", "knob": "agent.temperature", "gym": None, "new": 1.1, "reason": "why",
-                          "author": "agent", "status": "accepted", "step_effective": 4})
+    jsonl.append(
+        events,
+        {
+            "id": "k-app",
+            "knob": "agent.temperature",
+            "gym": None,
+            "new": 1.1,
+            "reason": "why",
+            "author": "agent",
+            "status": "accepted",
+            "step_effective": 4,
+        },
+    )
     assert s.settle() and not s.unsettled
     on_disk = json.loads((run_dir / "meta" / "session_001" / "result.json").read_text())
     assert [e["id"] for e in on_disk["knob_events"]] == ["k-ref", "k-app"] and on_disk["pending_writes"] == []
@@ -187,13 +227,38 @@ def test_loop_skips_busy_triggers_and_sigterm_ends_the_session(tmp_path, knobs_d
     steps.thread.start()
     agent = f"{sys.executable} -c \"import time; print('working', flush=True); time.sleep(120)\""
     env = {**os.environ, "EAU_RUNS_DIR": str(tmp_path / "runs")}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "supervise", "--run", "loop", "--every", "2",
-                             "--agent", agent, "--timeout", "100", "--poll", "0.2", "--json", "--cwd", str(tmp_path)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "supervise",
+            "--run",
+            "loop",
+            "--every",
+            "2",
+            "--agent",
+            agent,
+            "--timeout",
+            "100",
+            "--poll",
+            "0.2",
+            "--json",
+            "--cwd",
+            str(tmp_path),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         session = tmp_path / "runs" / "loop" / "meta" / "session_001"
         t0 = time.monotonic()
-        while not (session / "transcript.stdout").exists() or "working" not in (session / "transcript.stdout").read_text():
+        while (
+            not (session / "transcript.stdout").exists() or "working" not in (session / "transcript.stdout").read_text()
+        ):
             assert time.monotonic() - t0 < 60, proc.stderr.read() if proc.poll() is not None else "no session"
             time.sleep(0.1)
         started_at = json.loads((session / "command.json").read_text())["step"]
@@ -219,8 +284,9 @@ def test_loop_skips_busy_triggers_and_sigterm_ends_the_session(tmp_path, knobs_d
 def test_cli_errors(tmp_path, knobs_dir):
     out = eau(["supervise", "--run", "nope", "--every", "2", "--agent", "python -V", "--wait", "0", "--json"], tmp_path)
     assert out.returncode == 5 and "no run 'nope'" in json.loads(out.stdout)["error"]
-    out = eau(["supervise", "--run", "nope", "--every", "2", "--agent", "claude-not-installed-x", "--wait", "0"],
-              tmp_path)
+    out = eau(
+        ["supervise", "--run", "nope", "--every", "2", "--agent", "claude-not-installed-x", "--wait", "0"], tmp_path
+    )
     assert out.returncode == 2 and "'claude-not-installed-x' is not installed or not on PATH" in out.stderr
     out = eau(["supervise", "--run", "nope", "--every", "0", "--agent", "python -V"], tmp_path)
     assert out.returncode == 2 and "--every must be at least 1" in out.stderr

@@ -19,13 +19,20 @@ needs_shared = pytest.mark.skipif(not SHARED_FILE.exists(), reason=f"{SHARED_FIL
 
 
 def eau(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
 
 
 def _row(ref: str, calls: list[str]) -> str:
-    return json.dumps({"problem_description": "Do it. The signature of the function is: def f(x)", "ground_truth": ref,
-                       "hidden_information": ref, "test_cases": {f"test{i + 1}": c for i, c in enumerate(calls)}})
+    return json.dumps(
+        {
+            "problem_description": "Do it. The signature of the function is: def f(x)",
+            "ground_truth": ref,
+            "hidden_information": ref,
+            "test_cases": {f"test{i + 1}": c for i, c in enumerate(calls)},
+        }
+    )
 
 
 BROKEN = {
@@ -36,8 +43,10 @@ BROKEN = {
     "nondeterministic": ("import os\ndef f(x):\n    return os.urandom(4).hex()\n", ["f(1)"]),
     "syntax_error": ("def f(x) return x\n", ["f(1)"]),
     "unsupported_value": ("def f(x):\n    return object()\n", ["f(1)"]),
-    "sudo_and_random": ("import random\ndef f(x):\n    cmd = 'sudo apt-get install x'\n"
-                        "    return [cmd, random.randint(0, 10**9)]\n", ["f(1)", "f(2)"]),
+    "sudo_and_random": (
+        "import random\ndef f(x):\n    cmd = 'sudo apt-get install x'\n    return [cmd, random.randint(0, 10**9)]\n",
+        ["f(1)", "f(2)"],
+    ),
 }
 
 
@@ -58,7 +67,9 @@ def test_reasons_of_a_broken_task_set(broken_file):
     assert {names[i]: k for i, k in kinds.items()} == {k: k for k in names if k not in ("ok", "sudo_and_random")}
     assert all(isinstance(f["reason"], str) and f["reason"] for f in doc["failures"])
     assert doc["reasons"] == {k: 1 for k in kinds.values()}
-    assert "no_such_module_xyz" in next(f["reason"] for f in doc["failures"] if f["reason_kind"] == "unavailable_module")
+    assert "no_such_module_xyz" in next(
+        f["reason"] for f in doc["failures"] if f["reason_kind"] == "unavailable_module"
+    )
 
 
 def test_human_output_and_exit_code(broken_file):
@@ -109,7 +120,9 @@ def test_shared_file_full_check(capsys):
     proc = eau("tasks", "check", "colbench", "--data", str(SHARED_FILE), "--json", "--workers", "2", timeout=1800)
     doc = json.loads(proc.stdout)
     with capsys.disabled():
-        print(f"\nfull ColBench check: {doc['passed']}/{doc['total']} in {doc['seconds']}s; failures: {doc['failures']}")
+        print(
+            f"\nfull ColBench check: {doc['passed']}/{doc['total']} in {doc['seconds']}s; failures: {doc['failures']}"
+        )
     assert doc["total"] == 1000 and doc["passed"] >= 998
     # What remains must be explained: only modules that are not installed here.
     assert set(doc["reasons"]) <= {"unavailable_module"}

@@ -18,28 +18,75 @@ import yaml
 from harness.io import jsonl
 from harness.knobs.folder import defaults_dir
 
-FAST = ["--set", "tasks_per_step=2", "--set", "samples_per_task=2", "--set", "env_knobs.max_steps=3",
-        "--set", "agent_knobs.max_new_tokens_per_turn=12", "--set", "agent_knobs.max_episode_tokens=512",
-        "--set", "agent_knobs.mini_batch_size=4", "--set", "agent_knobs.micro_batch_size=4",
-        "--set", "policy.tiny.num_hidden_layers=2", "--set", "policy.tiny.hidden_size=64",
-        "--set", "policy.tiny.intermediate_size=128", "--no-progress"]
-METRIC_KEYS = ["step", "reward_mean", "reward_std", "success_rate", "entropy", "logprob_mean", "kl", "value_loss",
-               "clip_frac", "grad_norm", "lr", "lr_warmup_factor", "turns_mean", "questions_mean", "answer_rate", "format_error_rate",
-               "deadlock_rate", "response_tokens_mean", "episode_tokens_mean", "time_rollout_s", "time_update_s", "time_harness_s",
-               "gym/intention/reward_mean", "gym/intention/success_rate", "arm/symbolic/reward_mean",
-               "arm/symbolic/success_rate"]
+FAST = [
+    "--set",
+    "tasks_per_step=2",
+    "--set",
+    "samples_per_task=2",
+    "--set",
+    "env_knobs.max_steps=3",
+    "--set",
+    "agent_knobs.max_new_tokens_per_turn=12",
+    "--set",
+    "agent_knobs.max_episode_tokens=512",
+    "--set",
+    "agent_knobs.mini_batch_size=4",
+    "--set",
+    "agent_knobs.micro_batch_size=4",
+    "--set",
+    "policy.tiny.num_hidden_layers=2",
+    "--set",
+    "policy.tiny.hidden_size=64",
+    "--set",
+    "policy.tiny.intermediate_size=128",
+    "--no-progress",
+]
+METRIC_KEYS = [
+    "step",
+    "reward_mean",
+    "reward_std",
+    "success_rate",
+    "entropy",
+    "logprob_mean",
+    "kl",
+    "value_loss",
+    "clip_frac",
+    "grad_norm",
+    "lr",
+    "lr_warmup_factor",
+    "turns_mean",
+    "questions_mean",
+    "answer_rate",
+    "format_error_rate",
+    "deadlock_rate",
+    "response_tokens_mean",
+    "episode_tokens_mean",
+    "time_rollout_s",
+    "time_update_s",
+    "time_harness_s",
+    "gym/intention/reward_mean",
+    "gym/intention/success_rate",
+    "arm/symbolic/reward_mean",
+    "arm/symbolic/success_rate",
+]
 
 
 def eau(args, knobs_dir, runs_dir, **kw):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
-    return subprocess.run([sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True,
-                          text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", *args], env=env, capture_output=True, text=True, **kw
+    )
 
 
 def eau_bg(args, knobs_dir, runs_dir, log):
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli.main", *args], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli.main", *args],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def wait_for(cond, timeout=300, every=0.2):
@@ -66,10 +113,25 @@ def assert_clean_jsonl(path: Path) -> None:
 def smoke(tmp_path_factory):
     root = tmp_path_factory.mktemp("smoke")
     kdir, rdir = root / "knobs", root / "runs"
-    shutil.copytree(defaults_dir(), kdir,
-                    ignore=shutil.ignore_patterns(".pending", ".history"))
-    out = eau(["train", "--preset", "tiny", "--steps", "3", "--run-id", "smoke", "--json",
-               "--set", "checkpoint_every=2", *FAST], kdir, rdir, timeout=900)
+    shutil.copytree(defaults_dir(), kdir, ignore=shutil.ignore_patterns(".pending", ".history"))
+    out = eau(
+        [
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "3",
+            "--run-id",
+            "smoke",
+            "--json",
+            "--set",
+            "checkpoint_every=2",
+            *FAST,
+        ],
+        kdir,
+        rdir,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return rdir / "smoke", json.loads(out.stdout), kdir
 
@@ -77,9 +139,20 @@ def smoke(tmp_path_factory):
 def test_smoke_run_writes_everything(smoke):
     run, out, _ = smoke
     assert out["ok"] and out["run_id"] == "smoke"
-    for name in ["config.yaml", "knobs/agent.yaml", "knobs/schema/env.schema.json", "metrics.jsonl",
-                 "trajectories/step_000000.jsonl", "trajectories/step_000002.jsonl", "knob_events.jsonl",
-                 "knobs_in_force.json", "events.jsonl", "status.json", "log.txt", "meta"]:
+    for name in [
+        "config.yaml",
+        "knobs/agent.yaml",
+        "knobs/schema/env.schema.json",
+        "metrics.jsonl",
+        "trajectories/step_000000.jsonl",
+        "trajectories/step_000002.jsonl",
+        "knob_events.jsonl",
+        "knobs_in_force.json",
+        "events.jsonl",
+        "status.json",
+        "log.txt",
+        "meta",
+    ]:
         assert (run / name).exists(), name
     metrics = jsonl.read(run / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [0, 1, 2]
@@ -92,8 +165,20 @@ def test_smoke_run_writes_everything(smoke):
     episodes = jsonl.read(run / "trajectories" / "step_000001.jsonl")
     assert len(episodes) == 4
     ep = episodes[0]
-    for key in ["episode_id", "step", "group", "sample", "gym", "arm", "task", "turns", "reward", "success",
-                "response_tokens", "prompt_tokens"]:
+    for key in [
+        "episode_id",
+        "step",
+        "group",
+        "sample",
+        "gym",
+        "arm",
+        "task",
+        "turns",
+        "reward",
+        "success",
+        "response_tokens",
+        "prompt_tokens",
+    ]:
         assert key in ep, key
     assert ep["turns"] and "reward_breakdown" in ep["turns"][0]
     for e in episodes:  # the whole sequence: the prompt, every action and the observations between them
@@ -122,8 +207,9 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
     from harness.rollout.engine import RolloutEngine
 
     torch.manual_seed(0)
-    model, tok = load_policy({"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64,
-                                                        "intermediate_size": 128}})
+    model, tok = load_policy(
+        {"model": "tiny", "tiny": {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128}}
+    )
     chat = ChatFormat(tok, "tagged")
 
     class Recording(HFBackend):
@@ -152,18 +238,24 @@ def test_masks_cover_exactly_the_generated_tokens(continuous):
     engine = RolloutEngine(backend, chat)
     snap = KnobSnapshot.read_dir(defaults_dir())
     envs = [make("intention", knobs=snap), make("travel", knobs=snap)]
-    res = engine.run(envs, [{"seed": 1, "options": {"task_index": 1}}, {"seed": 2, "options": {"task_index": 2}}],
-                     ["a", "b"], [0, 0], params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)),
-                     max_new_tokens_per_turn=10, max_episode_tokens=2048)
+    res = engine.run(
+        envs,
+        [{"seed": 1, "options": {"task_index": 1}}, {"seed": 2, "options": {"task_index": 2}}],
+        ["a", "b"],
+        [0, 0],
+        params=SamplingParams(1.0, 1.0, tuple(chat.stop_ids)),
+        max_new_tokens_per_turn=10,
+        max_episode_tokens=2048,
+    )
     batch = collate(res.episodes, tok.pad_token_id)
     gen_by_start = {start: out for start, out in backend.outputs}
     for i, ep in enumerate(res.episodes):
-        mask = batch.action_mask[i, :len(ep.ids)].tolist()
+        mask = batch.action_mask[i, : len(ep.ids)].tolist()
         # rebuild the mask from what the backend returned, at the position each prompt ended
         expected = [0] * len(ep.ids)
         for start in sorted(gen_by_start):
             out = gen_by_start[start]
-            if start < len(ep.ids) and ep.ids[start:start + len(out)] == out and out:
+            if start < len(ep.ids) and ep.ids[start : start + len(out)] == out and out:
                 for t in range(start, start + len(out)):
                     expected[t] = 1
         assert mask == [float(x) for x in expected]
@@ -182,8 +274,20 @@ def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_
     rdir = tmp_path / "runs"
     run = rdir / "kill"
     # a warm-up over 6 optimiser updates (2 a step here) spans the kill: the resumed run goes on counting
-    args = ["train", "--preset", "tiny", "--steps", "5", "--run-id", "kill", "--set", "checkpoint_every=1",
-            "--set", "agent_knobs.lr_warmup_steps=6", *FAST]
+    args = [
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "5",
+        "--run-id",
+        "kill",
+        "--set",
+        "checkpoint_every=1",
+        "--set",
+        "agent_knobs.lr_warmup_steps=6",
+        *FAST,
+    ]
     with open(tmp_path / "first.log", "w") as log:
         proc = eau_bg(args, knobs_dir, rdir, log)
         # kill in the middle of step 2 (after its status shows it started, before its metrics line)
@@ -202,7 +306,8 @@ def test_resume_after_sigkill_has_no_gap_torn_line_or_duplicate(tmp_path, knobs_
     for name in ("metrics.jsonl", "events.jsonl", "knob_events.jsonl"):
         assert_clean_jsonl(run / name)
     assert sorted(p.name for p in (run / "trajectories").glob("step_*.jsonl")) == [
-        f"step_{i:06d}.jsonl" for i in range(5)]
+        f"step_{i:06d}.jsonl" for i in range(5)
+    ]
     kinds = [e["event"] for e in jsonl.read(run / "events.jsonl")]
     assert "resumed" in kinds and kinds[-1] == "finished"
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
@@ -218,17 +323,38 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
         proc = eau_bg(args, knobs_dir, rdir, log)
         try:
             assert wait_for(lambda: (run / "metrics.jsonl").exists() and len(metric_steps(run)) >= 1, timeout=600)
-            out = eau(["knobs", "set", "agent.entropy_coeff", "0.004", "--reason", "entropy falling", "--author",
-                       "agent", "--json"], knobs_dir, rdir)
+            out = eau(
+                [
+                    "knobs",
+                    "set",
+                    "agent.entropy_coeff",
+                    "0.004",
+                    "--reason",
+                    "entropy falling",
+                    "--author",
+                    "agent",
+                    "--json",
+                ],
+                knobs_dir,
+                rdir,
+            )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["pending"] is True
             agent = knobs_dir / "agent.yaml"
-            assert wait_for(lambda: any(e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted"
-                                        for e in jsonl.read(run / "knob_events.jsonl")), timeout=300)
+            assert wait_for(
+                lambda: any(
+                    e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted"
+                    for e in jsonl.read(run / "knob_events.jsonl")
+                ),
+                timeout=300,
+            )
             agent.write_text(agent.read_text().replace("kl_coef: 0.0", "kl_coef: [broken"))
-            assert wait_for(lambda: any(e["status"] == "rejected" for e in jsonl.read(run / "knob_events.jsonl")),
-                            timeout=300)
-            rejected_at = next(e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "rejected")["step_written"]
+            assert wait_for(
+                lambda: any(e["status"] == "rejected" for e in jsonl.read(run / "knob_events.jsonl")), timeout=300
+            )
+            rejected_at = next(e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "rejected")[
+                "step_written"
+            ]
             assert wait_for(lambda: max(metric_steps(run)) > rejected_at, timeout=300)  # the run carried on
             proc.send_signal(signal.SIGTERM)  # finishes the step and exits cleanly
             assert proc.wait(timeout=900) == 0
@@ -251,9 +377,30 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
 def test_two_data_parallel_processes(tmp_path, knobs_dir, smoke):
     rdir = tmp_path / "runs"
     env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir)}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "harness.cli.main", "train", "--preset", "tiny", "--steps", "2", "--run-id", "ddp", *FAST]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "harness.cli.main",
+        "train",
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--run-id",
+        "ddp",
+        *FAST,
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     run = rdir / "ddp"
@@ -289,8 +436,23 @@ def test_prune_keeps_the_newest_and_pinned_checkpoints(tmp_path):
 
 def test_missing_warm_start_is_refused_before_anything_is_written(tmp_path, knobs_dir):
     before = (knobs_dir / "agent.yaml").read_text()
-    out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", "nowarm", "--set",
-               f"init_checkpoint={tmp_path / 'sft-missing'}", "--no-progress"], knobs_dir, tmp_path / "runs", timeout=300)
+    out = eau(
+        [
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "1",
+            "--run-id",
+            "nowarm",
+            "--set",
+            f"init_checkpoint={tmp_path / 'sft-missing'}",
+            "--no-progress",
+        ],
+        knobs_dir,
+        tmp_path / "runs",
+        timeout=300,
+    )
     assert out.returncode != 0 and "sft-missing: no policy.pt" in out.stderr and "eau sft" in out.stderr, out.stderr
     assert not (tmp_path / "runs" / "nowarm").exists()
     assert (knobs_dir / "agent.yaml").read_text() == before  # the preset's knob values were not written
@@ -322,14 +484,40 @@ def test_sft_then_tiny_warm_preset_trains_from_the_warm_start(tmp_path, knobs_di
     """The README's warm-start path, small: ``eau sft`` names the preset to train with (and the gyms
     when they differ from it), and ``--preset tiny-warm`` starts from the warm start."""
     sft = tmp_path / "sft-travel"
-    out = eau(["sft", "--out", str(sft), "--set", "episodes=4", "--set", "epochs=1", "--set", "gyms=[travel]"],
-              knobs_dir, tmp_path / "runs", timeout=600)
+    out = eau(
+        ["sft", "--out", str(sft), "--set", "episodes=4", "--set", "epochs=1", "--set", "gyms=[travel]"],
+        knobs_dir,
+        tmp_path / "runs",
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert (sft / "policy.pt").exists()
     assert f"eau train --preset tiny-warm --set init_checkpoint={sft} --set gyms=[travel]" in out.stdout, out.stdout
-    run = eau(["train", "--preset", "tiny-warm", "--steps", "1", "--run-id", "warm", "--set", f"init_checkpoint={sft}",
-               "--set", "gyms=[travel]", "--set", "tasks_per_step=2", "--set", "samples_per_task=2",
-               "--set", "torch_threads=1", "--no-progress"], knobs_dir, tmp_path / "runs", timeout=600)
+    run = eau(
+        [
+            "train",
+            "--preset",
+            "tiny-warm",
+            "--steps",
+            "1",
+            "--run-id",
+            "warm",
+            "--set",
+            f"init_checkpoint={sft}",
+            "--set",
+            "gyms=[travel]",
+            "--set",
+            "tasks_per_step=2",
+            "--set",
+            "samples_per_task=2",
+            "--set",
+            "torch_threads=1",
+            "--no-progress",
+        ],
+        knobs_dir,
+        tmp_path / "runs",
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     m = jsonl.read(tmp_path / "runs" / "warm" / "metrics.jsonl")[0]
     # the preset's knobs are in force: lr 3e-4 warmed up over 8 updates (4 episodes, one mini-batch,
@@ -360,12 +548,29 @@ def test_rollout_stats_give_the_update_of_a_scoring_pass(tmp_path, critic):
     steps = {}
     for mode in ("rollout", "recompute"):
         kdir = tmp_path / mode / "knobs"
-        shutil.copytree(defaults_dir(), kdir,
-                        ignore=shutil.ignore_patterns(".pending", ".history"))
-        out = eau(["train", "--preset", "tiny", "--steps", "1", "--run-id", mode, "--json",
-                   "--set", f"rollout_stats={mode}", "--set", f"critic.mode={critic}",
-                   "--set", "agent_knobs.kl_coef=0.05", *FAST],
-                  kdir, tmp_path / mode / "runs", timeout=900)
+        shutil.copytree(defaults_dir(), kdir, ignore=shutil.ignore_patterns(".pending", ".history"))
+        out = eau(
+            [
+                "train",
+                "--preset",
+                "tiny",
+                "--steps",
+                "1",
+                "--run-id",
+                mode,
+                "--json",
+                "--set",
+                f"rollout_stats={mode}",
+                "--set",
+                f"critic.mode={critic}",
+                "--set",
+                "agent_knobs.kl_coef=0.05",
+                *FAST,
+            ],
+            kdir,
+            tmp_path / mode / "runs",
+            timeout=900,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         steps[mode] = jsonl.read(tmp_path / mode / "runs" / mode / "metrics.jsonl")[0]
     a, b = steps["rollout"], steps["recompute"]
@@ -397,10 +602,15 @@ def test_user_replies_render_as_user_messages_or_tool_results(user_replies, knob
     for rec in demos:
         chat.tools = [rec["task"].get("tool_schema")] if rec["task"].get("tool_schema") else None
         ids, mask = tokenize_demo(chat, rec, 100_000)
-        messages = [{"role": "system", "content": rec["system_prompt"]}, {"role": "user", "content": rec["task"]["prompt"]}]
+        messages = [
+            {"role": "system", "content": rec["system_prompt"]},
+            {"role": "user", "content": rec["task"]["prompt"]},
+        ]
         for turn in rec["turns"]:
-            messages += [{"role": "assistant", "content": turn["action"]["raw"]},
-                         chat.observation_message(turn["obs_role"], turn["observation"])]
+            messages += [
+                {"role": "assistant", "content": turn["action"]["raw"]},
+                chat.observation_message(turn["obs_role"], turn["observation"]),
+            ]
         assert tok.decode(ids) == chat.render(messages, generation_prompt=True)  # one layout, turn by turn or whole
         reply_turns = [t for t in rec["turns"] if t["obs_role"] == "user"]
         asked += len(reply_turns)
@@ -428,13 +638,23 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
 
     small = {"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}}
     sft = tmp_path / "sft"
-    run_sft(SFTConfig(policy=small, episodes=2, epochs=1, rendering="tool_call", user_replies="tool"),
-            KnobSnapshot.read_dir(knobs_dir), sft, log=lambda m: None)
+    run_sft(
+        SFTConfig(policy=small, episodes=2, epochs=1, rendering="tool_call", user_replies="tool"),
+        KnobSnapshot.read_dir(knobs_dir),
+        sft,
+        log=lambda m: None,
+    )
     assert warm_start_format(sft) == {"rendering": "tool_call", "user_replies": "tool"}
     assert warm_start_format(tmp_path) is None  # neither an sft output nor a run checkpoint
-    for run_id, fmt in (("other", {"rendering": "tool_call"}), ("same", {"rendering": "tool_call", "user_replies": "tool"})):
-        cfg = build_config("tiny", None, {"run_id": run_id, "steps": 1, "policy": small, "init_checkpoint": str(sft),
-                                          "progress": False, **fmt})
+    for run_id, fmt in (
+        ("other", {"rendering": "tool_call"}),
+        ("same", {"rendering": "tool_call", "user_replies": "tool"}),
+    ):
+        cfg = build_config(
+            "tiny",
+            None,
+            {"run_id": run_id, "steps": 1, "policy": small, "init_checkpoint": str(sft), "progress": False, **fmt},
+        )
         Trainer(cfg, tmp_path / "runs", knobs_dir).knobs_link.end()  # give the folder back for the next one
         alerts = [e for e in jsonl.read(tmp_path / "runs" / run_id / "events.jsonl") if e["event"] == "alert"]
         if run_id == "other":
@@ -446,4 +666,3 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
     ck = tmp_path / "runs" / "same" / "checkpoints" / "step_000001"
     ck.mkdir(parents=True)
     assert warm_start_format(ck) == {"rendering": "tool_call", "user_replies": "tool"}  # from the run's config.yaml
-

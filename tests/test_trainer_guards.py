@@ -20,10 +20,20 @@ from harness.ppo.config import build_config
 from harness.ppo.guards import MAX_BAD_STEPS
 from harness.ppo.trainer import train
 
-SMALL = {"tasks_per_step": 2, "samples_per_task": 2, "env_knobs.max_steps": 3, "checkpoint_every": 0,
-         "agent_knobs.max_new_tokens_per_turn": 12, "agent_knobs.max_episode_tokens": 512,
-         "agent_knobs.mini_batch_size": 4, "agent_knobs.micro_batch_size": 4, "policy.tiny.num_hidden_layers": 2,
-         "policy.tiny.hidden_size": 64, "policy.tiny.intermediate_size": 128, "progress": False}
+SMALL = {
+    "tasks_per_step": 2,
+    "samples_per_task": 2,
+    "env_knobs.max_steps": 3,
+    "checkpoint_every": 0,
+    "agent_knobs.max_new_tokens_per_turn": 12,
+    "agent_knobs.max_episode_tokens": 512,
+    "agent_knobs.mini_batch_size": 4,
+    "agent_knobs.micro_batch_size": 4,
+    "policy.tiny.num_hidden_layers": 2,
+    "policy.tiny.hidden_size": 64,
+    "policy.tiny.intermediate_size": 128,
+    "progress": False,
+}
 
 
 def force_value(store, name: str, value, step: int) -> str:
@@ -31,10 +41,20 @@ def force_value(store, name: str, value, step: int) -> str:
     hole): the store's own apply path, so the event log has it like any applied write. Its event id."""
     spec = store.spec(name)
     old = store.raw(name)
-    evs = store._apply(spec, value, [(None, resolve(old, None), value)],
-                       {"knob": name, "author": "agent", "reason": "test: a value validation let through",
-                        "file": str(store.dir / f"{spec.area}.yaml"), "step_written": step, "source": "cli"},
-                       step_effective=step)
+    evs = store._apply(
+        spec,
+        value,
+        [(None, resolve(old, None), value)],
+        {
+            "knob": name,
+            "author": "agent",
+            "reason": "test: a value validation let through",
+            "file": str(store.dir / f"{spec.area}.yaml"),
+            "step_written": step,
+            "source": "cli",
+        },
+        step_effective=step,
+    )
     return evs[0]["id"]
 
 
@@ -84,14 +104,21 @@ def run_with(tmp_path, knobs_dir, steps, actions, monkeypatch):
     return trainer, plan
 
 
-def test_nan_rewards_skip_the_update_alert_names_the_knob_and_a_fix_lets_training_go_on(tmp_path, knobs_dir,
-                                                                                          monkeypatch):
+def test_nan_rewards_skip_the_update_alert_names_the_knob_and_a_fix_lets_training_go_on(
+    tmp_path, knobs_dir, monkeypatch
+):
     def poison(trainer, step):  # the clip of the issue: min(nan, x) is nan, so every turn reward is NaN
         return force_value(trainer.store, "reward.turn_reward_clip", [-1.0, float("nan")], step)
 
     def fix(trainer, step):
-        res = trainer.store.set("reward.turn_reward_clip", [-1.0, 2.0], author="human", reason="test: put the clip back",
-                                step_written=step, skip_delta=True)
+        res = trainer.store.set(
+            "reward.turn_reward_clip",
+            [-1.0, 2.0],
+            author="human",
+            reason="test: put the clip back",
+            step_written=step,
+            skip_delta=True,
+        )
         assert res.ok, res.event
         return res.event["id"]
 
@@ -109,7 +136,9 @@ def test_nan_rewards_skip_the_update_alert_names_the_knob_and_a_fix_lets_trainin
     assert len(alerts) == 2 and "step 3: rewards" in alerts[1]["message"]
     first = alerts[0]
     assert first["problem"].startswith("rewards: ")
-    assert (f"reward.turn_reward_clip changed at step 2 by agent (event {plan.ids[2]})" in first["message"]), first["message"]
+    assert f"reward.turn_reward_clip changed at step 2 by agent (event {plan.ids[2]})" in first["message"], first[
+        "message"
+    ]
     assert first["knob_events"][0] == plan.ids[2] and first["consecutive"] == 1 and not first["stops"]
     assert "the update was not run" in first["message"] and f"1 of {MAX_BAD_STEPS}" in first["message"]
     assert "ALERT non_finite: step 2: rewards" in (run / "log.txt").read_text()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from harness.users.leakguard import LeakGuard
 
-CODE = ("def scale_scores(scores, factor, cap):\n    out = []\n    for s in scores:\n        v = s * factor\n"
-        "        out.append(min(v, cap))\n    return out")
+CODE = (
+    "def scale_scores(scores, factor, cap):\n    out = []\n    for s in scores:\n        v = s * factor\n"
+    "        out.append(min(v, cap))\n    return out"
+)
 PROMPT = "Write a function. The signature is: def scale_scores(scores, factor, cap)"
 
 
@@ -27,8 +29,10 @@ def test_char_span_catches_long_identifiers():
 
 def test_ngram_coverage_catches_a_secret_pasted_in_pieces():
     g = LeakGuard(CODE)
-    pieces = ("first out = [ ] then for s in scores : then v = s * factor and out . append ( min "
-              "also ( v , cap ) ) and then return out and def scale_scores ( scores ,")
+    pieces = (
+        "first out = [ ] then for s in scores : then v = s * factor and out . append ( min "
+        "also ( v , cap ) ) and then return out and def scale_scores ( scores ,"
+    )
     r = g.check(pieces)
     assert r.ngram_coverage >= 0.3 and r.leaked and not r.token_span
 

@@ -61,7 +61,9 @@ def snapshot(**user_over) -> KnobSnapshot:
 def test_request_has_model_temperature_persona_task_and_only_allowed_facts():
     with ChatServer() as srv:
         kinds = ["signature", "shape", "edge_case"]  # `return` withheld
-        u = llm_user(backend(srv), "colbench", colbench_task(), temperature=0.3, persona="impatient", reveal_kinds=kinds)
+        u = llm_user(
+            backend(srv), "colbench", colbench_task(), temperature=0.3, persona="impatient", reveal_kinds=kinds
+        )
         u.reply("What are the inputs?", state_with())
         body = srv.requests[0]["body"]
         assert srv.requests[0]["path"] == "/v1/chat/completions"
@@ -81,8 +83,9 @@ def test_request_has_model_temperature_persona_task_and_only_allowed_facts():
 def test_history_of_earlier_asks_is_sent():
     replies = iter(["My hotel budget is under 150 euros a night.", "I prefer flying with TAP."])
     with ChatServer(lambda req: next(replies)) as srv:
-        env = ToyGym("travel", travel_task(), knobs=snapshot(user_strategy_mix=0.0),
-                     user_factory=UserFactory(backend(srv)))
+        env = ToyGym(
+            "travel", travel_task(), knobs=snapshot(user_strategy_mix=0.0), user_factory=UserFactory(backend(srv))
+        )
         _, info = env.reset(seed=1)
         assert info["arm"] == "llm"
         env.step("ASK: What is your hotel budget?")
@@ -150,8 +153,12 @@ def test_empty_reply_is_retried_and_never_returned():
 # ---------------------------------------------------------------- disclosure accounting
 def test_disclosures_detected_and_budget_declines_without_calling_the_model():
     with ChatServer(lambda req: "Sure, my hotel budget is under 150 euros a night.") as srv:
-        env = ToyGym("travel", travel_task(), knobs=snapshot(user_strategy_mix=0.0, max_reveals=2, volunteer_interval=0),
-                     user_factory=UserFactory(backend(srv)))
+        env = ToyGym(
+            "travel",
+            travel_task(),
+            knobs=snapshot(user_strategy_mix=0.0, max_reveals=2, volunteer_interval=0),
+            user_factory=UserFactory(backend(srv)),
+        )
         env.reset(seed=3)
         _, _, _, _, i1 = env.step("ASK: What is your hotel budget?")
         assert i1["turn"]["events"] == ["new_fact"]
@@ -181,7 +188,10 @@ def test_dynamic_facts_enter_prompt_and_are_detected():
     with ChatServer(lambda req: "Yes.") as srv:
         u = llm_user(backend(srv), "telepathy", telepathy_task(), telepathy_dynamic)
         r = u.reply("Is it an animal?", state_with())
-        assert "The true answer to the assistant's latest question is:\n- Yes." in srv.requests[0]["body"]["messages"][0]["content"]
+        assert (
+            "The true answer to the assistant's latest question is:\n- Yes."
+            in srv.requests[0]["body"]["messages"][0]["content"]
+        )
         assert [f.key for f in r.revealed] == ["q.animal"]
 
 
@@ -228,7 +238,11 @@ def test_local_model_without_chat_template_and_as_user():
     env.reset(seed=0)
     _, _, _, _, info = env.step("ASK: Which airline do you prefer?")
     reply = info["turn"]["user_reply"]
-    assert reply["text"].strip() and reply["flags"]["arm"] == "llm" and reply["flags"]["backend"].startswith("transformers")
+    assert (
+        reply["text"].strip()
+        and reply["flags"]["arm"] == "llm"
+        and reply["flags"]["backend"].startswith("transformers")
+    )
     assert info["arm"] == "llm" and env.episode_record()["arm"] == "llm"
 
 
@@ -261,8 +275,9 @@ def test_trl_chat_template_for_a_tokenizer_without_one():
     model, tok = tiny_chat_model(chat_template=False)
     b = TransformersChatBackend(model, tok, max_new_tokens=4, chat_template="gemma3")
     assert "<start_of_turn>" in tok.chat_template
-    assert b.chat([{"role": "system", "content": "you are a user"}, {"role": "user", "content": "which airline ?"}],
-                  0.0).strip()
+    assert b.chat(
+        [{"role": "system", "content": "you are a user"}, {"role": "user", "content": "which airline ?"}], 0.0
+    ).strip()
     with pytest.raises(ValueError, match="TRL ships: .*gemma3"):
         resolve_chat_template("no_such_template")
     assert resolve_chat_template("{{ messages }}") == "{{ messages }}"

@@ -8,10 +8,22 @@ from harness.types import Fact
 from harness.users.matching import rank_facts, score_terms, similarity, stem, terms
 
 
-@pytest.mark.parametrize("word, expected", [
-    ("budgets", "budget"), ("cheapest", "cheap"), ("flying", "fly"), ("running", "run"), ("strings", "string"),
-    ("class", "class"), ("cities", "city"), ("rated", "rat"), ("rate", "rat"), ("2024", "2024"), ("returns", "return"),
-])
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        ("budgets", "budget"),
+        ("cheapest", "cheap"),
+        ("flying", "fly"),
+        ("running", "run"),
+        ("strings", "string"),
+        ("class", "class"),
+        ("cities", "city"),
+        ("rated", "rat"),
+        ("rate", "rat"),
+        ("2024", "2024"),
+        ("returns", "return"),
+    ],
+)
 def test_stem(word, expected):
     assert stem(word) == expected
 

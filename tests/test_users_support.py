@@ -38,40 +38,99 @@ def rules(gym: str):
 
 
 def travel_task() -> Task:
-    return Task("travel", "travel-1", "train", "Book me a trip to Lisbon.", [
-        Fact("pref.hotel.budget", "preference", "My hotel budget is under 150 euros a night.", ("budget", "hotel", "price")),
-        Fact("pref.flight.airline", "preference", "I prefer flying with TAP.", ("airline", "flight", "carrier")),
-        Fact("pref.flight.time", "preference", "I want a morning departure.", ("time", "morning", "depart", "flight")),
-        Fact("pref.hotel.stars", "preference", "The hotel should have at least four stars.", ("star", "rating", "hotel", "quality")),
-        Fact("pref.car.size", "preference", "A compact rental car is enough.", ("car", "rental", "size")),
-    ], secret="flight=F3 hotel=H2 car=C1")
+    return Task(
+        "travel",
+        "travel-1",
+        "train",
+        "Book me a trip to Lisbon.",
+        [
+            Fact(
+                "pref.hotel.budget",
+                "preference",
+                "My hotel budget is under 150 euros a night.",
+                ("budget", "hotel", "price"),
+            ),
+            Fact("pref.flight.airline", "preference", "I prefer flying with TAP.", ("airline", "flight", "carrier")),
+            Fact(
+                "pref.flight.time", "preference", "I want a morning departure.", ("time", "morning", "depart", "flight")
+            ),
+            Fact(
+                "pref.hotel.stars",
+                "preference",
+                "The hotel should have at least four stars.",
+                ("star", "rating", "hotel", "quality"),
+            ),
+            Fact("pref.car.size", "preference", "A compact rental car is enough.", ("car", "rental", "size")),
+        ],
+        secret="flight=F3 hotel=H2 car=C1",
+    )
 
 
 def intention_task() -> Task:
-    return Task("intention", "int-1", "train", "Help me plan a birthday party.", [
-        Fact("detail.guests", "detail", "About twenty guests are coming.", ("guest", "people", "many", "number"), 1),
-        Fact("detail.budget", "detail", "The budget is 300 dollars.", ("budget", "cost", "money", "spend"), 1),
-        Fact("detail.venue", "detail", "It will be in our back garden.", ("venue", "where", "place", "location"), 2),
-        Fact("detail.theme", "detail", "The theme is pirates.", ("theme", "style", "decoration"), 3),
-    ], secret="guests: 20; budget: 300; venue: garden; theme: pirates")
+    return Task(
+        "intention",
+        "int-1",
+        "train",
+        "Help me plan a birthday party.",
+        [
+            Fact(
+                "detail.guests", "detail", "About twenty guests are coming.", ("guest", "people", "many", "number"), 1
+            ),
+            Fact("detail.budget", "detail", "The budget is 300 dollars.", ("budget", "cost", "money", "spend"), 1),
+            Fact(
+                "detail.venue", "detail", "It will be in our back garden.", ("venue", "where", "place", "location"), 2
+            ),
+            Fact("detail.theme", "detail", "The theme is pirates.", ("theme", "style", "decoration"), 3),
+        ],
+        secret="guests: 20; budget: 300; venue: garden; theme: pirates",
+    )
 
 
 def colbench_task(code: str | None = None, prompt: str | None = None) -> Task:
-    code = code or ("def scale_scores(scores, factor, cap):\n    out = []\n    for s in scores:\n"
-                    "        v = s * factor\n        out.append(min(v, cap))\n    return out")
+    code = code or (
+        "def scale_scores(scores, factor, cap):\n    out = []\n    for s in scores:\n"
+        "        v = s * factor\n        out.append(min(v, cap))\n    return out"
+    )
     prompt = prompt or "Write a function that scales scores. The signature is: def scale_scores(scores, factor, cap)"
-    return Task("colbench", "cb-1", "train", prompt, [
-        Fact("signature", "signature", "The function takes the scores, a factor and a cap.", ("signature", "argument", "parameter", "input")),
-        Fact("shape", "shape", "The scores come as a list of numbers.", ("list", "input", "type", "format", "score")),
-        Fact("return", "return", "It returns a new list with each score scaled.", ("return", "output", "result")),
-        Fact("edge", "edge_case", "Scaled values above the cap are set to the cap.", ("cap", "limit", "maximum", "edge")),
-    ], secret=code, data={"reference": code})
+    return Task(
+        "colbench",
+        "cb-1",
+        "train",
+        prompt,
+        [
+            Fact(
+                "signature",
+                "signature",
+                "The function takes the scores, a factor and a cap.",
+                ("signature", "argument", "parameter", "input"),
+            ),
+            Fact(
+                "shape", "shape", "The scores come as a list of numbers.", ("list", "input", "type", "format", "score")
+            ),
+            Fact("return", "return", "It returns a new list with each score scaled.", ("return", "output", "result")),
+            Fact(
+                "edge",
+                "edge_case",
+                "Scaled values above the cap are set to the cap.",
+                ("cap", "limit", "maximum", "edge"),
+            ),
+        ],
+        secret=code,
+        data={"reference": code},
+    )
 
 
 def telepathy_task() -> Task:
-    return Task("telepathy", "tp-1", "train", "I am thinking of something. Guess it.", [
-        Fact("attr.alive", "attribute", "It is alive.", ("alive", "living", "animal")),
-    ], secret="elephant")
+    return Task(
+        "telepathy",
+        "tp-1",
+        "train",
+        "I am thinking of something. Guess it.",
+        [
+            Fact("attr.alive", "attribute", "It is alive.", ("alive", "living", "animal")),
+        ],
+        secret="elephant",
+    )
 
 
 class ToyGym(UserCentricEnv):
@@ -107,8 +166,9 @@ def telepathy_dynamic(question: str) -> list[Fact]:
     return [Fact(f"q.{word}", "attribute", "Yes." if yes else "No.", (word,))]
 
 
-def state_with(disclosures: int = 0, revealed: dict[str, int] | None = None, turn: int = 0,
-               since: int = 0) -> EpisodeState:
+def state_with(
+    disclosures: int = 0, revealed: dict[str, int] | None = None, turn: int = 0, since: int = 0
+) -> EpisodeState:
     return EpisodeState(turn=turn, disclosures=disclosures, revealed=dict(revealed or {}), turns_since_disclosure=since)
 
 
@@ -136,8 +196,9 @@ class ChatServer:
     requests get HTTP ``fail_status`` and the first ``stall_first`` sleep ``stall_s`` before answering.
     Every request body is kept in ``requests``."""
 
-    def __init__(self, reply=None, *, fail_first: int = 0, fail_status: int = 500, stall_first: int = 0,
-                 stall_s: float = 0.0):
+    def __init__(
+        self, reply=None, *, fail_first: int = 0, fail_status: int = 500, stall_first: int = 0, stall_s: float = 0.0
+    ):
         import threading
         import time
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -153,18 +214,26 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 n = len(server.requests)
-                server.requests.append({"path": self.path, "body": body,
-                                        "auth": self.headers.get("Authorization")})
+                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
                 if n < stall_first:
                     time.sleep(stall_s)
                 if n < fail_first:
                     self._send(fail_status, {"error": {"message": "scripted failure", "type": "server_error"}})
                     return
                 text = server.reply(body)
-                self._send(200, {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": text}}],
-                                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                self._send(
+                    200,
+                    {
+                        "id": f"c{n}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model"),
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
 
             def _send(self, status: int, obj: dict[str, Any]) -> None:
                 data = json.dumps(obj).encode()
@@ -197,20 +266,34 @@ def tiny_chat_model(chat_template: bool = True):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    words = ("i prefer flying with tap my hotel budget is under 150 euros a night yes no the want morning "
-             "departure you user assistant system what which do airline sure maybe not sure it".split())
+    words = (
+        "i prefer flying with tap my hotel budget is under 150 euros a night yes no the want morning "
+        "departure you user assistant system what which do airline sure maybe not sure it".split()
+    )
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[BOS]", "[EOS]", ":", ".", "?", ","] + sorted(set(words)))}
     tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
     tk.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]",
-                                  eos_token="[EOS]")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]", eos_token="[EOS]"
+    )
     if chat_template:
-        tok.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }}\n{% endfor %}"
-                             "{% if add_generation_prompt %}assistant :{% endif %}")
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                      pad_token_id=0, bos_token_id=2, eos_token_id=3)
+        tok.chat_template = (
+            "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant :{% endif %}"
+        )
+    cfg = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).eval()
     return model, tok

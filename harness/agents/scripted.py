@@ -79,8 +79,9 @@ def _reveals_left(env: UserCentricEnv) -> int:
     return max(0, int(env.user_knobs.get("max_reveals", 1 << 30)) - env.state.disclosures)
 
 
-def _schedule(env: UserCentricEnv, steps: list[tuple[str, str]], answer: str,
-              ask_fallback: str = FILLER_QUESTION) -> str:
+def _schedule(
+    env: UserCentricEnv, steps: list[tuple[str, str]], answer: str, ask_fallback: str = FILLER_QUESTION
+) -> str:
     """Pick this turn's action from the remaining useful ``steps`` under the episode's limits."""
     st = env.state
     # Each question is put once: a user that did not answer it (declined, LLM arm) is not nagged.
@@ -141,8 +142,11 @@ def _function_oracle(env: UserCentricEnv) -> str:
     if not any(t.tool and t.tool.get("ok") for t in st.turns):
         steps.append(("search", "test case"))
     if _reveals_left(env):
-        steps += [("ask", f"What is {fmt_probe(p)}?") for p in _function_probes(tuple(task.data["test_case"]))
-                  if probe_key(p) not in st.revealed]
+        steps += [
+            ("ask", f"What is {fmt_probe(p)}?")
+            for p in _function_probes(tuple(task.data["test_case"]))
+            if probe_key(p) not in st.revealed
+        ]
     return _schedule(env, steps, str(task.data["value"]), "What is f(0, 0, 0, 0)?")
 
 
@@ -214,8 +218,10 @@ def _intention_public(env: UserCentricEnv) -> str:
     steps: list[tuple[str, str]] = []
     if _reveals_left(env):
         pending = sorted((d for d in req.details if f"detail.{d.name}" not in revealed), key=lambda d: d.importance)
-        steps += [("ask", fact_question(Fact(key=f"detail.{d.name}", kind="detail", text="", keywords=d.keywords)))
-                  for d in pending]
+        steps += [
+            ("ask", fact_question(Fact(key=f"detail.{d.name}", kind="detail", text="", keywords=d.keywords)))
+            for d in pending
+        ]
     known = [f.text for f in env.task.facts if f.key in revealed]  # what the user said, nothing hidden
     summary = "Here is the plan, based on what you told me: " + (" ".join(known) if known else "a standard plan.")
     return _schedule(env, steps, summary)
@@ -225,7 +231,9 @@ _PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_p
 
 
 _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
-    "travel": _travel_oracle, "function": _function_oracle, "telepathy": _telepathy_oracle,
+    "travel": _travel_oracle,
+    "function": _function_oracle,
+    "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
 }
 
@@ -248,8 +256,9 @@ def oracle_action(env: UserCentricEnv) -> str:
     return _next_turn(_ORACLES, env, "oracle")
 
 
-def impatient(planner: Callable[[UserCentricEnv], str], give_up: float, rng: np.random.Generator
-              ) -> Callable[[UserCentricEnv], str]:
+def impatient(
+    planner: Callable[[UserCentricEnv], str], give_up: float, rng: np.random.Generator
+) -> Callable[[UserCentricEnv], str]:
     """``planner`` that, at each turn, gives up with probability ``give_up`` and answers at once.
 
     Giving up plays the planner's own last turn (what it does when no turn is left: its answer with
@@ -327,7 +336,9 @@ def random_action(env: UserCentricEnv, rng: np.random.Generator) -> str:
 
 
 # ---------------------------------------------------------------------------- episodes
-def run_episode(env: UserCentricEnv, policy: Policy, seed: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_episode(
+    env: UserCentricEnv, policy: Policy, seed: int, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Play one episode of ``env`` with ``policy`` ("oracle", "random" or ``policy(env) -> str``).
 
     ``seed`` seeds the reset (task draw, user) and the random agent; returns ``env.episode_record()``.

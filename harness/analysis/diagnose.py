@@ -37,13 +37,19 @@ def parse_thresholds(items: Iterable[str], only: Sequence[str] | None = None) ->
             if only and len(only) == 1:
                 det, key = only[0], name.strip()
             else:
-                raise UsageError(f"--threshold {item!r}: name the detector (DETECTOR.KEY=VALUE) unless --detector "
-                                 "selects exactly one")
+                raise UsageError(
+                    f"--threshold {item!r}: name the detector (DETECTOR.KEY=VALUE) unless --detector "
+                    "selects exactly one"
+                )
         if det not in DETECTORS:
-            raise UsageError(f"--threshold {item!r}: unknown detector {det!r}; detectors: {', '.join(detector_names())}")
+            raise UsageError(
+                f"--threshold {item!r}: unknown detector {det!r}; detectors: {', '.join(detector_names())}"
+            )
         if key not in DETECTORS[det].thresholds:
-            raise UsageError(f"--threshold {item!r}: detector {det} has no threshold {key!r}; its thresholds: "
-                             f"{', '.join(DETECTORS[det].thresholds)}")
+            raise UsageError(
+                f"--threshold {item!r}: detector {det} has no threshold {key!r}; its thresholds: "
+                f"{', '.join(DETECTORS[det].thresholds)}"
+            )
         try:
             value = float(raw)
         except ValueError:
@@ -52,19 +58,26 @@ def parse_thresholds(items: Iterable[str], only: Sequence[str] | None = None) ->
     return out
 
 
-def window_input(run: RunData, window: int = DEFAULT_WINDOW, until: int | None = None,
-                 with_episodes: bool = True) -> DetectorInput:
+def window_input(
+    run: RunData, window: int = DEFAULT_WINDOW, until: int | None = None, with_episodes: bool = True
+) -> DetectorInput:
     """The detectors' input for the last ``window`` steps of ``run`` (at or before ``until``)."""
     steps = run.last_steps(window, until)
     first = steps[0] if steps else None
     before = run.last_steps(len(steps), first - 1) if first is not None else []
-    return DetectorInput(metrics=run.metrics_for(steps), history=run.metrics_before(first) if first is not None else [],
-                         episodes=run.episodes(steps) if with_episodes else [], steps=steps, gyms=run.gyms,
-                         before_episodes=run.episodes(before) if with_episodes else [])
+    return DetectorInput(
+        metrics=run.metrics_for(steps),
+        history=run.metrics_before(first) if first is not None else [],
+        episodes=run.episodes(steps) if with_episodes else [],
+        steps=steps,
+        gyms=run.gyms,
+        before_episodes=run.episodes(before) if with_episodes else [],
+    )
 
 
-def run_detectors(data: DetectorInput, names: Sequence[str] | None = None,
-                  thresholds: Mapping[str, Mapping[str, float]] | None = None) -> list[Finding]:
+def run_detectors(
+    data: DetectorInput, names: Sequence[str] | None = None, thresholds: Mapping[str, Mapping[str, float]] | None = None
+) -> list[Finding]:
     """Run the named detectors (all by default) in their documented order."""
     chosen = list(names) if names else detector_names()
     for n in chosen:
@@ -73,23 +86,41 @@ def run_detectors(data: DetectorInput, names: Sequence[str] | None = None,
     return [DETECTORS[n].run(data, (thresholds or {}).get(n)) for n in chosen]
 
 
-def diagnose(run: RunData, *, window: int = DEFAULT_WINDOW, until: int | None = None,
-             names: Sequence[str] | None = None, thresholds: Mapping[str, Mapping[str, float]] | None = None
-             ) -> dict[str, Any]:
+def diagnose(
+    run: RunData,
+    *,
+    window: int = DEFAULT_WINDOW,
+    until: int | None = None,
+    names: Sequence[str] | None = None,
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, Any]:
     """The JSON document of ``eau diagnose``."""
     t0 = time.perf_counter()
     data = window_input(run, window, until)
     findings = run_detectors(data, names, thresholds)
     return {
-        "run": run.run_id, "window": {"steps": len(data.steps), "first": data.steps[0] if data.steps else None,
-                                      "last": data.steps[-1] if data.steps else None, "requested": window},
-        "episodes": len(data.episodes), "flagged": [f.name for f in findings if f.flagged],
-        "findings": [f.to_dict() for f in findings], "elapsed_s": round(time.perf_counter() - t0, 3),
+        "run": run.run_id,
+        "window": {
+            "steps": len(data.steps),
+            "first": data.steps[0] if data.steps else None,
+            "last": data.steps[-1] if data.steps else None,
+            "requested": window,
+        },
+        "episodes": len(data.episodes),
+        "flagged": [f.name for f in findings if f.flagged],
+        "findings": [f.to_dict() for f in findings],
+        "elapsed_s": round(time.perf_counter() - t0, 3),
     }
 
 
 def catalogue() -> list[dict[str, Any]]:
     """Every detector with its documentation and thresholds (``eau diagnose --list``)."""
-    return [{"name": d.name, "component": d.component, "doc": d.doc,
-             "thresholds": {k: {"default": t.default, "doc": t.doc} for k, t in d.thresholds.items()}}
-            for d in (DETECTORS[n] for n in detector_names())]
+    return [
+        {
+            "name": d.name,
+            "component": d.component,
+            "doc": d.doc,
+            "thresholds": {k: {"default": t.default, "doc": t.doc} for k, t in d.thresholds.items()},
+        }
+        for d in (DETECTORS[n] for n in detector_names())
+    ]

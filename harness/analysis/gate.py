@@ -70,7 +70,8 @@ def identify(arg: str) -> Candidate:
     else:
         raise GateUsageError(
             f"{arg}: cannot tell which knob file this replaces; name it after an area ({', '.join(f'{a}.yaml' for a in AREAS)}), "
-            "put it under rules/users/ or rules/rewards/, or say FILE=TARGET (e.g. cand.yaml=rules/users/travel.yaml)")
+            "put it under rules/users/ or rules/rewards/, or say FILE=TARGET (e.g. cand.yaml=rules/users/travel.yaml)"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such candidate file")
     return cand
@@ -78,18 +79,39 @@ def identify(arg: str) -> Candidate:
 
 def _check_area(store: Any, area: str, path: Path, value: Any, metrics: list[dict[str, Any]]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        return {"refusals": [{"knob": path.name, "rule": RULE_SCHEMA, "line": 1,
-                              "message": f"{path.name} must be a mapping of knob names to values"}], "changes": []}
+        return {
+            "refusals": [
+                {
+                    "knob": path.name,
+                    "rule": RULE_SCHEMA,
+                    "line": 1,
+                    "message": f"{path.name} must be a mapping of knob names to values",
+                }
+            ],
+            "changes": [],
+        }
     specs = store.schemas[area].knobs
     refusals, changes = [], []
     for key in value:
         if key not in specs:
-            refusals.append({"knob": f"{area}.{key}", "rule": RULE_UNKNOWN, "line": None,
-                             "message": f"unknown knob {area}.{key}; a new knob needs its schema entry (eau knobs add)"})
+            refusals.append(
+                {
+                    "knob": f"{area}.{key}",
+                    "rule": RULE_UNKNOWN,
+                    "line": None,
+                    "message": f"unknown knob {area}.{key}; a new knob needs its schema entry (eau knobs add)",
+                }
+            )
     for name, spec in specs.items():
         if name not in value:
-            refusals.append({"knob": spec.full_name, "rule": RULE_MISSING, "line": None,
-                             "message": f"{spec.full_name} is missing; a candidate replaces the whole {area}.yaml"})
+            refusals.append(
+                {
+                    "knob": spec.full_name,
+                    "rule": RULE_MISSING,
+                    "line": None,
+                    "message": f"{spec.full_name} is missing; a candidate replaces the whole {area}.yaml",
+                }
+            )
             continue
         in_force = store.in_force[area].get(name)
         if value[name] == in_force:
@@ -99,8 +121,15 @@ def _check_area(store: Any, area: str, path: Path, value: Any, metrics: list[dic
             refusals.append({"knob": spec.full_name, "rule": refusal.rule, "line": None, "message": refusal.message})
             continue
         for g, old, new in changed:
-            changes.append({"knob": spec.full_name, "gym": g, "old": old, "new": new,
-                            "applies": "live" if spec.hot else "next_run"})
+            changes.append(
+                {
+                    "knob": spec.full_name,
+                    "gym": g,
+                    "old": old,
+                    "new": new,
+                    "applies": "live" if spec.hot else "next_run",
+                }
+            )
     return {"refusals": refusals, "changes": changes}
 
 
@@ -114,16 +143,22 @@ def rule_summary(kind: str, value: Any) -> Any:
     return {i.get("name"): i.get("disclosure") for i in value.get("intents") or [] if isinstance(i, dict)}
 
 
-def validate(store: Any, cand: Candidate, metrics: list[dict[str, Any]], rules_in_force: dict[str, dict[str, Any]]
-             ) -> tuple[dict[str, Any], Any]:
+def validate(
+    store: Any, cand: Candidate, metrics: list[dict[str, Any]], rules_in_force: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], Any]:
     """The validation result of one candidate and its parsed value (None when unreadable)."""
     out: dict[str, Any] = {"file": str(cand.path), "target": cand.target}
     lines: dict[Any, int] = {}
     try:
         doc, _ = yamlio.read_yaml(cand.path, lines)
     except yamlio.FileProblem as exc:
-        out.update({"status": "refused", "refusals": [{"knob": cand.target, "rule": exc.kind, "line": exc.line,
-                                                       "message": exc.message}], "changes": []})
+        out.update(
+            {
+                "status": "refused",
+                "refusals": [{"knob": cand.target, "rule": exc.kind, "line": exc.line, "message": exc.message}],
+                "changes": [],
+            }
+        )
         return out, None
     value = yamlio.plain(doc)
     if cand.kind == "area":
@@ -136,18 +171,37 @@ def validate(store: Any, cand: Candidate, metrics: list[dict[str, Any]], rules_i
         kind, key = cand.key.split("/", 1)
         problem = store.check_rule_file(kind, key, value, lines)
         old = rules_in_force.get(kind, {}).get(key)
-        res = {"refusals": [{"knob": f"rules.{kind}.{key}", "rule": RULE_SCHEMA, "line": problem[1],
-                             "message": problem[0]}] if problem else [],
-               "changes": [] if problem or old == value else [{"knob": f"rules.{kind}.{key}", "gym": None,
-                                                                 "old": rule_summary(kind, old),
-                                                                 "new": rule_summary(kind, value), "applies": "live"}]}
+        res = {
+            "refusals": [
+                {"knob": f"rules.{kind}.{key}", "rule": RULE_SCHEMA, "line": problem[1], "message": problem[0]}
+            ]
+            if problem
+            else [],
+            "changes": []
+            if problem or old == value
+            else [
+                {
+                    "knob": f"rules.{kind}.{key}",
+                    "gym": None,
+                    "old": rule_summary(kind, old),
+                    "new": rule_summary(kind, value),
+                    "applies": "live",
+                }
+            ],
+        }
     out.update(res)
     out["status"] = "refused" if res["refusals"] else "accepted"
     return out, value
 
 
-def gate(run: RunData | None, store: Any, args: Sequence[str], *, steps: int = DEFAULT_STEPS,
-         time_budget_s: float = DEFAULT_TIME_BUDGET_S) -> dict[str, Any]:
+def gate(
+    run: RunData | None,
+    store: Any,
+    args: Sequence[str],
+    *,
+    steps: int = DEFAULT_STEPS,
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+) -> dict[str, Any]:
     """The ``eau gate`` document; ``ok`` is False when any candidate is refused."""
     t0 = time.perf_counter()
     cands = [identify(a) for a in args]
@@ -168,8 +222,13 @@ def gate(run: RunData | None, store: Any, args: Sequence[str], *, steps: int = D
         results.append(res)
         if res["status"] == "accepted":
             values[c] = value
-    doc: dict[str, Any] = {"run": run.run_id if run else None, "knobs_dir": str(store.dir), "candidates": results,
-                           "ok": all(r["status"] == "accepted" for r in results), "replays": []}
+    doc: dict[str, Any] = {
+        "run": run.run_id if run else None,
+        "knobs_dir": str(store.dir),
+        "candidates": results,
+        "ok": all(r["status"] == "accepted" for r in results),
+        "replays": [],
+    }
     if run is None:
         doc["replays_note"] = "no run given or found: validated against the knobs folder, nothing replayed"
         doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
@@ -184,7 +243,8 @@ def gate(run: RunData | None, store: Any, args: Sequence[str], *, steps: int = D
             (user_rules if kind == "users" else reward_rules)[key] = v
     reward_changed = "reward" in areas or any(c.kind == "rules" and c.key.startswith("rewards/") for c in values)
     behaviour_changed = any(a in areas for a in ("env", "user")) or any(
-        c.kind == "rules" and c.key.startswith("users/") for c in values)
+        c.kind == "rules" and c.key.startswith("users/") for c in values
+    )
     rec_steps = run.trajectory_steps()[-steps:] if steps > 0 else []
     episodes = run.episodes(rec_steps)
     doc["replayed_steps"] = [rec_steps[0], rec_steps[-1]] if rec_steps else None
@@ -195,21 +255,34 @@ def gate(run: RunData | None, store: Any, args: Sequence[str], *, steps: int = D
         from harness.rewards import RewardRuleError
 
         try:
-            doc["replays"].append(replay_rewards(episodes, reward_rules, areas.get("reward"),
-                                                 time_budget_s=budget_left()))
+            doc["replays"].append(
+                replay_rewards(episodes, reward_rules, areas.get("reward"), time_budget_s=budget_left())
+            )
         except RewardRuleError as exc:
             for r in results:
                 if r["target"].startswith("rules/rewards/") or r["target"] == "reward.yaml":
                     r["status"] = "refused"
-                    r["refusals"].append({"knob": r["target"], "rule": RULE_SCHEMA, "line": None,
-                                          "message": f"with the other reward rule files: {exc}"})
+                    r["refusals"].append(
+                        {
+                            "knob": r["target"],
+                            "rule": RULE_SCHEMA,
+                            "line": None,
+                            "message": f"with the other reward rule files: {exc}",
+                        }
+                    )
             doc["ok"] = False
     if behaviour_changed and episodes:
         overrides = {a: v for a, v in areas.items() if a in ("env", "user", "reward")}
-        doc["replays"].append(replay_episodes(episodes, overrides=overrides, user_rules=user_rules,
-                                               reward_rules=reward_rules, time_budget_s=budget_left()))
+        doc["replays"].append(
+            replay_episodes(
+                episodes,
+                overrides=overrides,
+                user_rules=user_rules,
+                reward_rules=reward_rules,
+                time_budget_s=budget_left(),
+            )
+        )
     if "agent" in areas:
         doc["agent_note"] = "agent knobs act through training; validated only, nothing to replay"
     doc["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return doc
-

@@ -50,7 +50,7 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
         return list(values)
     out = []
     for i in range(len(values)):
-        chunk = values[max(0, i - window + 1):i + 1]
+        chunk = values[max(0, i - window + 1) : i + 1]
         out.append(sum(chunk) / len(chunk))
     return out
 
@@ -103,13 +103,15 @@ def knob_marks(run_dir: Path) -> list[dict[str, Any]]:
     for e in jsonl.read(Path(run_dir) / "knob_events.jsonl"):
         if e.get("status") != "accepted" or not isinstance(e.get("step_effective"), int):
             continue
-        marks.append({"step": e["step_effective"], "label": event_label(e), "knob": e.get("knob"),
-                      "author": e.get("author")})
+        marks.append(
+            {"step": e["step_effective"], "label": event_label(e), "knob": e.get("knob"), "author": e.get("author")}
+        )
     return sorted(marks, key=lambda m: m["step"])
 
 
-def layout_labels(items: Sequence[tuple[float, str]], char_width: float, max_rows: int,
-                  x_max: float = math.inf) -> list[tuple[float, str, int]]:
+def layout_labels(
+    items: Sequence[tuple[float, str]], char_width: float, max_rows: int, x_max: float = math.inf
+) -> list[tuple[float, str, int]]:
     """Rows for horizontal labels of events at x positions (data units) so that no two overlap.
 
     A label starts at its event, or ends there when it would run past ``x_max``; it takes the first
@@ -141,8 +143,13 @@ def layout_labels(items: Sequence[tuple[float, str]], char_width: float, max_row
     return placed
 
 
-def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("reward", "success"),
-              smooth_window: int = 1, title: str | None = None) -> dict[str, Any]:
+def plot_runs(
+    run_dirs: Sequence[Path],
+    out: Path,
+    panels: Sequence[str] = ("reward", "success"),
+    smooth_window: int = 1,
+    title: str | None = None,
+) -> dict[str, Any]:
     """Draw the runs' curves and knob events into ``out`` (PNG); returns what was drawn (JSON-ready).
 
     Knob labels sit in a strip above the panels, one row per overlap, so they never cover a curve.
@@ -173,16 +180,25 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
     # knob labels: rows in the strip, horizontal text starting at its line
     fig_w, axes_frac = 12.0, 0.74  # the panels take ~74% of the width (the legend the rest)
     char_w = 7.5 * 0.55 / (fig_w * axes_frac * 72) * (x_hi - x_lo)  # one 7.5pt character in steps
-    items = [(float(m["step"]), (f"{run}: " if multi else "") + m["label"], run)
-             for run, (_, marks) in data.items() for m in marks]
+    items = [
+        (float(m["step"]), (f"{run}: " if multi else "") + m["label"], run)
+        for run, (_, marks) in data.items()
+        for m in marks
+    ]
     placed = layout_labels([(x, t) for x, t, _ in items], char_w, max_rows=8, x_max=x_hi)
     owner = {t: run for _, t, run in items}
     n_rows = 1 + max((row for _, _, row in placed), default=-1)
 
     strip_h = 0.22 * n_rows + 0.1 if n_rows else 0.0
     heights = ([strip_h] if n_rows else []) + [3.4] * len(panels)
-    fig, axs = plt.subplots(len(heights), 1, figsize=(fig_w, sum(heights) + 0.9), sharex=True, squeeze=False,
-                            gridspec_kw={"height_ratios": heights, "hspace": 0.08})
+    fig, axs = plt.subplots(
+        len(heights),
+        1,
+        figsize=(fig_w, sum(heights) + 0.9),
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights, "hspace": 0.08},
+    )
     axs = [a[0] for a in axs]
     strip, axes = (axs[0], axs[1:]) if n_rows else (None, axs)
     drawn: dict[str, list[str]] = {p: [] for p in panels}
@@ -190,8 +206,10 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
         metric, ylabel = PANELS[panel]
         all_series = {run: run_series(run, rows, metric) for run, (rows, _) in data.items()}
         # one marker per gym/arm across runs, so the same gym looks the same in every run
-        names = sorted({(s.kind, s.name) for ss in all_series.values() for s in ss if s.kind != "all"},
-                       key=lambda t: (t[0] != "gym", t[1]))
+        names = sorted(
+            {(s.kind, s.name) for ss in all_series.values() for s in ss if s.kind != "all"},
+            key=lambda t: (t[0] != "gym", t[1]),
+        )
         style_index = {f"{k} {n}": i for i, (k, n) in enumerate(names)}
         for run, series in all_series.items():
             for i, s in enumerate(series):
@@ -204,9 +222,18 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
                 label = f"{run}: {s.label}" if multi else s.label
                 # the overall curve is a wide translucent band under the splits: a split equal to it
                 # (one gym, one arm) stays visible on top instead of being hidden
-                ax.plot(s.steps, smooth(s.values, smooth_window), color=color, lw=4.0 if s.kind == "all" else 1.3,
-                        ls="--" if s.kind == "arm" else "-", marker=marker, markersize=4,
-                        alpha=0.45 if s.kind == "all" else 0.9, label=label, zorder=2 if s.kind == "all" else 3)
+                ax.plot(
+                    s.steps,
+                    smooth(s.values, smooth_window),
+                    color=color,
+                    lw=4.0 if s.kind == "all" else 1.3,
+                    ls="--" if s.kind == "arm" else "-",
+                    marker=marker,
+                    markersize=4,
+                    alpha=0.45 if s.kind == "all" else 0.9,
+                    label=label,
+                    zorder=2 if s.kind == "all" else 3,
+                )
                 drawn[panel].append(label)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
@@ -222,8 +249,16 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
     if strip is not None:
         for x, text, row in placed:
             color = run_colors[owner[text]] if multi and text in owner else "black"
-            strip.text(x + 0.5 * char_w, n_rows - row - 0.5, text, fontsize=7.5, color=color,
-                       va="center", ha="left", clip_on=True)
+            strip.text(
+                x + 0.5 * char_w,
+                n_rows - row - 0.5,
+                text,
+                fontsize=7.5,
+                color=color,
+                va="center",
+                ha="left",
+                clip_on=True,
+            )
         strip.set_ylim(0, n_rows)
         strip.set_yticks([])
         strip.set_ylabel("knobs", rotation=0, ha="right", va="center", fontsize=8)
@@ -233,14 +268,23 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, panels: Sequence[str] = ("rew
     axs[-1].set_xlabel("step")
     axs[-1].set_xlim(x_lo, x_hi)
     axs[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-                   title="solid: overall, gym\ndashed: user arm\n" + ("colour: run\n" if multi else "")
-                   + "dotted: knob change", title_fontsize=8)
-    head = title or ((" vs ".join(data) if multi else next(iter(data))) + " — learning curves"
-                     + (f" (smoothed over {smooth_window} steps)" if smooth_window > 1 else ""))
+    axes[0].legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+        frameon=False,
+        title="solid: overall, gym\ndashed: user arm\n" + ("colour: run\n" if multi else "") + "dotted: knob change",
+        title_fontsize=8,
+    )
+    head = title or (
+        (" vs ".join(data) if multi else next(iter(data)))
+        + " — learning curves"
+        + (f" (smoothed over {smooth_window} steps)" if smooth_window > 1 else "")
+    )
     fig.suptitle(head, fontsize=11)
-    fig.subplots_adjust(left=0.07, right=0.07 + axes_frac, top=1 - 0.5 / (sum(heights) + 0.9),
-                        bottom=0.45 / (sum(heights) + 0.9) + 0.03)
+    fig.subplots_adjust(
+        left=0.07, right=0.07 + axes_frac, top=1 - 0.5 / (sum(heights) + 0.9), bottom=0.45 / (sum(heights) + 0.9) + 0.03
+    )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

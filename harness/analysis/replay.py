@@ -35,11 +35,22 @@ def _record_turn(t: Mapping[str, Any]) -> TurnRecord:
     a = t.get("action") or {}
     ur = t.get("user_reply")
     reply = UserReply(str(ur.get("text", "")), [], dict(ur.get("flags") or {})) if isinstance(ur, dict) else None
-    return TurnRecord(turn=int(t.get("turn", 0)),
-                      action=Action(a.get("choice"), str(a.get("content", "")), str(a.get("raw", "")),
-                                    a.get("format_error"), str(a.get("rendering", "tagged"))),
-                      observation=str(t.get("observation", "")), obs_role=str(t.get("obs_role", "env")),
-                      user_reply=reply, tool=t.get("tool"), answer=t.get("answer"), events=list(t.get("events") or []))
+    return TurnRecord(
+        turn=int(t.get("turn", 0)),
+        action=Action(
+            a.get("choice"),
+            str(a.get("content", "")),
+            str(a.get("raw", "")),
+            a.get("format_error"),
+            str(a.get("rendering", "tagged")),
+        ),
+        observation=str(t.get("observation", "")),
+        obs_role=str(t.get("obs_role", "env")),
+        user_reply=reply,
+        tool=t.get("tool"),
+        answer=t.get("answer"),
+        events=list(t.get("events") or []),
+    )
 
 
 def _advance(state: EpisodeState, t: Mapping[str, Any], task_reward: float) -> None:
@@ -70,8 +81,13 @@ def _resolved(raw: Mapping[str, Any] | None, gym: str) -> dict[str, Any]:
     return {k: resolve(v, gym) for k, v in (raw or {}).items()}
 
 
-def replay_rewards(episodes: Sequence[Mapping[str, Any]], reward_rules: Mapping[str, Any],
-                   reward_area: Mapping[str, Any] | None, *, time_budget_s: float) -> dict[str, Any]:
+def replay_rewards(
+    episodes: Sequence[Mapping[str, Any]],
+    reward_rules: Mapping[str, Any],
+    reward_area: Mapping[str, Any] | None,
+    *,
+    time_budget_s: float,
+) -> dict[str, Any]:
     """Old vs new reward of ``episodes`` under ``reward_rules`` ({stem: parsed file}) and, when given,
     the candidate ``reward_area`` (raw values of reward.yaml)."""
     from harness.rewards import RewardModel
@@ -105,8 +121,9 @@ def replay_rewards(episodes: Sequence[Mapping[str, Any]], reward_rules: Mapping[
                     notes.add("builtin predicate values could not be recovered (recorded predicate_weight 0)")
             rec = _record_turn(t)
             _advance(state, t, task_reward)
-            new_bd = model.score_turn(gym=gym, record=rec, state=state, task_reward=task_reward, knobs=knobs,
-                                      builtin=builtin)
+            new_bd = model.score_turn(
+                gym=gym, record=rec, state=state, task_reward=task_reward, knobs=knobs, builtin=builtin
+            )
             state.turns.append(rec)
             new_total += float(new_bd["total"])
             for k, v in (bd.get("rules") or {}).items():
@@ -114,25 +131,41 @@ def replay_rewards(episodes: Sequence[Mapping[str, Any]], reward_rules: Mapping[
             for k, v in new_bd["rules"].items():
                 new_rules[k] += float(v)
         old_total = float(ep.get("reward", 0.0))
-        moved.append({"episode_id": ep.get("episode_id"), "gym": gym, "success": bool(ep.get("success")),
-                      "old": round(old_total, 4), "new": round(new_total, 4), "delta": round(new_total - old_total, 4)})
+        moved.append(
+            {
+                "episode_id": ep.get("episode_id"),
+                "gym": gym,
+                "success": bool(ep.get("success")),
+                "old": round(old_total, 4),
+                "new": round(new_total, 4),
+                "delta": round(new_total - old_total, 4),
+            }
+        )
         done += 1
     n = max(1, done)
     by_outcome = {}
     for label, want in (("success", True), ("failure", False)):
         group = [m for m in moved if m["success"] is want]
         if group:
-            by_outcome[label] = {"episodes": len(group), "old_mean": round(sum(m["old"] for m in group) / len(group), 4),
-                                 "new_mean": round(sum(m["new"] for m in group) / len(group), 4)}
+            by_outcome[label] = {
+                "episodes": len(group),
+                "old_mean": round(sum(m["old"] for m in group) / len(group), 4),
+                "new_mean": round(sum(m["new"] for m in group) / len(group), 4),
+            }
     old_mean = sum(m["old"] for m in moved) / n
     new_mean = sum(m["new"] for m in moved) / n
     return {
-        "kind": "rewards", "episodes": len(episodes), "replayed": done, "complete": done == len(episodes),
+        "kind": "rewards",
+        "episodes": len(episodes),
+        "replayed": done,
+        "complete": done == len(episodes),
         "elapsed_s": round(time.perf_counter() - t0, 3),
         "reward_mean": {"old": round(old_mean, 4), "new": round(new_mean, 4), "delta": round(new_mean - old_mean, 4)},
         "by_outcome": by_outcome,
-        "rules": {k: {"old_total": round(old_rules.get(k, 0.0), 4), "new_total": round(new_rules.get(k, 0.0), 4)}
-                  for k in sorted(set(old_rules) | set(new_rules))},
+        "rules": {
+            k: {"old_total": round(old_rules.get(k, 0.0), 4), "new_total": round(new_rules.get(k, 0.0), 4)}
+            for k in sorted(set(old_rules) | set(new_rules))
+        },
         "most_moved": sorted(moved, key=lambda m: -abs(m["delta"]))[:TOP_MOVED],
         "notes": sorted(notes),
     }
@@ -140,16 +173,27 @@ def replay_rewards(episodes: Sequence[Mapping[str, Any]], reward_rules: Mapping[
 
 def _episode_summary(rec: Mapping[str, Any], task: Any) -> dict[str, Any]:
     lk = episode_leaks(rec, task)
-    return {"reward": float(rec.get("reward", 0.0)), "success": bool(rec.get("success")),
-            "deadlock": bool(rec.get("deadlock")), "disclosures": int(rec.get("disclosures", 0)),
-            "facts": sorted((rec.get("revealed") or {}).keys()), "secret_leak": lk.secret_leak,
-            "redacted": len(lk.redacted_turns), "overdisclosed": len(set(lk.over_disclosed_turns) | set(lk.bulk_turns)),
-            "filtered_kind": len(lk.filtered_kind_turns)}
+    return {
+        "reward": float(rec.get("reward", 0.0)),
+        "success": bool(rec.get("success")),
+        "deadlock": bool(rec.get("deadlock")),
+        "disclosures": int(rec.get("disclosures", 0)),
+        "facts": sorted((rec.get("revealed") or {}).keys()),
+        "secret_leak": lk.secret_leak,
+        "redacted": len(lk.redacted_turns),
+        "overdisclosed": len(set(lk.over_disclosed_turns) | set(lk.bulk_turns)),
+        "filtered_kind": len(lk.filtered_kind_turns),
+    }
 
 
-def replay_episodes(episodes: Sequence[Mapping[str, Any]], *, overrides: Mapping[str, Mapping[str, Any]],
-                    user_rules: Mapping[str, Any], reward_rules: Mapping[str, Any],
-                    time_budget_s: float) -> dict[str, Any]:
+def replay_episodes(
+    episodes: Sequence[Mapping[str, Any]],
+    *,
+    overrides: Mapping[str, Mapping[str, Any]],
+    user_rules: Mapping[str, Any],
+    reward_rules: Mapping[str, Any],
+    time_budget_s: float,
+) -> dict[str, Any]:
     """Re-play the symbolic-arm ``episodes`` under candidate knob ``overrides`` ({area: raw values}) and
     rule files, comparing disclosures, leaks, rewards and outcomes with the recorded ones."""
     from harness.envs.registry import make
@@ -170,7 +214,11 @@ def replay_episodes(episodes: Sequence[Mapping[str, Any]], *, overrides: Mapping
         gym = str(ep.get("gym"))
         over = {area: _resolved(vals, gym) for area, vals in overrides.items()}
         snap = record_snapshot(ep, over, user_rules=user_rules, reward_rules=reward_rules)
-        env = make(gym, knobs=snap, rendering=str(((ep.get("turns") or [{}])[0].get("action") or {}).get("rendering", "tagged")))
+        env = make(
+            gym,
+            knobs=snap,
+            rendering=str(((ep.get("turns") or [{}])[0].get("action") or {}).get("rendering", "tagged")),
+        )
         seed = int(hashlib.sha256(str(ep.get("episode_id")).encode()).hexdigest()[:8], 16)
         env.reset(seed=seed, options={"task": copy.deepcopy(task), "arm": "symbolic", "split": task.split})
         ran_out = True
@@ -181,8 +229,15 @@ def replay_episodes(episodes: Sequence[Mapping[str, Any]], *, overrides: Mapping
                 break
         new = env.episode_record()
         new["episode_id"] = ep.get("episode_id")
-        rows.append({"episode_id": ep.get("episode_id"), "gym": gym, "old": _episode_summary(ep, task),
-                     "new": _episode_summary(new, task), "ran_out": ran_out})
+        rows.append(
+            {
+                "episode_id": ep.get("episode_id"),
+                "gym": gym,
+                "old": _episode_summary(ep, task),
+                "new": _episode_summary(new, task),
+                "ran_out": ran_out,
+            }
+        )
     n = max(1, len(rows))
 
     def agg(side: str, key: str) -> float:
@@ -193,23 +248,42 @@ def replay_episodes(episodes: Sequence[Mapping[str, Any]], *, overrides: Mapping
     for r in rows:
         gained = sorted(set(r["new"]["facts"]) - set(r["old"]["facts"]))
         lost = sorted(set(r["old"]["facts"]) - set(r["new"]["facts"]))
-        score = abs(r["new"]["reward"] - r["old"]["reward"]) + len(gained) + len(lost) + 2 * (r["new"]["secret_leak"]
-                                                                                           != r["old"]["secret_leak"])
+        score = (
+            abs(r["new"]["reward"] - r["old"]["reward"])
+            + len(gained)
+            + len(lost)
+            + 2 * (r["new"]["secret_leak"] != r["old"]["secret_leak"])
+        )
         if score:
-            changed.append({"episode_id": r["episode_id"], "gym": r["gym"], "facts_gained": gained, "facts_lost": lost,
-                            "reward": [round(r["old"]["reward"], 4), round(r["new"]["reward"], 4)],
-                            "success": [r["old"]["success"], r["new"]["success"]],
-                            "secret_leak": [r["old"]["secret_leak"], r["new"]["secret_leak"]], "_score": score})
+            changed.append(
+                {
+                    "episode_id": r["episode_id"],
+                    "gym": r["gym"],
+                    "facts_gained": gained,
+                    "facts_lost": lost,
+                    "reward": [round(r["old"]["reward"], 4), round(r["new"]["reward"], 4)],
+                    "success": [r["old"]["success"], r["new"]["success"]],
+                    "secret_leak": [r["old"]["secret_leak"], r["new"]["secret_leak"]],
+                    "_score": score,
+                }
+            )
     changed.sort(key=lambda c: -c["_score"])
     for c in changed:
         del c["_score"]
     return {
-        "kind": "episodes", "episodes": len(episodes), "replayed": len(rows),
-        "complete": len(rows) + sum(skipped.values()) == len(episodes), "skipped": dict(skipped),
-        "elapsed_s": round(time.perf_counter() - t0, 3), "ran_out_of_recorded_turns": sum(1 for r in rows if r["ran_out"]),
+        "kind": "episodes",
+        "episodes": len(episodes),
+        "replayed": len(rows),
+        "complete": len(rows) + sum(skipped.values()) == len(episodes),
+        "skipped": dict(skipped),
+        "elapsed_s": round(time.perf_counter() - t0, 3),
+        "ran_out_of_recorded_turns": sum(1 for r in rows if r["ran_out"]),
         "mean_per_episode": {k: {"old": agg("old", k), "new": agg("new", k)} for k in keys},
-        "facts_revealed_per_episode": {"old": round(sum(len(r["old"]["facts"]) for r in rows) / n, 4),
-                                       "new": round(sum(len(r["new"]["facts"]) for r in rows) / n, 4)},
-        "episodes_changed": len(changed), "most_changed": changed[:TOP_MOVED],
+        "facts_revealed_per_episode": {
+            "old": round(sum(len(r["old"]["facts"]) for r in rows) / n, 4),
+            "new": round(sum(len(r["new"]["facts"]) for r in rows) / n, 4),
+        },
+        "episodes_changed": len(changed),
+        "most_changed": changed[:TOP_MOVED],
         "note": "open-loop: recorded agent turns are re-sent in order; a real agent would react to different replies",
     }

@@ -50,9 +50,18 @@ def outcome(ep: Mapping[str, Any]) -> str:
     return "failure"
 
 
-def select(run: RunData, *, steps: Sequence[int], gym: str | None = None, arm: str | None = None,
-           outcome_: str | None = None, flag: str | None = None, limit: int = DEFAULT_LIMIT, seed: int | None = None,
-           thresholds: Mapping[str, float] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def select(
+    run: RunData,
+    *,
+    steps: Sequence[int],
+    gym: str | None = None,
+    arm: str | None = None,
+    outcome_: str | None = None,
+    flag: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    seed: int | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Matching episodes (at most ``limit``) and a summary of the selection."""
     if outcome_ is not None and outcome_ not in OUTCOMES:
         raise UsageError(f"--outcome {outcome_!r}: allowed {', '.join(OUTCOMES)}")
@@ -67,9 +76,11 @@ def select(run: RunData, *, steps: Sequence[int], gym: str | None = None, arm: s
         data.episodes = run.episodes(steps)
         finding = DETECTORS[flag].run(data, thresholds)
         flagged_ids = set(finding.matches)
-        note = (f"detector {flag}: {'flagged' if finding.flagged else 'not flagged'} over these steps; "
-                f"{len(flagged_ids)} episode(s) attributed"
-                + (" (it judges step metrics, not single episodes)" if finding.flagged and not flagged_ids else ""))
+        note = (
+            f"detector {flag}: {'flagged' if finding.flagged else 'not flagged'} over these steps; "
+            f"{len(flagged_ids)} episode(s) attributed"
+            + (" (it judges step metrics, not single episodes)" if finding.flagged and not flagged_ids else "")
+        )
     matches = []
     for ep in run.iter_episodes_newest_first(steps):
         if gym is not None and ep.get("gym") != gym:
@@ -82,8 +93,13 @@ def select(run: RunData, *, steps: Sequence[int], gym: str | None = None, arm: s
             continue
         matches.append(ep)
     chosen = random.Random(seed).sample(matches, min(limit, len(matches))) if seed is not None else matches[:limit]
-    summary = {"steps": [steps[0], steps[-1]] if steps else None, "matching": len(matches), "shown": len(chosen),
-               "filters": {"gym": gym, "arm": arm, "outcome": outcome_, "flag": flag}, "seed": seed}
+    summary = {
+        "steps": [steps[0], steps[-1]] if steps else None,
+        "matching": len(matches),
+        "shown": len(chosen),
+        "filters": {"gym": gym, "arm": arm, "outcome": outcome_, "flag": flag},
+        "seed": seed,
+    }
     if note:
         summary["flag_note"] = note
     return chosen, summary
@@ -113,7 +129,9 @@ def _reward_line(t: Mapping[str, Any]) -> str:
     parts += [f"{k} {v:+.3g}" for k, v in (bd.get("rules") or {}).items()]
     parts += [f"{k} {v:+.3g}" for k, v in (bd.get("builtin") or {}).items()]
     scale = bd.get("scale")
-    tail = (f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "") + (" clipped" if bd.get("clipped") else "")
+    tail = (f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else "") + (
+        " clipped" if bd.get("clipped") else ""
+    )
     return f"reward {float(t.get('reward', 0.0)):+.3f}" + (f" = {' + '.join(parts)}{tail}" if parts else "")
 
 
@@ -122,10 +140,12 @@ def render_episode(ep: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) ->
     task = ep.get("task") or {}
     facts = task.get("facts") or []
     revealed = ep.get("revealed") or {}
-    head = (f"━━ {ep.get('episode_id')} · step {ep.get('step')} · {ep.get('gym')} · arm {ep.get('arm')} · "
-            f"task {task.get('task_id')} ({task.get('split')}) · {outcome(ep).upper()} · reward "
-            f"{float(ep.get('reward', 0.0)):+.3f} · {ep.get('num_turns')} turns, {ep.get('questions')} asks, "
-            f"{ep.get('disclosures')} disclosures")
+    head = (
+        f"━━ {ep.get('episode_id')} · step {ep.get('step')} · {ep.get('gym')} · arm {ep.get('arm')} · "
+        f"task {task.get('task_id')} ({task.get('split')}) · {outcome(ep).upper()} · reward "
+        f"{float(ep.get('reward', 0.0)):+.3f} · {ep.get('num_turns')} turns, {ep.get('questions')} asks, "
+        f"{ep.get('disclosures')} disclosures"
+    )
     lines = [head, f"prompt: {_short(task.get('prompt'), max_chars)}"]
     if facts:
         lines.append(f"hidden facts ({sum(1 for f in facts if f.get('key') in revealed)}/{len(facts)} revealed):")
@@ -144,19 +164,27 @@ def render_episode(ep: Mapping[str, Any], max_chars: int = DEFAULT_MAX_CHARS) ->
         if isinstance(ur, dict):
             flags = {k: v for k, v in (ur.get("flags") or {}).items() if k != "arm"}
             rev = f"  [revealed {', '.join(ur.get('revealed') or [])}]" if ur.get("revealed") else ""
-            lines.append(f"   USER  {_short(ur.get('text'), max_chars)}{rev}"
-                         + (f"  {json.dumps(flags, default=str)[:200]}" if flags else ""))
+            lines.append(
+                f"   USER  {_short(ur.get('text'), max_chars)}{rev}"
+                + (f"  {json.dumps(flags, default=str)[:200]}" if flags else "")
+            )
         tool = t.get("tool")
         if isinstance(tool, dict):
             ok = "ok" if tool.get("ok") else "FAILED"
-            lines.append(f"   TOOL  {tool.get('name')}({_short(tool.get('args'), 80)!r}) {ok} → "
-                         f"{_short(tool.get('result'), max_chars)}")
-        if t.get("obs_role") == "env" or (t.get("observation") and not isinstance(ur, dict) and not isinstance(tool, dict)):
+            lines.append(
+                f"   TOOL  {tool.get('name')}({_short(tool.get('args'), 80)!r}) {ok} → "
+                f"{_short(tool.get('result'), max_chars)}"
+            )
+        if t.get("obs_role") == "env" or (
+            t.get("observation") and not isinstance(ur, dict) and not isinstance(tool, dict)
+        ):
             lines.append(f"   ENV   {_short(t.get('observation'), max_chars)}")
         ans = t.get("answer")
         if isinstance(ans, dict):
-            lines.append(f"   ANSWER scored: task_reward {ans.get('task_reward')}, success {ans.get('success')}, "
-                         f"details {_short(json.dumps(ans.get('details'), default=str), 200)}")
+            lines.append(
+                f"   ANSWER scored: task_reward {ans.get('task_reward')}, success {ans.get('success')}, "
+                f"details {_short(json.dumps(ans.get('details'), default=str), 200)}"
+            )
         ev = ", ".join(t.get("events") or [])
         lines.append(f"   {_reward_line(t)}" + (f"   events: {ev}" if ev else ""))
     return "\n".join(lines)

@@ -59,8 +59,9 @@ def std_error(xs: Sequence[float]) -> float | None:
     return math.sqrt(var / len(xs))
 
 
-def bootstrap_noise_floor(values: Sequence[float], n: int, *, iterations: int = 2000, quantile: float = 0.95,
-                          seed: int = 0) -> float:
+def bootstrap_noise_floor(
+    values: Sequence[float], n: int, *, iterations: int = 2000, quantile: float = 0.95, seed: int = 0
+) -> float:
     """How large a difference of two ``n``-step window means gets by chance alone.
 
     Both windows are resampled (with replacement) from ``values`` (the pre-event steps, i.e. the

@@ -35,8 +35,14 @@ def _weighted(lines: list[dict[str, Any]], prefix: str, name: str) -> float | No
 def _splits(run: RunData, kind: str, steps: list[int], spark: int) -> list[dict[str, Any]]:
     """Per-gym (kind ``gym``) or per-arm (``arm``) lines over the window."""
     lines = run.metrics_for(steps)
-    names = sorted({k.split("/")[1] for m in run.metrics for k in m
-                    if k.startswith(f"{kind}/") and k.endswith("/episodes") and k.count("/") == 2})
+    names = sorted(
+        {
+            k.split("/")[1]
+            for m in run.metrics
+            for k in m
+            if k.startswith(f"{kind}/") and k.endswith("/episodes") and k.count("/") == 2
+        }
+    )
     out = []
     for name in names:
         prefix = f"{kind}/{name}"
@@ -50,14 +56,31 @@ def _splits(run: RunData, kind: str, steps: list[int], spark: int) -> list[dict[
 
 
 def _event_line(e: dict[str, Any]) -> dict[str, Any]:
-    return {"id": e.get("id"), "time": e.get("time"), "knob": e.get("knob"), "gym": e.get("gym"), "old": e.get("old"),
-            "new": e.get("new"), "status": e.get("status"), "author": e.get("author"), "reason": e.get("reason"),
-            "step_effective": e.get("step_effective"), "rule": e.get("rule"),
-            "message": e.get("message") if e.get("status") == "rejected" else None}
+    return {
+        "id": e.get("id"),
+        "time": e.get("time"),
+        "knob": e.get("knob"),
+        "gym": e.get("gym"),
+        "old": e.get("old"),
+        "new": e.get("new"),
+        "status": e.get("status"),
+        "author": e.get("author"),
+        "reason": e.get("reason"),
+        "step_effective": e.get("step_effective"),
+        "rule": e.get("rule"),
+        "message": e.get("message") if e.get("status") == "rejected" else None,
+    }
 
 
-def status_doc(run: RunData, *, spark: int = DEFAULT_SPARK, window: int = DEFAULT_WINDOW, events: int = DEFAULT_EVENTS,
-               alerts: int = DEFAULT_ALERTS, detectors: bool = True) -> dict[str, Any]:
+def status_doc(
+    run: RunData,
+    *,
+    spark: int = DEFAULT_SPARK,
+    window: int = DEFAULT_WINDOW,
+    events: int = DEFAULT_EVENTS,
+    alerts: int = DEFAULT_ALERTS,
+    detectors: bool = True,
+) -> dict[str, Any]:
     """The data ``eau status`` shows."""
     st = run.status
     steps = run.last_steps(window)
@@ -69,28 +92,63 @@ def status_doc(run: RunData, *, spark: int = DEFAULT_SPARK, window: int = DEFAUL
         if not series:
             continue
         recent = [v for s, v in series if last_step is None or s in set(steps)]
-        trends[name] = {"latest": round(series[-1][1], 5), "window_mean": round(mean(recent) or 0.0, 5),
-                        "window_slope": round(slope(recent) or 0.0, 6), "spark": sparkline([v for _, v in series], spark),
-                        "first_step_shown": series[-spark:][0][0]}
-    recent_alerts = [e for e in run.alerts() if last_step is None or not isinstance(e.get("step"), int)
-                     or e["step"] >= last_step - window]
-    open_alerts = [{"source": "events", "alert": e.get("alert"), "step": e.get("step"), "time": e.get("time"),
-                    "message": str(e.get("message", ""))[:300]} for e in recent_alerts[-alerts:]]
+        trends[name] = {
+            "latest": round(series[-1][1], 5),
+            "window_mean": round(mean(recent) or 0.0, 5),
+            "window_slope": round(slope(recent) or 0.0, 6),
+            "spark": sparkline([v for _, v in series], spark),
+            "first_step_shown": series[-spark:][0][0],
+        }
+    recent_alerts = [
+        e
+        for e in run.alerts()
+        if last_step is None or not isinstance(e.get("step"), int) or e["step"] >= last_step - window
+    ]
+    open_alerts = [
+        {
+            "source": "events",
+            "alert": e.get("alert"),
+            "step": e.get("step"),
+            "time": e.get("time"),
+            "message": str(e.get("message", ""))[:300],
+        }
+        for e in recent_alerts[-alerts:]
+    ]
     findings_flagged: list[dict[str, Any]] = []
     if detectors and steps:
         doc = diagnose(run, window=window)
-        findings_flagged = [{"source": "detector", "alert": f["name"], "severity": f["severity"],
-                             "component": f["component"], "message": f["summary"][:300]}
-                            for f in doc["findings"] if f["flagged"]]
+        findings_flagged = [
+            {
+                "source": "detector",
+                "alert": f["name"],
+                "severity": f["severity"],
+                "component": f["component"],
+                "message": f["summary"][:300],
+            }
+            for f in doc["findings"]
+            if f["flagged"]
+        ]
     return {
-        "run": run.run_id, "dir": str(run.dir), "state": st.get("state", "unknown"), "live": run.live,
+        "run": run.run_id,
+        "dir": str(run.dir),
+        "state": st.get("state", "unknown"),
+        "live": run.live,
         "stale": st.get("state") == "running" and not run.live,
-        "step": st.get("step", last_step), "last_metrics_step": last_step, "total_steps": st.get("total_steps"),
-        "eta_s": st.get("eta_s"), "heartbeat_age_s": round(time.time() - hb, 1) if hb else None,
-        "phase": st.get("phase"), "phase_done": st.get("phase_done"), "phase_total": st.get("phase_total"),
-        "phase_eta_s": st.get("phase_eta_s"), "ended": st.get("ended"),
-        "gyms": run.gyms, "window": window, "trends": trends,
-        "per_gym": _splits(run, "gym", steps, spark), "per_arm": _splits(run, "arm", steps, spark),
+        "step": st.get("step", last_step),
+        "last_metrics_step": last_step,
+        "total_steps": st.get("total_steps"),
+        "eta_s": st.get("eta_s"),
+        "heartbeat_age_s": round(time.time() - hb, 1) if hb else None,
+        "phase": st.get("phase"),
+        "phase_done": st.get("phase_done"),
+        "phase_total": st.get("phase_total"),
+        "phase_eta_s": st.get("phase_eta_s"),
+        "ended": st.get("ended"),
+        "gyms": run.gyms,
+        "window": window,
+        "trends": trends,
+        "per_gym": _splits(run, "gym", steps, spark),
+        "per_arm": _splits(run, "arm", steps, spark),
         "knob_events": [_event_line(e) for e in run.knob_events[-events:]],
         "knob_events_total": len(run.knob_events),
         "alerts": open_alerts + findings_flagged[:alerts],
@@ -137,8 +195,10 @@ def render_status(doc: dict[str, Any], width: int = 120) -> str:
             phase += f" {doc.get('phase_done') or 0}/{doc['phase_total']}"
         if isinstance(doc.get("phase_eta_s"), (int, float)):
             phase += f" (ETA {doc['phase_eta_s'] / 60:.1f} min)"
-    con.print(f"run {doc['run']}: {doc['state']} ({live}){phase}, step {doc['step']}/{doc['total_steps']}{eta}{hb}; "
-              f"gyms {', '.join(doc['gyms']) or '-'}")
+    con.print(
+        f"run {doc['run']}: {doc['state']} ({live}){phase}, step {doc['step']}/{doc['total_steps']}{eta}{hb}; "
+        f"gyms {', '.join(doc['gyms']) or '-'}"
+    )
     t = Table(title=f"trends (window {doc['window']} steps)", title_justify="left", expand=False)
     for col in ("metric", "latest", "window mean", "slope/step", "history"):
         t.add_column(col, no_wrap=True)
@@ -152,8 +212,15 @@ def render_status(doc: dict[str, Any], width: int = 120) -> str:
         for col in ("name", "episodes", "success", "reward", "deadlock", "questions", "success history"):
             t.add_column(col, no_wrap=True)
         for r in doc[kind]:
-            t.add_row(r["name"], str(r["episodes"]), _fmt(r["success_rate"]), _fmt(r["reward_mean"]),
-                      _fmt(r["deadlock_rate"]), _fmt(r["questions_mean"]), r["spark_success"])
+            t.add_row(
+                r["name"],
+                str(r["episodes"]),
+                _fmt(r["success_rate"]),
+                _fmt(r["reward_mean"]),
+                _fmt(r["deadlock_rate"]),
+                _fmt(r["questions_mean"]),
+                r["spark_success"],
+            )
         con.print(t)
     if doc["knob_events"]:
         con.print(f"last knob events ({len(doc['knob_events'])} of {doc['knob_events_total']}):")
@@ -161,8 +228,12 @@ def render_status(doc: dict[str, Any], width: int = 120) -> str:
             gym = f"[{e['gym']}]" if e.get("gym") else ""
             tail = f" step {e['step_effective']}" if e.get("step_effective") is not None else ""
             msg = f" | {e['rule']}: {str(e['message'])[:80]}" if e.get("status") == "rejected" else ""
-            con.print(f"  {e['id']} {e['status']:8} {e['knob']}{gym} {str(e['old'])[:30]} -> {str(e['new'])[:30]} "
-                      f"by {e['author']}{tail}{msg}", overflow="ellipsis", no_wrap=True)
+            con.print(
+                f"  {e['id']} {e['status']:8} {e['knob']}{gym} {str(e['old'])[:30]} -> {str(e['new'])[:30]} "
+                f"by {e['author']}{tail}{msg}",
+                overflow="ellipsis",
+                no_wrap=True,
+            )
     if doc["alerts"]:
         con.print("open alerts:")
         for a in doc["alerts"]:

@@ -34,9 +34,12 @@ def task_index(record: Mapping[str, Any]) -> tuple[str, int] | None:
     return None
 
 
-def record_snapshot(record: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                    user_rules: Mapping[str, Any] | None = None,
-                    reward_rules: Mapping[str, Any] | None = None) -> KnobSnapshot:
+def record_snapshot(
+    record: Mapping[str, Any],
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    user_rules: Mapping[str, Any] | None = None,
+    reward_rules: Mapping[str, Any] | None = None,
+) -> KnobSnapshot:
     """A knob snapshot holding the episode's recorded (resolved) knobs, with ``overrides`` per area."""
     rec = record.get("knobs") or {}
     values = {area: dict(rec.get(area) or {}) for area in ("env", "user", "reward", "agent")}

@@ -56,15 +56,20 @@ def _compact(obj: Any, limit: int) -> str:
 
 
 # ---------------------------------------------------------------------------- status
-def status_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
-               window: int = WindowOpt,
-               spark: int = typer.Option(40, "--spark", min=5, max=200, help="Steps shown in each sparkline."),
-               events: int = typer.Option(5, "--events", min=0, max=100, help="Last knob events shown."),
-               alerts: int = typer.Option(5, "--alerts", min=0, max=100, help="Open alerts shown."),
-               detectors: bool = typer.Option(True, "--detectors/--no-detectors",
-                                              help="Run the detectors over the window for open alerts."),
-               width: int = typer.Option(120, "--width", min=60, max=400, help="Screen width of the text view."),
-               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
+def status_cmd(
+    as_json: bool = JsonOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    window: int = WindowOpt,
+    spark: int = typer.Option(40, "--spark", min=5, max=200, help="Steps shown in each sparkline."),
+    events: int = typer.Option(5, "--events", min=0, max=100, help="Last knob events shown."),
+    alerts: int = typer.Option(5, "--alerts", min=0, max=100, help="Open alerts shown."),
+    detectors: bool = typer.Option(
+        True, "--detectors/--no-detectors", help="Run the detectors over the window for open alerts."
+    ),
+    width: int = typer.Option(120, "--width", min=60, max=400, help="Screen width of the text view."),
+    knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
+) -> None:
     """The state of a run on one screen: step, trends with sparklines, per gym and arm, knob events, alerts."""
     from harness.analysis.status import render_status, status_doc
 
@@ -77,17 +82,23 @@ def status_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, 
 
 
 # ---------------------------------------------------------------------------- diagnose
-def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
-                 window: int = WindowOpt,
-                 until: Optional[int] = typer.Option(None, "--until", help="Last step of the window (default: latest)."),
-                 detector: Optional[list[str]] = typer.Option(None, "--detector", help="Run only this detector (repeatable)."),
-                 threshold: Optional[list[str]] = typer.Option(None, "--threshold",
-                                                               help="Override a threshold: NAME.KEY=VALUE (repeatable)."),
-                 list_: bool = typer.Option(False, "--list", help="List detectors and their thresholds, then exit."),
-                 verbose: bool = typer.Option(False, "--verbose", "-v", help="Show evidence of unflagged detectors too."),
-                 evidence_chars: int = typer.Option(600, "--evidence-chars", min=80, max=20000,
-                                                    help="Characters of evidence metrics per finding in text output."),
-                 knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
+def diagnose_cmd(
+    as_json: bool = JsonOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    window: int = WindowOpt,
+    until: Optional[int] = typer.Option(None, "--until", help="Last step of the window (default: latest)."),
+    detector: Optional[list[str]] = typer.Option(None, "--detector", help="Run only this detector (repeatable)."),
+    threshold: Optional[list[str]] = typer.Option(
+        None, "--threshold", help="Override a threshold: NAME.KEY=VALUE (repeatable)."
+    ),
+    list_: bool = typer.Option(False, "--list", help="List detectors and their thresholds, then exit."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show evidence of unflagged detectors too."),
+    evidence_chars: int = typer.Option(
+        600, "--evidence-chars", min=80, max=20000, help="Characters of evidence metrics per finding in text output."
+    ),
+    knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
+) -> None:
     """Detectors over recent steps, each with evidence (metric values, example episode ids) and a suggestion."""
     from harness.analysis.diagnose import UsageError, catalogue, diagnose, parse_thresholds
 
@@ -112,15 +123,19 @@ def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt
         emit_json(doc)
         return
     w = doc["window"]
-    typer.echo(f"run {doc['run']}: steps {w['first']}..{w['last']} ({w['steps']} steps, {doc['episodes']} episodes); "
-               f"flagged: {', '.join(doc['flagged']) or 'none'}")
+    typer.echo(
+        f"run {doc['run']}: steps {w['first']}..{w['last']} ({w['steps']} steps, {doc['episodes']} episodes); "
+        f"flagged: {', '.join(doc['flagged']) or 'none'}"
+    )
     for f in doc["findings"]:
         if f["flagged"]:
             typer.echo(f"\nFLAGGED {f['name']} [{f['severity']}, {f['component']}]: {f['summary']}")
             typer.echo(f"  evidence: {_compact(f['evidence']['metrics'], evidence_chars)}")
             if f["evidence"]["episodes"]:
-                typer.echo(f"  episodes: {', '.join(f['evidence']['episodes'])} "
-                           f"({f['evidence']['matching_episodes']} matching; eau sample --flag {f['name']})")
+                typer.echo(
+                    f"  episodes: {', '.join(f['evidence']['episodes'])} "
+                    f"({f['evidence']['matching_episodes']} matching; eau sample --flag {f['name']})"
+                )
             typer.echo(f"  look at: {f['suggestion']}")
         elif f.get("skipped"):
             typer.echo(f"skipped {f['name']}: {f['skipped']}")
@@ -131,19 +146,25 @@ def diagnose_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt
 
 
 # ---------------------------------------------------------------------------- sample
-def sample_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
-               steps: Optional[str] = typer.Option(None, "--steps", help="Step range A:B (inclusive), A:, :B or N; "
-                                                   "default: the last --window steps."),
-               window: int = WindowOpt,
-               gym: Optional[str] = typer.Option(None, "--gym", help="Only this gym."),
-               arm: Optional[str] = typer.Option(None, "--arm", help="Only this user arm: symbolic | llm."),
-               outcome: Optional[str] = typer.Option(None, "--outcome", help="success | failure | deadlock."),
-               flag: Optional[str] = typer.Option(None, "--flag", help="Only episodes a detector attributes its problem to."),
-               limit: int = typer.Option(3, "--limit", help="Episodes shown (1..100)."),
-               seed: Optional[int] = typer.Option(None, "--seed", help="Random sample with this seed (default: newest first)."),
-               max_chars: int = typer.Option(1500, "--max-chars", min=40, max=100000,
-                                             help="Longest text field shown; longer ones are clipped with a marker."),
-               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
+def sample_cmd(
+    as_json: bool = JsonOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    steps: Optional[str] = typer.Option(
+        None, "--steps", help="Step range A:B (inclusive), A:, :B or N; default: the last --window steps."
+    ),
+    window: int = WindowOpt,
+    gym: Optional[str] = typer.Option(None, "--gym", help="Only this gym."),
+    arm: Optional[str] = typer.Option(None, "--arm", help="Only this user arm: symbolic | llm."),
+    outcome: Optional[str] = typer.Option(None, "--outcome", help="success | failure | deadlock."),
+    flag: Optional[str] = typer.Option(None, "--flag", help="Only episodes a detector attributes its problem to."),
+    limit: int = typer.Option(3, "--limit", help="Episodes shown (1..100)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random sample with this seed (default: newest first)."),
+    max_chars: int = typer.Option(
+        1500, "--max-chars", min=40, max=100000, help="Longest text field shown; longer ones are clipped with a marker."
+    ),
+    knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
+) -> None:
     """Trajectories by step range, gym, arm, outcome or detector flag, rendered readably."""
     from harness.analysis.diagnose import UsageError
     from harness.analysis.sample import clip, parse_steps, render_episode, select
@@ -151,40 +172,52 @@ def sample_cmd(as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, 
     data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         chosen_steps = parse_steps(steps, data, window)
-        eps, summary = select(data, steps=chosen_steps, gym=gym, arm=arm, outcome_=outcome, flag=flag, limit=limit,
-                              seed=seed)
+        eps, summary = select(
+            data, steps=chosen_steps, gym=gym, arm=arm, outcome_=outcome, flag=flag, limit=limit, seed=seed
+        )
     except UsageError as exc:
         fail(str(exc), EXIT_USAGE, as_json)
     if as_json:
         emit_json({"run": data.run_id, **summary, "episodes": [clip(e, max_chars) for e in eps]})
         return
     span = f"steps {summary['steps'][0]}..{summary['steps'][1]}" if summary["steps"] else "no recorded steps"
-    typer.echo(f"run {data.run_id}: {span}; {summary['matching']} matching episode(s), showing {summary['shown']}"
-               + (f"; {summary['flag_note']}" if summary.get("flag_note") else ""))
+    typer.echo(
+        f"run {data.run_id}: {span}; {summary['matching']} matching episode(s), showing {summary['shown']}"
+        + (f"; {summary['flag_note']}" if summary.get("flag_note") else "")
+    )
     for e in eps:
         typer.echo("")
         typer.echo(render_episode(e, max_chars))
 
 
 # ---------------------------------------------------------------------------- effect
-def effect_cmd(event: Optional[str] = typer.Option(None, "--event", help="Knob event id (k-...) of the run."),
-               at_step: Optional[int] = typer.Option(None, "--at-step", help="Compare around this step instead of an event."),
-               metric: Optional[str] = typer.Option(None, "--metric", help="Metric of metrics.jsonl (default success_rate; "
-                                                    "gym/<g>/success_rate for a per-gym event)."),
-               lag: int = typer.Option(0, "--lag", min=0, help="Steps after step_effective before the post-window starts."),
-               window: int = WindowOpt,
-               direction: Optional[str] = typer.Option(None, "--direction", help="higher | lower is better (default: known "
-                                                       "per metric)."),
-               seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-               as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
-               knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt) -> None:
+def effect_cmd(
+    event: Optional[str] = typer.Option(None, "--event", help="Knob event id (k-...) of the run."),
+    at_step: Optional[int] = typer.Option(None, "--at-step", help="Compare around this step instead of an event."),
+    metric: Optional[str] = typer.Option(
+        None,
+        "--metric",
+        help="Metric of metrics.jsonl (default success_rate; gym/<g>/success_rate for a per-gym event).",
+    ),
+    lag: int = typer.Option(0, "--lag", min=0, help="Steps after step_effective before the post-window starts."),
+    window: int = WindowOpt,
+    direction: Optional[str] = typer.Option(
+        None, "--direction", help="higher | lower is better (default: known per metric)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    as_json: bool = JsonOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
+) -> None:
     """Before/after comparison around a knob event, with a bootstrap noise floor and a lag."""
     from harness.analysis.effect import EffectError, effect
 
     data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
-        doc = effect(data, event_id=event, at_step=at_step, metric=metric, lag=lag, window=window, direction=direction,
-                     seed=seed)
+        doc = effect(
+            data, event_id=event, at_step=at_step, metric=metric, lag=lag, window=window, direction=direction, seed=seed
+        )
     except KeyError as exc:
         fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
     except EffectError as exc:
@@ -193,18 +226,23 @@ def effect_cmd(event: Optional[str] = typer.Option(None, "--event", help="Knob e
         emit_json(doc)
         return
     ev = doc["event"]
-    what = (f"event {ev['id']} {ev['knob']}{'[' + ev['gym'] + ']' if ev.get('gym') else ''} {json.dumps(ev['old'])[:40]} -> "
-            f"{json.dumps(ev['new'])[:40]} (effective step {ev['step_effective']})" if ev else f"step {doc['at_step']}")
+    what = (
+        f"event {ev['id']} {ev['knob']}{'[' + ev['gym'] + ']' if ev.get('gym') else ''} {json.dumps(ev['old'])[:40]} -> "
+        f"{json.dumps(ev['new'])[:40]} (effective step {ev['step_effective']})"
+        if ev
+        else f"step {doc['at_step']}"
+    )
     better = f"{doc['direction']} is better" if doc["direction"] != "none" else "no better direction"
-    typer.echo(f"run {doc['run']}: {what}; metric {doc['metric']} ({better}), lag {doc['lag']}, "
-               f"window {doc['window']}")
+    typer.echo(f"run {doc['run']}: {what}; metric {doc['metric']} ({better}), lag {doc['lag']}, window {doc['window']}")
     pre, post = doc["pre"], doc["post"]
     fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     typer.echo(f"  before: {fmt(pre['mean'])} over {pre['n']} steps {pre['steps'][:1] + pre['steps'][-1:]}")
     typer.echo(f"  after:  {fmt(post['mean'])} over {post['n']} steps {post['steps'][:1] + post['steps'][-1:]}")
     if doc["state"] == "ok":
-        typer.echo(f"  difference {doc['difference']:+.4f}, noise floor {doc['noise_floor']:.4f} "
-                   f"(bootstrap of the before-window, {doc['bootstrap']['iterations']} draws, seed {doc['bootstrap']['seed']})")
+        typer.echo(
+            f"  difference {doc['difference']:+.4f}, noise floor {doc['noise_floor']:.4f} "
+            f"(bootstrap of the before-window, {doc['bootstrap']['iterations']} draws, seed {doc['bootstrap']['seed']})"
+        )
     typer.echo(f"verdict: {doc['verdict'].upper()}: {doc['explanation']}")
     for o in doc["other_events_in_windows"][:3]:
         typer.echo(f"  note: {o['id']} {o['knob']} also took effect at step {o['step_effective']}")
@@ -225,13 +263,20 @@ def _gate_knobs_dir(value: Optional[Path], data: Any) -> Path:
     return knobs_dir(None)
 
 
-def gate_cmd(files: list[str] = typer.Argument(..., help="Candidate files: env.yaml, user.yaml, reward.yaml, agent.yaml, "
-                                               ".../rules/users/<gym>.yaml, .../rules/rewards/<name>.yaml, or FILE=TARGET."),
-             steps: int = typer.Option(5, "--steps", min=0, max=1000, help="Recent recorded steps to replay."),
-             time_budget: float = typer.Option(30.0, "--time-budget", min=0.0, help="Seconds the replays may take."),
-             as_json: bool = JsonOpt, runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt,
-             knobs_dir_: Optional[Path] = KnobsDirOpt,
-             no_run: bool = typer.Option(False, "--no-run", help="Validate against the knobs folder only (no run).")) -> None:
+def gate_cmd(
+    files: list[str] = typer.Argument(
+        ...,
+        help="Candidate files: env.yaml, user.yaml, reward.yaml, agent.yaml, "
+        ".../rules/users/<gym>.yaml, .../rules/rewards/<name>.yaml, or FILE=TARGET.",
+    ),
+    steps: int = typer.Option(5, "--steps", min=0, max=1000, help="Recent recorded steps to replay."),
+    time_budget: float = typer.Option(30.0, "--time-budget", min=0.0, help="Seconds the replays may take."),
+    as_json: bool = JsonOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    no_run: bool = typer.Option(False, "--no-run", help="Validate against the knobs folder only (no run)."),
+) -> None:
     """Validate candidate knob/rule files without applying them, and replay recent episodes through them."""
     from harness.analysis.gate import GateUsageError, gate
     from harness.analysis.run_data import RunNotFound, load_run
@@ -274,10 +319,14 @@ def _print_gate(doc: dict[str, Any]) -> None:
             typer.echo(f"      refused {r['knob']}{line} [{r['rule']}]: {r['message']}")
         for ch in c["changes"][:20]:
             gym = f"[{ch['gym']}]" if ch.get("gym") else ""
-            typer.echo(f"      change  {ch['knob']}{gym}: {json.dumps(ch['old'])[:50]} -> {json.dumps(ch['new'])[:50]}"
-                       + (" (next run)" if ch["applies"] == "next_run" else ""))
+            typer.echo(
+                f"      change  {ch['knob']}{gym}: {json.dumps(ch['old'])[:50]} -> {json.dumps(ch['new'])[:50]}"
+                + (" (next run)" if ch["applies"] == "next_run" else "")
+            )
     for r in doc["replays"]:
-        done = f"{r['replayed']}/{r['episodes']} episodes in {r['elapsed_s']}s" + ("" if r["complete"] else " (time budget hit)")
+        done = f"{r['replayed']}/{r['episodes']} episodes in {r['elapsed_s']}s" + (
+            "" if r["complete"] else " (time budget hit)"
+        )
         if r["kind"] == "rewards":
             m = r["reward_mean"]
             typer.echo(f"  reward replay ({done}): mean reward {m['old']:+.4f} -> {m['new']:+.4f} ({m['delta']:+.4f})")
@@ -290,13 +339,15 @@ def _print_gate(doc: dict[str, Any]) -> None:
                 typer.echo(f"      moved most: {mv['episode_id']} {mv['old']:+.3f} -> {mv['new']:+.3f}")
         else:
             m = r["mean_per_episode"]
-            typer.echo(f"  episode replay ({done}; {r['ran_out_of_recorded_turns']} ran out of recorded turns): "
-                       f"disclosures {m['disclosures']['old']:.2f} -> {m['disclosures']['new']:.2f}, facts revealed "
-                       f"{r['facts_revealed_per_episode']['old']:.2f} -> {r['facts_revealed_per_episode']['new']:.2f}, "
-                       f"secret leaks {m['secret_leak']['old']:.2f} -> {m['secret_leak']['new']:.2f}, over-disclosure "
-                       f"{m['overdisclosed']['old']:.2f} -> {m['overdisclosed']['new']:.2f}, reward "
-                       f"{m['reward']['old']:+.3f} -> {m['reward']['new']:+.3f}, success {m['success']['old']:.2f} -> "
-                       f"{m['success']['new']:.2f}")
+            typer.echo(
+                f"  episode replay ({done}; {r['ran_out_of_recorded_turns']} ran out of recorded turns): "
+                f"disclosures {m['disclosures']['old']:.2f} -> {m['disclosures']['new']:.2f}, facts revealed "
+                f"{r['facts_revealed_per_episode']['old']:.2f} -> {r['facts_revealed_per_episode']['new']:.2f}, "
+                f"secret leaks {m['secret_leak']['old']:.2f} -> {m['secret_leak']['new']:.2f}, over-disclosure "
+                f"{m['overdisclosed']['old']:.2f} -> {m['overdisclosed']['new']:.2f}, reward "
+                f"{m['reward']['old']:+.3f} -> {m['reward']['new']:+.3f}, success {m['success']['old']:.2f} -> "
+                f"{m['success']['new']:.2f}"
+            )
             if r["skipped"]:
                 typer.echo(f"      not replayed: {_compact(r['skipped'], 200)}")
     for key in ("replays_note", "agent_note"):

@@ -32,13 +32,20 @@ DEBUG_ENV = "EAU_DEBUG"  # EAU_DEBUG=1: an unexpected error shows its traceback
 UNEXPECTED = "unexpected"  # the word an error line carries when no command handled the error (a bug to fix)
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-KnobsDirOpt = typer.Option(None, "--knobs-dir", envvar="EAU_KNOBS_DIR",
-                           help="Knobs folder (default: ./knobs, made from the packaged defaults when missing).")
+KnobsDirOpt = typer.Option(
+    None,
+    "--knobs-dir",
+    envvar="EAU_KNOBS_DIR",
+    help="Knobs folder (default: ./knobs, made from the packaged defaults when missing).",
+)
 # status, sample, diagnose and effect read only a run folder; they take --knobs-dir too so that one
 # set of folder options (or EAU_KNOBS_DIR) works with every command, and check that it is a folder
-ReadOnlyKnobsDirOpt = typer.Option(None, "--knobs-dir", envvar="EAU_KNOBS_DIR",
-                                   help="Knobs folder; this command reads only the run folder, and checks that this "
-                                        "one exists when given.")
+ReadOnlyKnobsDirOpt = typer.Option(
+    None,
+    "--knobs-dir",
+    envvar="EAU_KNOBS_DIR",
+    help="Knobs folder; this command reads only the run folder, and checks that this one exists when given.",
+)
 RunsDirOpt = typer.Option(None, "--runs-dir", envvar="EAU_RUNS_DIR", help="Runs folder (default: ./runs).")
 
 

@@ -32,20 +32,28 @@ def register(app: typer.Typer) -> None:
 
 def eval_cmd(
     run: Optional[str] = typer.Option(None, "--run", help="Run id (under --runs-dir) or run folder to evaluate."),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint",
-                                             help="Checkpoint step (12 or step_000012), or 'init' for the starting "
-                                                  "policy; default: the latest complete checkpoint."),
-    protocol_file: Optional[Path] = typer.Option(None, "--protocol",
-                                                 help="Protocol file (default eval/protocol.yaml)."),
-    eval_dir: Optional[Path] = typer.Option(None, "--eval-dir", envvar="EAU_EVAL_DIR",
-                                            help="Results folder (default ./eval_results)."),
+    checkpoint: Optional[str] = typer.Option(
+        None,
+        "--checkpoint",
+        help="Checkpoint step (12 or step_000012), or 'init' for the starting "
+        "policy; default: the latest complete checkpoint.",
+    ),
+    protocol_file: Optional[Path] = typer.Option(
+        None, "--protocol", help="Protocol file (default eval/protocol.yaml)."
+    ),
+    eval_dir: Optional[Path] = typer.Option(
+        None, "--eval-dir", envvar="EAU_EVAL_DIR", help="Results folder (default ./eval_results)."
+    ),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     describe: bool = typer.Option(False, "--describe", help="Print the protocol and its hash; evaluate nothing."),
     no_save: bool = typer.Option(False, "--no-save", help="Print the result without writing eval_results/."),
     as_json: bool = JsonOpt,
-    knobs_dir_: Optional[Path] = typer.Option(None, "--knobs-dir", envvar="EAU_KNOBS_DIR",
-                                              help="Ignored: evaluation never reads knobs (accepted like on "
-                                                   "every eau command)."),
+    knobs_dir_: Optional[Path] = typer.Option(
+        None,
+        "--knobs-dir",
+        envvar="EAU_KNOBS_DIR",
+        help="Ignored: evaluation never reads knobs (accepted like on every eau command).",
+    ),
     runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Evaluate a checkpoint on the fixed protocol: per-gym reward and success (colbench: pass and
@@ -77,10 +85,17 @@ def eval_cmd(
     from harness.eval.evaluate import turn_budget
 
     try:
-        with progress.phase(f"evaluating on {protocol.name}", total=turn_budget(protocol), unit="turns",
-                            eta_bound=True) as ph:
-            result, records = evaluate_run(run_dir, protocol, checkpoint, device, log=progress.plain,
-                                           progress=lambda done, n, turns: ph.set(turns, f"{done}/{n} episodes done"))
+        with progress.phase(
+            f"evaluating on {protocol.name}", total=turn_budget(protocol), unit="turns", eta_bound=True
+        ) as ph:
+            result, records = evaluate_run(
+                run_dir,
+                protocol,
+                checkpoint,
+                device,
+                log=progress.plain,
+                progress=lambda done, n, turns: ph.set(turns, f"{done}/{n} episodes done"),
+            )
     except CheckpointError as exc:
         fail(str(exc), EXIT_NOT_FOUND, as_json)
     except ProtocolRuntimeError as exc:
@@ -114,23 +129,29 @@ def _fmt(x: Any) -> str:
 
 def _print_protocol(info: dict[str, Any]) -> None:
     typer.echo(f"protocol {info['name']}  hash {info['protocol_hash']}\n  file {info['path']}")
-    typer.echo(f"  split {info['split']}  seed {info['seed']}  trials {info['trials']}  rendering {info['rendering']}"
-               f"  batch {info['batch_size']}")
+    typer.echo(
+        f"  split {info['split']}  seed {info['seed']}  trials {info['trials']}  rendering {info['rendering']}"
+        f"  batch {info['batch_size']}"
+    )
     typer.echo(f"  sampling {info['sampling']}  limits {info['limits']}")
     for g, spec in info["gyms"].items():
         typer.echo(f"  gym {g:<10} tasks {spec['tasks']:<4}" + ("  held out" if spec["held_out"] else ""))
 
 
 def _print_result(r: dict[str, Any]) -> None:
-    typer.echo(f"{r['run_id']} {r['checkpoint']} on {r['protocol_name']} (protocol_hash {r['protocol_hash'][:16]}, "
-               f"seed {r['seed']}, {r['episodes']} episodes, {r['wall_s']:.1f}s)")
+    typer.echo(
+        f"{r['run_id']} {r['checkpoint']} on {r['protocol_name']} (protocol_hash {r['protocol_hash'][:16]}, "
+        f"seed {r['seed']}, {r['episodes']} episodes, {r['wall_s']:.1f}s)"
+    )
     pk = any("pass_hat_k" in g for g in r["gyms"].values())
     head = f"{'gym':<11}{'tasks':>6}{'reward':>9}{'success':>9}{'pass':>7}{'answer':>8}{'turns':>7}"
     typer.echo(head + ("  pass^k" if pk else "") + "  note")
     for name, g in r["gyms"].items():
         note = ("held out" if g["held_out"] else "") + (" (trained on!)" if g["held_out"] and g["trained_on"] else "")
-        line = (f"{name:<11}{g['tasks']:>6}{g['reward_mean']:>9.3f}{g['success_rate']:>9.3f}"
-                f"{_fmt(g.get('pass')):>7}{g['answer_rate']:>8.2f}{g['turns_mean']:>7.1f}")
+        line = (
+            f"{name:<11}{g['tasks']:>6}{g['reward_mean']:>9.3f}{g['success_rate']:>9.3f}"
+            f"{_fmt(g.get('pass')):>7}{g['answer_rate']:>8.2f}{g['turns_mean']:>7.1f}"
+        )
         if pk:
             line += "  " + " ".join(f"{k}:{v:.2f}" for k, v in g.get("pass_hat_k", {}).items())
         typer.echo(line + ("  " + note if note else ""))

@@ -15,11 +15,13 @@ import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, emit_json, err, fail
 
-app = typer.Typer(help="The experience pool: record, list, search and retract findings about interventions.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The experience pool: record, list, search and retract findings about interventions.", no_args_is_help=True
+)
 
-PoolDirOpt = typer.Option(None, "--pool-dir", envvar="EAU_POOL_DIR",
-                          help="Experience pool folder (default: ./experience_pool).")
+PoolDirOpt = typer.Option(
+    None, "--pool-dir", envvar="EAU_POOL_DIR", help="Experience pool folder (default: ./experience_pool)."
+)
 StatusOpt = typer.Option("active", "--status", help="active | retracted | all.")
 LimitOpt = typer.Option(20, "--limit", help="Most findings to show (0: all).")
 
@@ -33,8 +35,12 @@ def _pool(pool_dir: Optional[Path], as_json: bool, must_exist: bool = True):
 
     pool = ExperiencePool(pool_dir if pool_dir is not None else Path.cwd() / DEFAULT_DIR)
     if must_exist and not pool.exists():
-        fail(f"no experience pool at {pool.root}; pass --pool-dir (or set EAU_POOL_DIR), "
-             f"or record a first finding with `eau finding add`", EXIT_NOT_FOUND, as_json)
+        fail(
+            f"no experience pool at {pool.root}; pass --pool-dir (or set EAU_POOL_DIR), "
+            f"or record a first finding with `eau finding add`",
+            EXIT_NOT_FOUND,
+            as_json,
+        )
     return pool
 
 
@@ -56,35 +62,55 @@ def _short(f) -> str:  # one readable line per finding
 
 
 @app.command("add")
-def add_cmd(title: str = typer.Option(..., "--title", help="One line (<= 120 chars): what was learned."),
-            change: str = typer.Option(..., "--change", help="What was changed, e.g. 'user.facts_per_reply 1 -> 3', "
-                                       "or the diagnosis for verdict n/a."),
-            verdict: str = typer.Option(..., "--verdict", help="improved | harmed | inconclusive | n/a."),
-            knob: list[str] = typer.Option([], "--knob", help="Knob or rule file involved (repeatable): "
-                                           "env.max_steps, rules.users.colbench."),
-            run: Optional[str] = typer.Option(None, "--run", help="Run id the evidence comes from."),
-            steps: Optional[str] = typer.Option(None, "--steps", help="Steps covered: FIRST:LAST or one step."),
-            predicted: str = typer.Option("", "--predicted", help="Effect predicted before the change "
-                                          "(metric, direction, size, lag)."),
-            measured: str = typer.Option("", "--measured", help="Effect measured after the lag (eau effect: "
-                                         "difference, noise floor); required unless --verdict n/a."),
-            tag: list[str] = typer.Option([], "--tag", help="Keyword (repeatable or comma-separated): deadlock, colbench."),
-            event: list[str] = typer.Option([], "--event", help="Knob event id k-... the finding is about (repeatable)."),
-            body: Optional[str] = typer.Option(None, "--body", help="Markdown body (evidence, reasoning); '-' reads stdin."),
-            author: str = typer.Option("agent", "--author", help="agent | human."),
-            source: str = typer.Option("", "--source", help="Where it comes from when not a run of this harness."),
-            pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def add_cmd(
+    title: str = typer.Option(..., "--title", help="One line (<= 120 chars): what was learned."),
+    change: str = typer.Option(
+        ..., "--change", help="What was changed, e.g. 'user.facts_per_reply 1 -> 3', or the diagnosis for verdict n/a."
+    ),
+    verdict: str = typer.Option(..., "--verdict", help="improved | harmed | inconclusive | n/a."),
+    knob: list[str] = typer.Option(
+        [], "--knob", help="Knob or rule file involved (repeatable): env.max_steps, rules.users.colbench."
+    ),
+    run: Optional[str] = typer.Option(None, "--run", help="Run id the evidence comes from."),
+    steps: Optional[str] = typer.Option(None, "--steps", help="Steps covered: FIRST:LAST or one step."),
+    predicted: str = typer.Option(
+        "", "--predicted", help="Effect predicted before the change (metric, direction, size, lag)."
+    ),
+    measured: str = typer.Option(
+        "",
+        "--measured",
+        help="Effect measured after the lag (eau effect: difference, noise floor); required unless --verdict n/a.",
+    ),
+    tag: list[str] = typer.Option([], "--tag", help="Keyword (repeatable or comma-separated): deadlock, colbench."),
+    event: list[str] = typer.Option([], "--event", help="Knob event id k-... the finding is about (repeatable)."),
+    body: Optional[str] = typer.Option(None, "--body", help="Markdown body (evidence, reasoning); '-' reads stdin."),
+    author: str = typer.Option("agent", "--author", help="agent | human."),
+    source: str = typer.Option("", "--source", help="Where it comes from when not a run of this harness."),
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Record a finding with the next free id (F-0001, ...) and regenerate INDEX.md."""
     from harness.experience.finding import Finding, FindingError, parse_steps
 
     pool = _pool(pool_dir, as_json, must_exist=False)
     text = sys.stdin.read() if body == "-" else (body or "")
     try:
-        f = Finding(id="F-0000", title=title, verdict=verdict, change=change, run=run or None,
-                    steps=parse_steps(steps, "--steps"), knobs=list(dict.fromkeys(knob)),
-                    predicted=predicted.strip(), measured=measured.strip(),
-                    tags=[t.strip().lower() for v in tag for t in v.split(",") if t.strip()],
-                    events=list(dict.fromkeys(event)), author=author, source=source.strip(), body=text.strip("\n"))
+        f = Finding(
+            id="F-0000",
+            title=title,
+            verdict=verdict,
+            change=change,
+            run=run or None,
+            steps=parse_steps(steps, "--steps"),
+            knobs=list(dict.fromkeys(knob)),
+            predicted=predicted.strip(),
+            measured=measured.strip(),
+            tags=[t.strip().lower() for v in tag for t in v.split(",") if t.strip()],
+            events=list(dict.fromkeys(event)),
+            author=author,
+            source=source.strip(),
+            body=text.strip("\n"),
+        )
         f = pool.add(f)
     except FindingError as exc:
         fail(str(exc).replace("new finding: ", ""), EXIT_ERROR, as_json)
@@ -95,13 +121,20 @@ def add_cmd(title: str = typer.Option(..., "--title", help="One line (<= 120 cha
 
 
 @app.command("list")
-def list_cmd(status: str = StatusOpt,
-             tag: list[str] = typer.Option([], "--tag", help="Only findings with this tag (repeatable: all must match)."),
-             knob: Optional[str] = typer.Option(None, "--knob", help="Only findings about this knob: user.max_reveals, "
-                                                "an area prefix 'user.', or a bare name max_reveals."),
-             verdict: Optional[str] = typer.Option(None, "--verdict", help="improved | harmed | inconclusive | n/a."),
-             run: Optional[str] = typer.Option(None, "--run", help="Only findings from this run."),
-             limit: int = LimitOpt, pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def list_cmd(
+    status: str = StatusOpt,
+    tag: list[str] = typer.Option([], "--tag", help="Only findings with this tag (repeatable: all must match)."),
+    knob: Optional[str] = typer.Option(
+        None,
+        "--knob",
+        help="Only findings about this knob: user.max_reveals, an area prefix 'user.', or a bare name max_reveals.",
+    ),
+    verdict: Optional[str] = typer.Option(None, "--verdict", help="improved | harmed | inconclusive | n/a."),
+    run: Optional[str] = typer.Option(None, "--run", help="Only findings from this run."),
+    limit: int = LimitOpt,
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """List findings (newest first) with filters; retracted ones only with --status retracted|all."""
     from harness.experience.finding import VERDICTS
     from harness.experience.pool import filter_findings
@@ -116,8 +149,15 @@ def list_cmd(status: str = StatusOpt,
     total = len(sel)
     shown = sel[:limit] if limit > 0 else sel
     if as_json:
-        emit_json({"findings": [f.to_json(body=False) for f in shown], "total": total, "shown": len(shown),
-                   "pool": str(pool.root), "problems": contents.problems})
+        emit_json(
+            {
+                "findings": [f.to_json(body=False) for f in shown],
+                "total": total,
+                "shown": len(shown),
+                "pool": str(pool.root),
+                "problems": contents.problems,
+            }
+        )
         return
     for f in shown:
         typer.echo(_short(f))
@@ -134,9 +174,13 @@ def list_cmd(status: str = StatusOpt,
 
 
 @app.command("search")
-def search_cmd(query: str = typer.Argument(..., help="Words to look for: symptoms, knob names, gyms."),
-               status: str = StatusOpt, limit: int = typer.Option(10, "--limit", help="Most findings to show (0: all)."),
-               pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def search_cmd(
+    query: str = typer.Argument(..., help="Words to look for: symptoms, knob names, gyms."),
+    status: str = StatusOpt,
+    limit: int = typer.Option(10, "--limit", help="Most findings to show (0: all)."),
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Search findings, best first, by a keyword score.
 
     Per query term: title +3, tag +3, knob name +3, change/predicted/measured +2, +1 per body
@@ -154,9 +198,16 @@ def search_cmd(query: str = typer.Argument(..., help="Words to look for: symptom
     hits = rank(filter_findings(contents.findings, st), query)
     shown = hits[:limit] if limit > 0 else hits
     if as_json:
-        emit_json({"query": query, "terms": query_terms(query), "total": len(hits),
-                   "results": [{"score": h.score, "matched": h.matched, **h.finding.to_json(body=False)} for h in shown],
-                   "pool": str(pool.root), "problems": contents.problems})
+        emit_json(
+            {
+                "query": query,
+                "terms": query_terms(query),
+                "total": len(hits),
+                "results": [{"score": h.score, "matched": h.matched, **h.finding.to_json(body=False)} for h in shown],
+                "pool": str(pool.root),
+                "problems": contents.problems,
+            }
+        )
         return
     if not shown:
         typer.echo(f"no findings match {query!r}")
@@ -165,8 +216,11 @@ def search_cmd(query: str = typer.Argument(..., help="Words to look for: symptom
 
 
 @app.command("show")
-def show_cmd(fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
-             pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def show_cmd(
+    fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Print one finding (front matter and body)."""
     from harness.experience.finding import FindingError
     from harness.experience.pool import FindingNotFound
@@ -185,9 +239,12 @@ def show_cmd(fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
 
 
 @app.command("retract")
-def retract_cmd(fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
-                reason: str = typer.Option(..., "--reason", help="Why the finding no longer holds (kept in the file)."),
-                pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def retract_cmd(
+    fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
+    reason: str = typer.Option(..., "--reason", help="Why the finding no longer holds (kept in the file)."),
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Mark a finding retracted (the file stays, with the reason) and regenerate INDEX.md."""
     from harness.experience.finding import FindingError
     from harness.experience.pool import FindingNotFound
@@ -206,8 +263,11 @@ def retract_cmd(fid: str = typer.Argument(..., help="Finding id, e.g. F-0003."),
 
 
 @app.command("index")
-def index_cmd(check: bool = typer.Option(False, "--check", help="Only check that INDEX.md is current (exit 4 if not)."),
-              pool_dir: Optional[Path] = PoolDirOpt, as_json: bool = JsonOpt) -> None:
+def index_cmd(
+    check: bool = typer.Option(False, "--check", help="Only check that INDEX.md is current (exit 4 if not)."),
+    pool_dir: Optional[Path] = PoolDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Regenerate INDEX.md from the finding files (after a hand edit); exit 4 when a file is invalid."""
     pool = _pool(pool_dir, as_json)
     if check:
@@ -226,8 +286,14 @@ def index_cmd(check: bool = typer.Option(False, "--check", help="Only check that
         return
     contents = pool.write_index()
     if as_json:
-        emit_json({"ok": not contents.problems, "index": str(pool.index_path), "findings": len(contents.findings),
-                   "problems": contents.problems})
+        emit_json(
+            {
+                "ok": not contents.problems,
+                "index": str(pool.index_path),
+                "findings": len(contents.findings),
+                "problems": contents.problems,
+            }
+        )
     else:
         _warn_problems(contents.problems)
         typer.echo(f"{pool.index_path}: {len(contents.findings)} findings")

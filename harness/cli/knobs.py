@@ -28,8 +28,7 @@ from harness.cli.common import (
     runs_dir,
 )
 
-app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).",
-                  no_args_is_help=True)
+app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).", no_args_is_help=True)
 
 RunOpt = typer.Option(None, "--run", help="Run id or folder (default: the live run training from this knobs folder).")
 
@@ -41,8 +40,9 @@ def register(root: typer.Typer) -> None:
 class _Ctx:
     """Resolved folders, the store and the run a knobs command works against."""
 
-    def __init__(self, kdir: Optional[Path], rdir: Optional[Path], run: Optional[str], as_json: bool,
-                 need_valid: bool = True):
+    def __init__(
+        self, kdir: Optional[Path], rdir: Optional[Path], run: Optional[str], as_json: bool, need_valid: bool = True
+    ):
         from harness.knobs.store import KnobError, KnobStore
         from harness.runs import reader
 
@@ -106,8 +106,12 @@ def _unknown(ctx: _Ctx, exc: Exception) -> None:
 
 
 @app.command("list")
-def list_cmd(as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-             run: Optional[str] = RunOpt) -> None:
+def list_cmd(
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """List every knob with its value in force, allowed range, live/next-run and gyms."""
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     rows = []
@@ -119,20 +123,27 @@ def list_cmd(as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, 
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"knobs in {ctx.kdir}" + (f" (live run {ctx.run_dir.name}, step {ctx.step})" if ctx.live else ""))
+    table = Table(
+        title=f"knobs in {ctx.kdir}" + (f" (live run {ctx.run_dir.name}, step {ctx.step})" if ctx.live else "")
+    )
     for col in ("knob", "value", "allowed", "live", "gyms"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["name"], json.dumps(r["value"]), r["allowed"], "yes" if r["hot"] else "next run",
-                      ",".join(r["gyms"]))
+        table.add_row(
+            r["name"], json.dumps(r["value"]), r["allowed"], "yes" if r["hot"] else "next run", ",".join(r["gyms"])
+        )
     Console(width=140).print(table)
 
 
 @app.command("get")
-def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. agent.entropy_coeff."),
-            gym: Optional[str] = typer.Option(None, "--gym", help="Resolve the value for this gym."),
-            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-            run: Optional[str] = RunOpt) -> None:
+def get_cmd(
+    name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. agent.entropy_coeff."),
+    gym: Optional[str] = typer.Option(None, "--gym", help="Resolve the value for this gym."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Show one knob: its value in force (for a gym with --gym), documentation and limits."""
     from harness.knobs.store import UnknownKnob
 
@@ -143,10 +154,17 @@ def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. 
         _unknown(ctx, exc)
     pending = _pending(ctx, spec, gym)
     lent = ctx.lease.knobs.get(spec.full_name) if ctx.lease is not None and ctx.live else None
-    out = {"name": spec.full_name, "value": ctx.store.get(name, gym), "raw": ctx.store.raw(name), "gym": gym,
-           "in_force_for": ctx.run_dir.name if ctx.live else None, "pending": pending,
-           "lent": ({"run": ctx.lease.run_id, "before": lent["before"]} if lent else None),
-           **{k: v for k, v in spec.catalogue_entry().items() if k != "name"}, **ctx.run_info()}
+    out = {
+        "name": spec.full_name,
+        "value": ctx.store.get(name, gym),
+        "raw": ctx.store.raw(name),
+        "gym": gym,
+        "in_force_for": ctx.run_dir.name if ctx.live else None,
+        "pending": pending,
+        "lent": ({"run": ctx.lease.run_id, "before": lent["before"]} if lent else None),
+        **{k: v for k, v in spec.catalogue_entry().items() if k != "name"},
+        **ctx.run_info(),
+    }
     if as_json:
         emit_json(out)
         return
@@ -155,17 +173,23 @@ def get_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>, e.g. 
     if out["raw"] != out["value"]:
         typer.echo(f"  per gym: {json.dumps(out['raw'])}")
     if pending is not None:
-        typer.echo(f"  PENDING: the file holds {json.dumps(pending['value'])}; the live run applies it at its next "
-                   f"step boundary (step {ctx.step})")
+        typer.echo(
+            f"  PENDING: the file holds {json.dumps(pending['value'])}; the live run applies it at its next "
+            f"step boundary (step {ctx.step})"
+        )
     if lent:
         typer.echo(f"  lent by run {ctx.lease.run_id}'s preset; {json.dumps(lent['before'])} comes back when it ends")
     typer.echo(f"  {spec.description}")
-    typer.echo(f"  allowed: {spec.allowed_text()}; {'live' if spec.hot else 'next run'}; gyms: {', '.join(spec.gyms)}"
-               + (f"; max change per write: {spec.max_delta}" if spec.max_delta else "")
-               + (f"; max factor per write: {spec.max_factor}" if spec.max_factor else ""))
+    typer.echo(
+        f"  allowed: {spec.allowed_text()}; {'live' if spec.hot else 'next run'}; gyms: {', '.join(spec.gyms)}"
+        + (f"; max change per write: {spec.max_delta}" if spec.max_delta else "")
+        + (f"; max factor per write: {spec.max_factor}" if spec.max_factor else "")
+    )
     for r in spec.requires:
-        typer.echo(f"  requires on {r['when']}: {r['metric']} {r['op']} {r['value']} over {r['window']} steps"
-                   + (" per gym" if r.get("per_gym") else ""))
+        typer.echo(
+            f"  requires on {r['when']}: {r['metric']} {r['op']} {r['value']} over {r['window']} steps"
+            + (" per gym" if r.get("per_gym") else "")
+        )
 
 
 def _pending(ctx: _Ctx, spec: Any, gym: Optional[str]) -> Optional[dict[str, Any]]:
@@ -199,23 +223,32 @@ def _report_write(ctx: _Ctx, res: Any) -> None:
         emit_json({"ok": res.ok, "pending": res.pending, "event": ev, "events": res.events, **ctx.run_info()})
     if not res.ok:
         err(f"refused ({ev.get('rule')}): {ev.get('message')}")
-        _log_to_run(ctx, f"knob write REFUSED {ev.get('knob')} = {json.dumps(ev.get('new'))} ({ev.get('rule')}, "
-                         f"{ev.get('author')}: {ev.get('reason')}): {ev.get('message')}")
+        _log_to_run(
+            ctx,
+            f"knob write REFUSED {ev.get('knob')} = {json.dumps(ev.get('new'))} ({ev.get('rule')}, "
+            f"{ev.get('author')}: {ev.get('reason')}): {ev.get('message')}",
+        )
         raise typer.Exit(EXIT_REFUSED)
     if not ctx.as_json:
         where = f" for gym {ev['gym']}" if ev.get("gym") else ""
-        typer.echo(f"{ev['knob']}{where}: {json.dumps(ev.get('old'))} -> {json.dumps(ev.get('new'))} "
-                   f"[{ev.get('id')}] {ev.get('message')}")
+        typer.echo(
+            f"{ev['knob']}{where}: {json.dumps(ev.get('old'))} -> {json.dumps(ev.get('new'))} "
+            f"[{ev.get('id')}] {ev.get('message')}"
+        )
 
 
 @app.command("set")
-def set_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>."),
-            value: str = typer.Argument(..., help="New value as YAML: 0.004, true, neutral, '[-1, 2]'."),
-            reason: str = typer.Option(..., "--reason", help="Why (kept in the event log)."),
-            gym: Optional[str] = typer.Option(None, "--gym", help="Set this gym's value only."),
-            author: str = typer.Option("human", "--author", help="human | agent | system."),
-            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-            run: Optional[str] = RunOpt) -> None:
+def set_cmd(
+    name: str = typer.Argument(..., help="Knob name <area>.<name>."),
+    value: str = typer.Argument(..., help="New value as YAML: 0.004, true, neutral, '[-1, 2]'."),
+    reason: str = typer.Option(..., "--reason", help="Why (kept in the event log)."),
+    gym: Optional[str] = typer.Option(None, "--gym", help="Set this gym's value only."),
+    author: str = typer.Option("human", "--author", help="human | agent | system."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Change a knob through the validation path (range, max delta, requires, gym). Refused: exit 3, file untouched."""
     from harness.knobs.store import UnknownKnob
 
@@ -226,28 +259,55 @@ def set_cmd(name: str = typer.Argument(..., help="Knob name <area>.<name>."),
     except UnknownKnob as exc:
         from harness.knobs.events import KnobEvent
 
-        ctx.store.log.append(KnobEvent(knob=name, gym=gym, new=parsed, author=author, reason=reason,
-                                       status="rejected", rule="unknown knob", message=str(exc), source="cli",
-                                       step_written=ctx.step))
+        ctx.store.log.append(
+            KnobEvent(
+                knob=name,
+                gym=gym,
+                new=parsed,
+                author=author,
+                reason=reason,
+                status="rejected",
+                rule="unknown knob",
+                message=str(exc),
+                source="cli",
+                step_written=ctx.step,
+            )
+        )
         _log_to_run(ctx, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
         fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")  # README: 5 for an unknown knob
     try:
-        res = ctx.store.set(name, parsed, gym=gym, author=author, reason=reason, recent_metrics=ctx.metrics,
-                            step_written=ctx.step, run_live=ctx.live)
+        res = ctx.store.set(
+            name,
+            parsed,
+            gym=gym,
+            author=author,
+            reason=reason,
+            recent_metrics=ctx.metrics,
+            step_written=ctx.step,
+            run_live=ctx.live,
+        )
     except ValueError as exc:
         fail(str(exc), EXIT_REFUSED, as_json)
     _report_write(ctx, res)
 
 
 @app.command("add")
-def add_cmd(name: str = typer.Argument(..., help="New knob name <area>.<name>."),
-            schema: str = typer.Option(..., "--schema", help="JSON schema of the knob's value with description, "
-                                       "x-hot, x-gyms (and optional x-max-delta, x-requires...)."),
-            value: str = typer.Option(..., "--value", help="Initial value as YAML."),
-            reason: str = typer.Option(..., "--reason"),
-            author: str = typer.Option("human", "--author"),
-            as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-            run: Optional[str] = RunOpt) -> None:
+def add_cmd(
+    name: str = typer.Argument(..., help="New knob name <area>.<name>."),
+    schema: str = typer.Option(
+        ...,
+        "--schema",
+        help="JSON schema of the knob's value with description, "
+        "x-hot, x-gyms (and optional x-max-delta, x-requires...).",
+    ),
+    value: str = typer.Option(..., "--value", help="Initial value as YAML."),
+    reason: str = typer.Option(..., "--reason"),
+    author: str = typer.Option("human", "--author"),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Add a new knob with its schema entry (validated like any other write)."""
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     area, _, knob = name.partition(".")
@@ -263,54 +323,80 @@ def add_cmd(name: str = typer.Argument(..., help="New knob name <area>.<name>.")
 
 
 @app.command("init")
-def init_cmd(folder: Path = typer.Argument(..., help="Folder to create (e.g. knobs-b for a second run)."),
-             as_json: bool = JsonOpt) -> None:
+def init_cmd(
+    folder: Path = typer.Argument(..., help="Folder to create (e.g. knobs-b for a second run)."),
+    as_json: bool = JsonOpt,
+) -> None:
     """Create a knobs folder from the packaged defaults (a second run side by side needs its own)."""
     from harness.knobs.folder import copy_defaults, is_knobs_dir
 
     if is_knobs_dir(folder):
-        fail(f"{folder} is already a knobs folder; `eau knobs reset --knobs-dir {folder}` puts the defaults back",
-             EXIT_REFUSED, as_json)
+        fail(
+            f"{folder} is already a knobs folder; `eau knobs reset --knobs-dir {folder}` puts the defaults back",
+            EXIT_REFUSED,
+            as_json,
+        )
     if folder.exists() and any(folder.iterdir()):
         fail(f"{folder} exists and is not empty", EXIT_REFUSED, as_json)
     copy_defaults(folder)
     if as_json:
         emit_json({"ok": True, "knobs_dir": str(folder)})
     else:
-        typer.echo(f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} "
-                   f"(or EAU_KNOBS_DIR={folder})")
+        typer.echo(
+            f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} (or EAU_KNOBS_DIR={folder})"
+        )
 
 
 @app.command("reset")
-def reset_cmd(reason: str = typer.Option("reset to the packaged defaults", "--reason", help="Kept in the history."),
-              author: str = typer.Option("human", "--author", help="human | agent | system."),
-              as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
-              runs_dir_: Optional[Path] = RunsDirOpt) -> None:
+def reset_cmd(
+    reason: str = typer.Option("reset to the packaged defaults", "--reason", help="Kept in the history."),
+    author: str = typer.Option("human", "--author", help="human | agent | system."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+) -> None:
     """Put the packaged defaults back (values, schemas, rule files); refused while a run is live on the folder."""
     from harness.knobs.events import KnobEvent
     from harness.knobs.folder import reset_to_defaults
 
     ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False)
     if ctx.live:
-        fail(f"run {ctx.run_dir.name} is live on {ctx.kdir}; stop it first (its lent values go back when it ends)",
-             EXIT_REFUSED, as_json)
+        fail(
+            f"run {ctx.run_dir.name} is live on {ctx.kdir}; stop it first (its lent values go back when it ends)",
+            EXIT_REFUSED,
+            as_json,
+        )
     changed = reset_to_defaults(ctx.kdir)
     for c in changed:
-        ctx.store.log.append(KnobEvent(knob=c["knob"], gym=c.get("gym"), old=c.get("old"), new=c.get("new"),
-                                       author=author, reason=reason, status="accepted", source="cli",
-                                       file=c["file"], message="reset to the packaged default"))
+        ctx.store.log.append(
+            KnobEvent(
+                knob=c["knob"],
+                gym=c.get("gym"),
+                old=c.get("old"),
+                new=c.get("new"),
+                author=author,
+                reason=reason,
+                status="accepted",
+                source="cli",
+                file=c["file"],
+                message="reset to the packaged default",
+            )
+        )
     if as_json:
         emit_json({"ok": True, "knobs_dir": str(ctx.kdir), "changed": changed})
     else:
         typer.echo(f"{ctx.kdir}: packaged defaults back ({len(changed)} change(s))")
         for c in changed:
-            typer.echo(f"  {c['knob']}{'[' + c['gym'] + ']' if c.get('gym') else ''}: "
-                       f"{json.dumps(c.get('old'))[:50]} -> {json.dumps(c.get('new'))[:50]}")
+            typer.echo(
+                f"  {c['knob']}{'[' + c['gym'] + ']' if c.get('gym') else ''}: "
+                f"{json.dumps(c.get('old'))[:50]} -> {json.dumps(c.get('new'))[:50]}"
+            )
 
 
 @app.command("validate")
-def validate_cmd(as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
-                 runs_dir_: Optional[Path] = RunsDirOpt) -> None:
+def validate_cmd(
+    as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt
+) -> None:
     """Validate every knob, schema and rule file; exit 4 naming each invalid file."""
     from harness.knobs.store import validate_dir
 
@@ -332,18 +418,29 @@ def _events(ctx: _Ctx) -> list[dict[str, Any]]:
 
 
 @app.command("history")
-def history_cmd(name: Optional[str] = typer.Argument(None, help="Only events of this knob (prefix match: 'env.', 'rules.')."),
-                limit: int = typer.Option(50, "--limit", help="Most recent events to show."),
-                status: Optional[str] = typer.Option(None, "--status", help="accepted | rejected."),
-                as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
-                runs_dir_: Optional[Path] = RunsDirOpt, run: Optional[str] = RunOpt) -> None:
+def history_cmd(
+    name: Optional[str] = typer.Argument(None, help="Only events of this knob (prefix match: 'env.', 'rules.')."),
+    limit: int = typer.Option(50, "--limit", help="Most recent events to show."),
+    status: Optional[str] = typer.Option(None, "--status", help="accepted | rejected."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Knob events (accepted and refused writes) of the run, or of the knobs folder without a run."""
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, need_valid=False)
     if name is not None:
         _check_history_name(ctx, name)
-    evs = [e for e in _events(ctx)
-           if (name is None or e.get("knob") == name or str(e.get("knob", "")).startswith(name if name.endswith(".") else name + "."))
-           and (status is None or e.get("status") == status)]
+    evs = [
+        e
+        for e in _events(ctx)
+        if (
+            name is None
+            or e.get("knob") == name
+            or str(e.get("knob", "")).startswith(name if name.endswith(".") else name + ".")
+        )
+        and (status is None or e.get("status") == status)
+    ]
     total = len(evs)
     evs = evs[-limit:] if limit > 0 else evs
     if as_json:
@@ -353,9 +450,11 @@ def history_cmd(name: Optional[str] = typer.Argument(None, help="Only events of 
         gym = f"[{e['gym']}]" if e.get("gym") else ""
         step = f" step {e.get('step_effective')}" if e.get("step_effective") is not None else ""
         old, new = (json.dumps(e.get("old"))[:40], json.dumps(e.get("new"))[:40])
-        typer.echo(f"{e.get('time')} {e.get('id')} {e.get('status'):8} {e.get('knob')}{gym} {old} -> {new}"
-                   f" by {e.get('author')}{step}: {e.get('reason')}"
-                   + (f" | {e.get('rule')}: {e.get('message')}" if e.get("status") == "rejected" else ""))
+        typer.echo(
+            f"{e.get('time')} {e.get('id')} {e.get('status'):8} {e.get('knob')}{gym} {old} -> {new}"
+            f" by {e.get('author')}{step}: {e.get('reason')}"
+            + (f" | {e.get('rule')}: {e.get('message')}" if e.get("status") == "rejected" else "")
+        )
     if total > len(evs):
         typer.echo(f"({total - len(evs)} older events not shown; --limit)")
 
@@ -372,24 +471,40 @@ def _check_history_name(ctx: _Ctx, name: str) -> None:
     logged = {str(e.get("knob")) for e in _events(ctx)}
     if name in known or name in logged or any(k.startswith(prefix) for k in known | logged):
         return
-    fail(f"unknown knob {name!r}: no such knob in {ctx.kdir} and no events of it; knob names are <area>.<name> "
-         f"with area in {', '.join(AREAS)} (eau knobs list)", EXIT_NOT_FOUND, ctx.as_json, rule="unknown knob")
+    fail(
+        f"unknown knob {name!r}: no such knob in {ctx.kdir} and no events of it; knob names are <area>.<name> "
+        f"with area in {', '.join(AREAS)} (eau knobs list)",
+        EXIT_NOT_FOUND,
+        ctx.as_json,
+        rule="unknown knob",
+    )
 
 
 @app.command("revert")
-def revert_cmd(event: str = typer.Argument(..., help="Event id (k-...) whose change to undo."),
-               reason: Optional[str] = typer.Option(None, "--reason"),
-               author: str = typer.Option("human", "--author"),
-               as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-               run: Optional[str] = RunOpt) -> None:
+def revert_cmd(
+    event: str = typer.Argument(..., help="Event id (k-...) whose change to undo."),
+    reason: Optional[str] = typer.Option(None, "--reason"),
+    author: str = typer.Option("human", "--author"),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Set the knob of an accepted event back to its value before that event."""
     from harness.knobs.events import EventLog
 
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     extra = [EventLog(ctx.kdir / ".history" / "knob_events.jsonl")]
     try:
-        res = ctx.store.revert(event, author=author, reason=reason, recent_metrics=ctx.metrics,
-                               step_written=ctx.step, run_live=ctx.live, extra_logs=extra)
+        res = ctx.store.revert(
+            event,
+            author=author,
+            reason=reason,
+            recent_metrics=ctx.metrics,
+            step_written=ctx.step,
+            run_live=ctx.live,
+            extra_logs=extra,
+        )
     except KeyError as exc:
         fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
     except ValueError as exc:
@@ -403,19 +518,29 @@ def _print_event(e: dict[str, Any], as_json: bool) -> None:
         return
     where = f"{e.get('file')}" + (f":{e['line']}" if e.get("line") else "")
     if e.get("status") == "accepted":
-        typer.echo(f"ACCEPTED {e.get('knob')}{'[' + e['gym'] + ']' if e.get('gym') else ''}: "
-                   f"{json.dumps(e.get('old'))[:60]} -> {json.dumps(e.get('new'))[:60]} ({e.get('author')}: {e.get('reason')})")
+        typer.echo(
+            f"ACCEPTED {e.get('knob')}{'[' + e['gym'] + ']' if e.get('gym') else ''}: "
+            f"{json.dumps(e.get('old'))[:60]} -> {json.dumps(e.get('new'))[:60]} ({e.get('author')}: {e.get('reason')})"
+        )
     else:
         typer.echo(f"REFUSED  {e.get('knob')} in {where} [{e.get('rule')}]: {e.get('message')}")
 
 
 @app.command("watch")
-def watch_cmd(interval: float = typer.Option(0.5, "--interval", min=0.05, max=3600.0, help="Seconds between checks."),
-              duration: float = typer.Option(0.0, "--duration", min=0.0, max=31_536_000.0,
-                                             help="Stop after this many seconds (0: until Ctrl-C; at most a year)."),
-              as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
-              knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
-              run: Optional[str] = RunOpt) -> None:
+def watch_cmd(
+    interval: float = typer.Option(0.5, "--interval", min=0.05, max=3600.0, help="Seconds between checks."),
+    duration: float = typer.Option(
+        0.0,
+        "--duration",
+        min=0.0,
+        max=31_536_000.0,
+        help="Stop after this many seconds (0: until Ctrl-C; at most a year).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="One JSON event per line."),
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
     """Print each accepted or refused knob edit as it happens, until interrupted.
 
     With a live run: follows what the run accepts and refuses (its knob_events.jsonl). Without one:

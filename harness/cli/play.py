@@ -65,8 +65,18 @@ def _fmt_breakdown(b: dict[str, Any]) -> str:
 
 
 def _summary(rec: dict[str, Any]) -> str:
-    keys = ("success", "answered", "deadlock", "task_score", "reward", "num_turns", "questions", "searches",
-            "format_errors", "disclosures")
+    keys = (
+        "success",
+        "answered",
+        "deadlock",
+        "task_score",
+        "reward",
+        "num_turns",
+        "questions",
+        "searches",
+        "format_errors",
+        "disclosures",
+    )
     body = "\n".join(f"  {k}: {round(rec[k], 4) if isinstance(rec[k], float) else rec[k]}" for k in keys)
     return f"=== episode summary ===\n{body}"
 
@@ -77,8 +87,12 @@ def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], a
     if user != "llm":
         return UserFactory()
     if not llm_url or not llm_model:
-        fail("--user llm needs an OpenAI-compatible endpoint: pass --llm-url URL (e.g. http://127.0.0.1:8000/v1, "
-             "from `vllm serve`) and --llm-model NAME", EXIT_USAGE, as_json)
+        fail(
+            "--user llm needs an OpenAI-compatible endpoint: pass --llm-url URL (e.g. http://127.0.0.1:8000/v1, "
+            "from `vllm serve`) and --llm-model NAME",
+            EXIT_USAGE,
+            as_json,
+        )
     from harness.users.backends import OpenAIChatBackend
 
     return UserFactory(llm=OpenAIChatBackend(base_url=llm_url, model=llm_model))

@@ -21,7 +21,9 @@ def plot_cmd(
     panel: list[str] = typer.Option(["reward", "success"], "--panel", help="Panels, in order: reward, success."),
     smooth: int = typer.Option(1, "--smooth", help="Trailing mean over N steps (1: raw)."),
     title: Optional[str] = typer.Option(None, "--title", help="Figure title."),
-    as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Plot reward and success over steps per gym and per arm, knob events as labelled vertical lines."""
     from harness.runs.reader import find_run

@@ -15,8 +15,9 @@ import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_INVALID, JsonOpt, KnobsDirOpt, emit_json, err, fail, knobs_dir
 
-app = typer.Typer(help="Install the meta-agent skill, regenerate its knob catalogue, check it against the CLI.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Install the meta-agent skill, regenerate its knob catalogue, check it against the CLI.", no_args_is_help=True
+)
 
 SourceOpt = typer.Option(None, "--source", help="Skill folder to use (default: the repository's skill/).")
 
@@ -32,10 +33,17 @@ def _source(source: Optional[Path]) -> Path:
 
 
 @app.command("install")
-def install_cmd(target: Path = typer.Option(Path("."), "--target", help="Project folder to install into (default: .)."),
-                copy: bool = typer.Option(False, "--copy/--link", help="Copy the skill folder instead of linking "
-                                          "to it (default: --link; links follow edits and catalogue updates)."),
-                source: Optional[Path] = SourceOpt, as_json: bool = JsonOpt) -> None:
+def install_cmd(
+    target: Path = typer.Option(Path("."), "--target", help="Project folder to install into (default: .)."),
+    copy: bool = typer.Option(
+        False,
+        "--copy/--link",
+        help="Copy the skill folder instead of linking "
+        "to it (default: --link; links follow edits and catalogue updates).",
+    ),
+    source: Optional[Path] = SourceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Install the skill for Claude Code and Codex into a project folder (safe to re-run).
 
     Puts it at DIR/.claude/skills/<name> and DIR/.agents/skills/<name>, adds a pointer block to
@@ -60,11 +68,15 @@ def install_cmd(target: Path = typer.Option(Path("."), "--target", help="Project
 
 
 @app.command("catalogue")
-def catalogue_cmd(out: Optional[Path] = typer.Option(None, "--out", help="File to write "
-                                                     "(default: references/knobs.md of the skill folder)."),
-                  check: bool = typer.Option(False, "--check", help="Write nothing; exit 4 when the file is out of date."),
-                  source: Optional[Path] = SourceOpt, knobs_dir_: Optional[Path] = KnobsDirOpt,
-                  as_json: bool = JsonOpt) -> None:
+def catalogue_cmd(
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="File to write (default: references/knobs.md of the skill folder)."
+    ),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 4 when the file is out of date."),
+    source: Optional[Path] = SourceOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Generate the knob catalogue (skill/references/knobs.md) from knobs/schema/*.schema.json."""
     import difflib
 
@@ -87,8 +99,9 @@ def catalogue_cmd(out: Optional[Path] = typer.Option(None, "--out", help="File t
             if not as_json:
                 typer.echo(f"ok: {path} matches the schemas in {kdir}")
             return
-        diff = list(difflib.unified_diff((old or "").splitlines(), text.splitlines(), str(path), "generated",
-                                         lineterm="", n=0))
+        diff = list(
+            difflib.unified_diff((old or "").splitlines(), text.splitlines(), str(path), "generated", lineterm="", n=0)
+        )
         err("\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else ""))
         err(f"{path} is out of date with the schemas in {kdir}; run `eau skill catalogue`")
         raise typer.Exit(EXIT_INVALID)
@@ -96,8 +109,15 @@ def catalogue_cmd(out: Optional[Path] = typer.Option(None, "--out", help="File t
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text)
     if as_json:
-        emit_json({"ok": True, "path": str(path), "knobs_dir": str(kdir), "changed": not current,
-                   "lines": len(text.splitlines())})
+        emit_json(
+            {
+                "ok": True,
+                "path": str(path),
+                "knobs_dir": str(kdir),
+                "changed": not current,
+                "lines": len(text.splitlines()),
+            }
+        )
     else:
         typer.echo(f"{'wrote' if not current else 'unchanged'} {path} ({len(text.splitlines())} lines)")
 

@@ -42,11 +42,15 @@ def _default_workers() -> int:
 @app.command("check")
 def check(
     gym: str = typer.Argument(..., help="Gym whose task set to check (e.g. colbench)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="A task data file (colbench: ColBench JSONL). "
-                                        "Default: the gym's built-in procedural tasks."),
+    data: Optional[Path] = typer.Option(
+        None,
+        "--data",
+        help="A task data file (colbench: ColBench JSONL). Default: the gym's built-in procedural tasks.",
+    ),
     as_json: bool = JsonOpt,
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Check only the first N tasks "
-                                        "(procedural default: 200)."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", min=1, help="Check only the first N tasks (procedural default: 200)."
+    ),
     workers: int = typer.Option(_default_workers(), "--workers", min=1, max=64, help="Sandbox processes in parallel."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every task's result, not only failures."),
     knobs_dir: Optional[Path] = KnobsDirOpt,
@@ -66,8 +70,18 @@ def check(
         fail(str(exc.args[0]) if exc.args else str(exc), EXIT_NOT_FOUND, as_json)
     except NoCodeReferences as exc:
         if as_json:
-            emit_json({"gym": gym, "source": None, "total": 0, "passed": 0, "failed": 0, "failures": [], "reasons": {},
-                       "note": str(exc)})
+            emit_json(
+                {
+                    "gym": gym,
+                    "source": None,
+                    "total": 0,
+                    "passed": 0,
+                    "failed": 0,
+                    "failures": [],
+                    "reasons": {},
+                    "note": str(exc),
+                }
+            )
         else:
             print(f"{exc}; nothing to check.")
         return
@@ -87,13 +101,20 @@ def check(
     except SandboxError as exc:
         fail(f"the sandbox could not run: {exc}", 1, as_json)
     source = str(data) if data is not None else "procedural"
-    doc = {"gym": gym, "source": source, **report.to_dict(), "workers": workers,
-           "sandbox": isolation_report(limits).get("mode")}
+    doc = {
+        "gym": gym,
+        "source": source,
+        **report.to_dict(),
+        "workers": workers,
+        "sandbox": isolation_report(limits).get("mode"),
+    }
     if as_json:
         emit_json(doc)
     else:
-        print(f"{gym} ({source}): {report.passed}/{report.total} references pass their tests (two runs each) "
-              f"in {report.seconds:.1f}s with {workers} worker(s), sandbox {doc['sandbox']}.")
+        print(
+            f"{gym} ({source}): {report.passed}/{report.total} references pass their tests (two runs each) "
+            f"in {report.seconds:.1f}s with {workers} worker(s), sandbox {doc['sandbox']}."
+        )
         if report.failures:
             print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(report.reason_counts().items())))
             for r in report.failures[:50]:

@@ -33,8 +33,11 @@ def register(app: typer.Typer) -> None:
 
 
 def train_cmd(
-    preset: str = typer.Option("tiny", "--preset", help="One of: " + ", ".join(preset_names())
-                               + " (listed below). The README main job is cpu-small."),
+    preset: str = typer.Option(
+        "tiny",
+        "--preset",
+        help="One of: " + ", ".join(preset_names()) + " (listed below). The README main job is cpu-small.",
+    ),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML file of TrainConfig fields (over the preset)."),
     set_: list[str] = typer.Option([], "--set", help="Override a field: --set steps=50 --set policy.lora.r=16."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Shorthand for --set steps=N."),
@@ -43,9 +46,13 @@ def train_cmd(
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue RUN from its latest checkpoint."),
     from_run: Optional[str] = typer.Option(None, "--from", help="Start a new run evolved from RUN (current knobs)."),
     reason: Optional[str] = typer.Option(None, "--reason", help="Why this run was started (with --from)."),
-    from_checkpoint: bool = typer.Option(False, "--from-checkpoint", help="With --from: start from RUN's latest policy."),
+    from_checkpoint: bool = typer.Option(
+        False, "--from-checkpoint", help="With --from: start from RUN's latest policy."
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar (log lines go to stderr)."),
-    as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Train with PPO. Writes runs/<run_id>/ (metrics.jsonl, trajectories/, log.txt, checkpoints/...)."""
     _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json)  # before torch is imported
@@ -78,8 +85,11 @@ def train_cmd(
                 if not (parent / "config.yaml").exists():
                     fail(f"no run {from_run!r} in {rdir}", EXIT_NOT_FOUND, as_json)
                 pcfg = resume_config(parent)
-                base = {k: v for k, v in pcfg.to_dict().items() if k not in ("run_id", "parent", "parent_reason",
-                                                                             "lineage", "init_checkpoint")}
+                base = {
+                    k: v
+                    for k, v in pcfg.to_dict().items()
+                    if k not in ("run_id", "parent", "parent_reason", "lineage", "init_checkpoint")
+                }
                 base["parent"], base["parent_reason"] = from_run, reason or "evolved run"
                 base["lineage"] = list(pcfg.lineage) + [from_run]
                 if from_checkpoint:
@@ -141,9 +151,17 @@ def train_cmd(
         from harness.io import jsonl
 
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
-        emit_json({"ok": not trainer.guard.stopped, "run_id": trainer.run_id, "run_dir": str(trainer.run_dir),
-                   "steps": cfg.steps, "last_metrics": last[0] if last else None, "evaluation": evaluation,
-                   "plot": str(plot) if plot else None})
+        emit_json(
+            {
+                "ok": not trainer.guard.stopped,
+                "run_id": trainer.run_id,
+                "run_dir": str(trainer.run_dir),
+                "steps": cfg.steps,
+                "last_metrics": last[0] if last else None,
+                "evaluation": evaluation,
+                "plot": str(plot) if plot else None,
+            }
+        )
     elif trainer.dist.main:
         _print_summary(trainer, evaluation, plot)
     if trainer.dist.world > 1:
@@ -200,12 +218,23 @@ def _evaluate(trainer, protocol, progress, before: bool):
     trainer.writer.write_status(phase=phase_name, phase_done=0, phase_total=budget, phase_eta_s=None)
     trainer.writer.log(f"{phase_name} ({label}) on {protocol.name}: {episodes} held-out episodes")
     with progress.phase(phase_name, total=budget, unit="turns", eta_bound=True) as ph:
+
         def on_turn(done: int, n: int, turns: int) -> None:
             ph.set(turns, f"{done}/{n} episodes done")
             trainer.writer.write_status(phase_done=turns, phase_eta_s=ph.eta())
 
-        res = evaluate_in_memory(trainer.policy, trainer.tokenizer, trainer.run_id, trainer.cfg.to_dict(), protocol,
-                                 label, step, str(trainer.dist.device), root, progress=on_turn)
+        res = evaluate_in_memory(
+            trainer.policy,
+            trainer.tokenizer,
+            trainer.run_id,
+            trainer.cfg.to_dict(),
+            protocol,
+            label,
+            step,
+            str(trainer.dist.device),
+            root,
+            progress=on_turn,
+        )
         ph.info = f"{episodes} episodes, success {res['overall']['all']['success_rate']:.3f}"
     # the score itself stays out of the run folder (the skill reads runs/, never eval_results/)
     trainer.writer.log(f"{phase_name}: done in {res['wall_s']:.0f}s, result in {res['saved']}")
@@ -230,9 +259,11 @@ def _print_summary(trainer, evaluation, plot) -> None:
     typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
     if rows:
         first, last = rows[0], rows[-1]
-        typer.echo(f"  training: {len(rows)} steps, success {first['success_rate']:.2f} (step {first['step']}) -> "
-                   f"{last['success_rate']:.2f} (step {last['step']}), reward {first['reward_mean']:.3f} -> "
-                   f"{last['reward_mean']:.3f}")
+        typer.echo(
+            f"  training: {len(rows)} steps, success {first['success_rate']:.2f} (step {first['step']}) -> "
+            f"{last['success_rate']:.2f} (step {last['step']}), reward {first['reward_mean']:.3f} -> "
+            f"{last['reward_mean']:.3f}"
+        )
     if evaluation is not None:
         for line in summary_lines(evaluation):
             typer.echo(line)
@@ -283,7 +314,9 @@ def sft_cmd(
     set_: list[str] = typer.Option([], "--set", help="Override an SFTConfig field: --set episodes=128."),
     preset: str = typer.Option("tiny", "--preset", help="Take policy, gyms and rendering from this train preset."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default runs/sft-<preset>-<time>)."),
-    as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt,
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
@@ -295,8 +328,12 @@ def sft_cmd(
 
     try:
         p = load_preset(preset)
-        data = {"policy": p.get("policy", {"model": "tiny"}), "gyms": p.get("gyms", ["intention"]),
-                "rendering": p.get("rendering", "tagged"), "user_replies": p.get("user_replies", "user")}
+        data = {
+            "policy": p.get("policy", {"model": "tiny"}),
+            "gyms": p.get("gyms", ["intention"]),
+            "rendering": p.get("rendering", "tagged"),
+            "user_replies": p.get("user_replies", "user"),
+        }
         for o in set_:
             k, v = parse_override(o)
             data[k] = v
@@ -318,5 +355,7 @@ def sft_cmd(
         # the tiny preset's knobs suit a random start; tiny-warm has the ones that keep a warm start
         then = "tiny-warm" if preset == "tiny" else preset
         gyms = "" if list(cfg.gyms) == load_preset(then).get("gyms") else f" --set gyms=[{','.join(cfg.gyms)}]"
-        typer.echo(f"warm start written to {out_dir} (loss {summary['loss_first']:.2f} -> {summary['loss_last']:.2f}); "
-                   f"train from it: eau train --preset {then} --set init_checkpoint={out_dir}{gyms}")
+        typer.echo(
+            f"warm start written to {out_dir} (loss {summary['loss_first']:.2f} -> {summary['loss_last']:.2f}); "
+            f"train from it: eau train --preset {then} --set init_checkpoint={out_dir}{gyms}"
+        )

@@ -56,8 +56,10 @@ def tagged_instructions(allowed: Sequence[str] = CHOICES) -> str:
         "answer": "ANSWER: <your final answer>",
     }
     shown = "\n".join(lines[c] for c in CHOICES if c in allowed)
-    return ("Each turn, end with exactly one line in one of these forms (an answer may continue on the "
-            f"following lines):\n{shown}")
+    return (
+        "Each turn, end with exactly one line in one of these forms (an answer may continue on the "
+        f"following lines):\n{shown}"
+    )
 
 
 def _strip_fence(text: str) -> str:
@@ -70,7 +72,7 @@ def _parse_tagged(text: str, allowed: Sequence[str]) -> Action:
     if not m:
         return Action(None, "", text, "no_action_tag", "tagged")
     choice = m.group(1).lower()
-    content = text[m.end():]
+    content = text[m.end() :]
     if choice != "answer":
         # ask/search: one line; a second tag or extra lines after it are ignored.
         content = content.split("\n", 1)[0]
@@ -174,6 +176,11 @@ def format_feedback(error: str, allowed: Sequence[str], rendering: str) -> str:
     if rendering == "tagged":
         how = tagged_instructions(allowed)
     else:
-        how = ('Call the interact tool, e.g. <tool_call>{"name": "interact", "arguments": {"choice": "'
-               + allowed[0] + '", "content": "..."}}</tool_call>; choice is one of ' + ", ".join(allowed) + ".")
+        how = (
+            'Call the interact tool, e.g. <tool_call>{"name": "interact", "arguments": {"choice": "'
+            + allowed[0]
+            + '", "content": "..."}}</tool_call>; choice is one of '
+            + ", ".join(allowed)
+            + "."
+        )
     return f"Format error ({error}): {head} {how}"

@@ -55,8 +55,14 @@ class UserCentricEnv(gymnasium.Env):
     fact_kinds: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
 
-    def __init__(self, knobs: KnobSnapshot | None = None, rendering: str = "tagged",
-                 user_factory: Any = None, reward_model: Any = None, split: str = "train"):
+    def __init__(
+        self,
+        knobs: KnobSnapshot | None = None,
+        rendering: str = "tagged",
+        user_factory: Any = None,
+        reward_model: Any = None,
+        split: str = "train",
+    ):
         super().__init__()
         from harness.rewards import RewardModel  # local imports: users/rewards import envs.types
         from harness.users import UserFactory
@@ -111,10 +117,15 @@ class UserCentricEnv(gymnasium.Env):
 
     def system_prompt(self) -> str:
         """Instructions shown to the agent before the task."""
-        how = tagged_instructions(self.allowed_choices) if self.rendering == "tagged" else (
-            "Use the interact tool for every turn.")
-        return (f"You are an assistant solving a task for a user. {self.description} The request is "
-                f"incomplete on purpose: find out what the user wants before answering.\n{how}")
+        how = (
+            tagged_instructions(self.allowed_choices)
+            if self.rendering == "tagged"
+            else ("Use the interact tool for every turn.")
+        )
+        return (
+            f"You are an assistant solving a task for a user. {self.description} The request is "
+            f"incomplete on purpose: find out what the user wants before answering.\n{how}"
+        )
 
     # ------------------------------------------------------------------ API
     def tool_schema(self) -> dict[str, Any]:
@@ -145,8 +156,14 @@ class UserCentricEnv(gymnasium.Env):
         self.user.reset(self.task, self.user_knobs, self.env_knobs, self.np_random_episode)
         self.reward_model.set_rules(self.knobs.reward_rule_files())
         obs = self.task.prompt
-        info = {"gym": self.name, "task_id": self.task.task_id, "split": self.task.split, "arm": self.arm,
-                "system_prompt": self.system_prompt(), "tools": [self.tool_schema()]}
+        info = {
+            "gym": self.name,
+            "task_id": self.task.task_id,
+            "split": self.task.split,
+            "arm": self.arm,
+            "system_prompt": self.system_prompt(),
+            "tools": [self.tool_schema()],
+        }
         return obs, info
 
     def step(self, action_text: str):
@@ -188,13 +205,18 @@ class UserCentricEnv(gymnasium.Env):
         st.task_score += task_reward
         builtin = self.builtin_predicates(record)
         breakdown = self.reward_model.score_turn(
-            gym=self.name, record=record, state=st, task_reward=task_reward, knobs=self.reward_knobs,
-            builtin=builtin)
+            gym=self.name, record=record, state=st, task_reward=task_reward, knobs=self.reward_knobs, builtin=builtin
+        )
         record.reward = float(breakdown["total"])
         record.reward_breakdown = breakdown
         st.turns.append(record)
-        info = {"turn": record.to_dict(), "success": st.success, "arm": self.arm,
-                "format_error": action.format_error, "deadlock": "deadlock" in record.events}
+        info = {
+            "turn": record.to_dict(),
+            "success": st.success,
+            "arm": self.arm,
+            "format_error": action.format_error,
+            "deadlock": "deadlock" in record.events,
+        }
         terminated = st.done and not st.truncated
         return record.observation, record.reward, terminated, st.truncated, info
 
@@ -255,13 +277,19 @@ class UserCentricEnv(gymnasium.Env):
         need = self.effective_min_questions()
         if st.questions < need:
             record.events.append("early_answer")
-            record.observation = (f"Please ask me at least {need} question(s) before answering "
-                                  f"(asked so far: {st.questions}).")
+            record.observation = (
+                f"Please ask me at least {need} question(s) before answering (asked so far: {st.questions})."
+            )
             return 0.0
         st.answers += 1
         res = self.on_answer(action.content)
-        record.answer = {"content": action.content, "task_reward": res.task_reward, "success": res.success,
-                         "terminal": res.terminal, "details": res.details}
+        record.answer = {
+            "content": action.content,
+            "task_reward": res.task_reward,
+            "success": res.success,
+            "terminal": res.terminal,
+            "details": res.details,
+        }
         record.observation = res.feedback
         record.events.append("answer")
         if st.questions:

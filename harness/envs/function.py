@@ -59,16 +59,20 @@ TEMPLATES: tuple[RuleTemplate, ...] = (
     RuleTemplate("square", "a*a - k1*b + c*d", 1, lambda a, b, c, d, k: a * a - k[0] * b + c * d),
     RuleTemplate("diffs", "k1*(a - b) + k2*(c - d)", 2, lambda a, b, c, d, k: k[0] * (a - b) + k[1] * (c - d)),
     RuleTemplate("triple", "a*b*c - k1*d", 1, lambda a, b, c, d, k: a * b * c - k[0] * d),
-    RuleTemplate("distance", "abs(a - k1) + k2*abs(b - c) + d", 2,
-                 lambda a, b, c, d, k: abs(a - k[0]) + k[1] * abs(b - c) + d),
-    RuleTemplate("shifted_product", "(a + k1) * (b + k2) - c - d", 2,
-                 lambda a, b, c, d, k: (a + k[0]) * (b + k[1]) - c - d),
+    RuleTemplate(
+        "distance", "abs(a - k1) + k2*abs(b - c) + d", 2, lambda a, b, c, d, k: abs(a - k[0]) + k[1] * abs(b - c) + d
+    ),
+    RuleTemplate(
+        "shifted_product", "(a + k1) * (b + k2) - c - d", 2, lambda a, b, c, d, k: (a + k[0]) * (b + k[1]) - c - d
+    ),
     RuleTemplate("determinant", "a*d - b*c + k1", 1, lambda a, b, c, d, k: a * d - b * c + k[0]),
     RuleTemplate("ignores_d", "k1*a + b*c + k2", 2, lambda a, b, c, d, k: k[0] * a + b * c + k[1]),
-    RuleTemplate("total", "k1*(a + b + c + d) - max(a, d)", 1,
-                 lambda a, b, c, d, k: k[0] * (a + b + c + d) - max(a, d)),
-    RuleTemplate("branch", "a - b if c > d else k1*(c + d)", 1,
-                 lambda a, b, c, d, k: a - b if c > d else k[0] * (c + d)),
+    RuleTemplate(
+        "total", "k1*(a + b + c + d) - max(a, d)", 1, lambda a, b, c, d, k: k[0] * (a + b + c + d) - max(a, d)
+    ),
+    RuleTemplate(
+        "branch", "a - b if c > d else k1*(c + d)", 1, lambda a, b, c, d, k: a - b if c > d else k[0] * (c + d)
+    ),
     RuleTemplate("modulo", "(k1*a + b*c) % (k2 + 4) + d", 2, lambda a, b, c, d, k: (k[0] * a + b * c) % (k[1] + 4) + d),
 )
 _TEMPLATES = {t.name: t for t in TEMPLATES}
@@ -128,12 +132,21 @@ def make_task(split: str, index: int) -> Task:
             break
         attempt += 1
     value = evaluate(content, tuple(test))  # type: ignore[arg-type]
-    prompt = ("I have a secret function f(a, b, c, d) of four integers. Ask me for its value at inputs "
-              "of your choice, e.g. 'f(1, 2, 3, 4)?' or 'a=1 b=2 c=3 d=4', to work out the rule. Search "
-              "to get the test case, then answer with the value of f at the test case (one integer).")
+    prompt = (
+        "I have a secret function f(a, b, c, d) of four integers. Ask me for its value at inputs "
+        "of your choice, e.g. 'f(1, 2, 3, 4)?' or 'a=1 b=2 c=3 d=4', to work out the rule. Search "
+        "to get the test case, then answer with the value of f at the test case (one integer)."
+    )
     task_id = f"{GYM}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-    return Task(gym=GYM, task_id=task_id, split=split, prompt=prompt, facts=[], secret=str(value),
-                data={**content, "form": tpl.form, "value": value})
+    return Task(
+        gym=GYM,
+        task_id=task_id,
+        split=split,
+        prompt=prompt,
+        facts=[],
+        secret=str(value),
+        data={**content, "form": tpl.form, "value": value},
+    )
 
 
 _ANSWER_INT_RE = re.compile(r"[-+]?\d+")
@@ -156,11 +169,21 @@ def score_answer(task: Task, content: str) -> AnswerResult:
     """Exact match of the answered integer with f at the test case."""
     value = parse_answer(content)
     if value is None:
-        return AnswerResult(0.0, False, True, "Answer not understood: give one integer, the value of f at the "
-                            "test case.", {"parsed": None, "error": "not_one_integer"})
+        return AnswerResult(
+            0.0,
+            False,
+            True,
+            "Answer not understood: give one integer, the value of f at the test case.",
+            {"parsed": None, "error": "not_one_integer"},
+        )
     ok = value == task.data["value"]
-    return AnswerResult(1.0 if ok else 0.0, ok, True, "Correct." if ok else f"Wrong: {value} is not f at the test case.",
-                        {"parsed": value, "correct": ok})
+    return AnswerResult(
+        1.0 if ok else 0.0,
+        ok,
+        True,
+        "Correct." if ok else f"Wrong: {value} is not f at the test case.",
+        {"parsed": value, "correct": ok},
+    )
 
 
 @register
@@ -170,9 +193,11 @@ class FunctionEnv(UserCentricEnv):
     name = GYM
     allowed_choices = ("ask", "search", "answer")
     fact_kinds = ("probe",)
-    description = ("Rule induction: the user knows a secret integer function f(a, b, c, d). Ask for its value "
-                   "at inputs you choose (e.g. 'ASK: f(1, 2, 3, 4)?'), search to get the test case, then "
-                   "answer with f at the test case (one integer).")
+    description = (
+        "Rule induction: the user knows a secret integer function f(a, b, c, d). Ask for its value "
+        "at inputs you choose (e.g. 'ASK: f(1, 2, 3, 4)?'), search to get the test case, then "
+        "answer with f at the test case (one integer)."
+    )
 
     def generate_task(self, split: str, index: int) -> Task:
         return make_task(split, index)
@@ -203,8 +228,14 @@ class FunctionEnv(UserCentricEnv):
             return []
         assert self.task is not None
         value = evaluate(self.task.data, probe)
-        return [Fact(key=probe_key(probe), kind="probe", text=f"{fmt_probe(probe)} = {value}.",
-                     keywords=("f", *[str(x) for x in probe]))]
+        return [
+            Fact(
+                key=probe_key(probe),
+                kind="probe",
+                text=f"{fmt_probe(probe)} = {value}.",
+                keywords=("f", *[str(x) for x in probe]),
+            )
+        ]
 
     def on_ask(self, question: str, reply: UserReply) -> tuple[float, list[str]]:
         probe, reason = self._refusal(question)
@@ -229,8 +260,9 @@ class FunctionEnv(UserCentricEnv):
         return {
             "probe_new": 1.0 if probe is not None and reason != "test_case" and not info["seen"] else 0.0,
             "probe_repeat": -1.0 if info["seen"] else 0.0,
-            "probe_varies_one": 1.0 if probe is not None and reason is None and not info["seen"]
-            and info["varies_one"] else 0.0,
+            "probe_varies_one": 1.0
+            if probe is not None and reason is None and not info["seen"] and info["varies_one"]
+            else 0.0,
             "probe_test_case": -1.0 if reason == "test_case" else 0.0,
             "probe_malformed": -1.0 if reason == "malformed" else 0.0,
         }
@@ -245,16 +277,21 @@ class FunctionEnv(UserCentricEnv):
         if reason == "test_case":
             return "(That is the test case: working out its value is your task, so I won't evaluate it.)"
         if reason == "repeat_limit":
-            return (f"(You already asked for {fmt_probe(self._last['probe'])} "
-                    f"{self.env_knobs['max_repeated_probes']} time(s); I won't evaluate it again.)")
+            return (
+                f"(You already asked for {fmt_probe(self._last['probe'])} "
+                f"{self.env_knobs['max_repeated_probes']} time(s); I won't evaluate it again.)"
+            )
         return None
 
     # -- tools and scoring ----------------------------------------------------------------------
     def on_search(self, query: str) -> ToolResult:
         assert self.task is not None
         test = tuple(self.task.data["test_case"])
-        return ToolResult(f"Test case: {fmt_probe(test)}. Answer with the value of f at these inputs.", ok=True,
-                          data={"test_case": list(test)})
+        return ToolResult(
+            f"Test case: {fmt_probe(test)}. Answer with the value of f at these inputs.",
+            ok=True,
+            data={"test_case": list(test)},
+        )
 
     def on_answer(self, content: str) -> AnswerResult:
         assert self.task is not None

@@ -47,11 +47,20 @@ def make_task(split: str, index: int) -> Task:
     ent = pool[random.Random(task_seed(GYM, split, index)).randrange(len(pool))]
     kb = load_kb()
     facts = [attribute_fact(kb.attributes[a], v) for a, v in ent.values.items() if v in (YES, MAYBE)]
-    prompt = ("I'm thinking of something: an animal, a plant, a food, an object, a place, a profession, a "
-              "vehicle or a musical instrument. Ask me yes/no questions about its properties, one at a time, "
-              "then answer with its name. You get one guess.")
-    return Task(gym=GYM, task_id=f"{GYM}-{ent.name.lower().replace(' ', '_')}", split=split, prompt=prompt,
-                facts=facts, secret=ent.name, data={"entity": ent.name, "category": ent.category})
+    prompt = (
+        "I'm thinking of something: an animal, a plant, a food, an object, a place, a profession, a "
+        "vehicle or a musical instrument. Ask me yes/no questions about its properties, one at a time, "
+        "then answer with its name. You get one guess."
+    )
+    return Task(
+        gym=GYM,
+        task_id=f"{GYM}-{ent.name.lower().replace(' ', '_')}",
+        split=split,
+        prompt=prompt,
+        facts=facts,
+        secret=ent.name,
+        data={"entity": ent.name, "category": ent.category},
+    )
 
 
 def score_answer(task: Task, content: str) -> AnswerResult:
@@ -77,8 +86,10 @@ class TelepathyEnv(UserCentricEnv):
     name = GYM
     allowed_choices = ("ask", "answer")
     fact_kinds = ("attribute",)
-    description = ("Guessing game: the user is thinking of something. Ask yes/no questions about its "
-                   "properties (e.g. 'ASK: Can it fly?'), then answer with its name; you get one guess.")
+    description = (
+        "Guessing game: the user is thinking of something. Ask yes/no questions about its "
+        "properties (e.g. 'ASK: Can it fly?'), then answer with its name; you get one guess."
+    )
 
     def generate_task(self, split: str, index: int) -> Task:
         return make_task(split, index)

@@ -498,7 +498,9 @@ def _parse_attributes(text: str) -> dict[str, Attribute]:
     for lineno, line in enumerate(text.strip().splitlines(), start=1):
         parts = [p.strip() for p in line.split("|", 4)]  # patterns may use | themselves
         if len(parts) != 5:
-            raise ValueError(f"telepathy_kb ATTRIBUTES line {lineno}: expected 5 '|' fields, got {len(parts)}: {line!r}")
+            raise ValueError(
+                f"telepathy_kb ATTRIBUTES line {lineno}: expected 5 '|' fields, got {len(parts)}: {line!r}"
+            )
         name, question, yes, no, pats = parts
         if name in attrs:
             raise ValueError(f"telepathy_kb ATTRIBUTES line {lineno}: duplicate attribute {name!r}")
@@ -517,8 +519,10 @@ def _parse_entities(text: str, attrs: dict[str, Attribute]) -> list[Entity]:
             raise ValueError(f"telepathy_kb ENTITIES line {lineno}: expected 'names : category : tags': {line!r}")
         names, category, tags = parts
         if category not in CATEGORY_TAGS:
-            raise ValueError(f"telepathy_kb ENTITIES line {lineno}: unknown category {category!r}; "
-                             f"allowed: {', '.join(CATEGORY_TAGS)}")
+            raise ValueError(
+                f"telepathy_kb ENTITIES line {lineno}: unknown category {category!r}; "
+                f"allowed: {', '.join(CATEGORY_TAGS)}"
+            )
         values = {a: NO for a in attrs}
         for tag in (CATEGORY_TAGS[category] + " " + tags).split():
             value, name = (MAYBE, tag[1:]) if tag[0] == "~" else (NO, tag[1:]) if tag[0] == "-" else (YES, tag)
@@ -530,9 +534,21 @@ def _parse_entities(text: str, attrs: dict[str, Attribute]) -> list[Entity]:
     return entities
 
 
-_IRREGULAR = {"knives": "knife", "wolves": "wolf", "leaves": "leaf", "mice": "mouse", "geese": "goose",
-              "teeth": "tooth", "feet": "foot", "people": "person", "children": "child", "octopi": "octopus",
-              "cacti": "cactus", "loaves": "loaf", "shelves": "shelf"}
+_IRREGULAR = {
+    "knives": "knife",
+    "wolves": "wolf",
+    "leaves": "leaf",
+    "mice": "mouse",
+    "geese": "goose",
+    "teeth": "tooth",
+    "feet": "foot",
+    "people": "person",
+    "children": "child",
+    "octopi": "octopus",
+    "cacti": "cactus",
+    "loaves": "loaf",
+    "shelves": "shelf",
+}
 _ARTICLES = {"a", "an", "the"}
 
 
@@ -603,7 +619,7 @@ class KnowledgeBase:
         found, i = [], 0
         while i < len(words):
             for n in range(min(longest, len(words) - i), 0, -1):
-                ent = table.get(tuple(words[i:i + n]))
+                ent = table.get(tuple(words[i : i + n]))
                 if ent is not None:
                     found.append((ent, i, i + n))
                     i += n

@@ -72,63 +72,171 @@ class Aspect:
     attributes: tuple[Attribute, ...]
 
 
-ASPECTS: dict[str, Aspect] = {a.name: a for a in (
-    Aspect("flight", "F", ("flight", "flights", "fly", "plane", "airline", "airfare", "airfares"),
-           (90, 900), "", (
-               Attribute("airline", "cat", ("SkyJet", "AeroNova", "BlueWing", "Horizon Air"),
-                         ("airline", "carrier", "company"), "airline"),
-               Attribute("stops", "max", (0, 1, 2), ("stops", "stop", "layover", "nonstop", "direct"), "stops"),
-               Attribute("departure", "cat", ("morning", "afternoon", "evening", "night"),
-                         ("departure", "depart", "time", "leave"), "departure"),
-               Attribute("cabin", "cat", ("economy", "premium economy", "business"),
-                         ("cabin", "class", "seat"), "cabin"),
-               Attribute("bag", "bool", (True, False), ("baggage", "bag", "luggage", "checked"),
-                         "checked bag included", "a checked bag included"),
-           )),
-    Aspect("hotel", "H", ("hotel", "hotels", "accommodation", "lodging", "stay", "room", "rooms"),
-           (50, 450), " per night", (
-               Attribute("stars", "min", (2, 3, 4, 5), ("stars", "star", "class", "standard"), "stars"),
-               Attribute("area", "cat", ("downtown", "old town", "beach", "airport"),
-                         ("area", "location", "neighborhood", "where"), "area"),
-               Attribute("breakfast", "bool", (True, False), ("breakfast", "morning", "meal"),
-                         "breakfast included", "breakfast included"),
-               Attribute("pool", "bool", (True, False), ("pool", "swimming", "swim"), "pool", "a pool"),
-               Attribute("wifi", "bool", (True, False), ("wifi", "internet", "wireless"), "free wifi", "free wifi"),
-           )),
-    Aspect("restaurant", "R", ("restaurant", "restaurants", "dinner", "dining", "eat", "food", "meal"),
-           (12, 140), " per person", (
-               Attribute("cuisine", "cat", ("Italian", "Japanese", "Mexican", "Indian", "French", "Thai"),
-                         ("cuisine", "food", "kind", "type"), "cuisine"),
-               Attribute("vegetarian", "bool", (True, False), ("vegetarian", "veggie", "meat", "diet"),
-                         "vegetarian menu", "a vegetarian menu"),
-               Attribute("rating", "min", (3, 4, 5), ("rating", "rated", "reviews", "quality"), "rating"),
-               Attribute("outdoor", "bool", (True, False), ("outdoor", "outside", "terrace", "seating"),
-                         "outdoor seating", "outdoor seating"),
-           )),
-    Aspect("car", "C", ("car", "cars", "rental", "rent", "vehicle", "drive"),
-           (20, 160), " per day", (
-               Attribute("type", "cat", ("compact", "sedan", "SUV", "van"), ("type", "kind", "size", "model"),
-                         "type"),
-               Attribute("transmission", "cat", ("automatic", "manual"),
-                         ("transmission", "gearbox", "automatic", "manual"), "transmission"),
-               Attribute("seats", "min", (2, 4, 5, 7), ("seats", "seat", "passengers", "people"), "seats"),
-               Attribute("fuel", "cat", ("petrol", "hybrid", "electric"), ("fuel", "electric", "petrol", "engine"),
-                         "fuel"),
-           )),
-    Aspect("tour", "T", ("tour", "tours", "activity", "activities", "excursion", "sightseeing", "guide"),
-           (15, 220), " per person", (
-               Attribute("theme", "cat", ("museum", "hiking", "boat", "food tasting", "city walk"),
-                         ("theme", "kind", "type", "activity"), "theme"),
-               Attribute("hours", "max", (2, 3, 4, 6, 8), ("hours", "long", "duration", "length"), "hours"),
-               Attribute("slot", "cat", ("morning", "afternoon", "evening"), ("time", "slot", "start", "when"),
-                         "time"),
-               Attribute("group", "max", (6, 10, 20, 40), ("group", "size", "people", "crowd"), "group size"),
-           )),
-)}
+ASPECTS: dict[str, Aspect] = {
+    a.name: a
+    for a in (
+        Aspect(
+            "flight",
+            "F",
+            ("flight", "flights", "fly", "plane", "airline", "airfare", "airfares"),
+            (90, 900),
+            "",
+            (
+                Attribute(
+                    "airline",
+                    "cat",
+                    ("SkyJet", "AeroNova", "BlueWing", "Horizon Air"),
+                    ("airline", "carrier", "company"),
+                    "airline",
+                ),
+                Attribute("stops", "max", (0, 1, 2), ("stops", "stop", "layover", "nonstop", "direct"), "stops"),
+                Attribute(
+                    "departure",
+                    "cat",
+                    ("morning", "afternoon", "evening", "night"),
+                    ("departure", "depart", "time", "leave"),
+                    "departure",
+                ),
+                Attribute(
+                    "cabin", "cat", ("economy", "premium economy", "business"), ("cabin", "class", "seat"), "cabin"
+                ),
+                Attribute(
+                    "bag",
+                    "bool",
+                    (True, False),
+                    ("baggage", "bag", "luggage", "checked"),
+                    "checked bag included",
+                    "a checked bag included",
+                ),
+            ),
+        ),
+        Aspect(
+            "hotel",
+            "H",
+            ("hotel", "hotels", "accommodation", "lodging", "stay", "room", "rooms"),
+            (50, 450),
+            " per night",
+            (
+                Attribute("stars", "min", (2, 3, 4, 5), ("stars", "star", "class", "standard"), "stars"),
+                Attribute(
+                    "area",
+                    "cat",
+                    ("downtown", "old town", "beach", "airport"),
+                    ("area", "location", "neighborhood", "where"),
+                    "area",
+                ),
+                Attribute(
+                    "breakfast",
+                    "bool",
+                    (True, False),
+                    ("breakfast", "morning", "meal"),
+                    "breakfast included",
+                    "breakfast included",
+                ),
+                Attribute("pool", "bool", (True, False), ("pool", "swimming", "swim"), "pool", "a pool"),
+                Attribute("wifi", "bool", (True, False), ("wifi", "internet", "wireless"), "free wifi", "free wifi"),
+            ),
+        ),
+        Aspect(
+            "restaurant",
+            "R",
+            ("restaurant", "restaurants", "dinner", "dining", "eat", "food", "meal"),
+            (12, 140),
+            " per person",
+            (
+                Attribute(
+                    "cuisine",
+                    "cat",
+                    ("Italian", "Japanese", "Mexican", "Indian", "French", "Thai"),
+                    ("cuisine", "food", "kind", "type"),
+                    "cuisine",
+                ),
+                Attribute(
+                    "vegetarian",
+                    "bool",
+                    (True, False),
+                    ("vegetarian", "veggie", "meat", "diet"),
+                    "vegetarian menu",
+                    "a vegetarian menu",
+                ),
+                Attribute("rating", "min", (3, 4, 5), ("rating", "rated", "reviews", "quality"), "rating"),
+                Attribute(
+                    "outdoor",
+                    "bool",
+                    (True, False),
+                    ("outdoor", "outside", "terrace", "seating"),
+                    "outdoor seating",
+                    "outdoor seating",
+                ),
+            ),
+        ),
+        Aspect(
+            "car",
+            "C",
+            ("car", "cars", "rental", "rent", "vehicle", "drive"),
+            (20, 160),
+            " per day",
+            (
+                Attribute("type", "cat", ("compact", "sedan", "SUV", "van"), ("type", "kind", "size", "model"), "type"),
+                Attribute(
+                    "transmission",
+                    "cat",
+                    ("automatic", "manual"),
+                    ("transmission", "gearbox", "automatic", "manual"),
+                    "transmission",
+                ),
+                Attribute("seats", "min", (2, 4, 5, 7), ("seats", "seat", "passengers", "people"), "seats"),
+                Attribute(
+                    "fuel", "cat", ("petrol", "hybrid", "electric"), ("fuel", "electric", "petrol", "engine"), "fuel"
+                ),
+            ),
+        ),
+        Aspect(
+            "tour",
+            "T",
+            ("tour", "tours", "activity", "activities", "excursion", "sightseeing", "guide"),
+            (15, 220),
+            " per person",
+            (
+                Attribute(
+                    "theme",
+                    "cat",
+                    ("museum", "hiking", "boat", "food tasting", "city walk"),
+                    ("theme", "kind", "type", "activity"),
+                    "theme",
+                ),
+                Attribute("hours", "max", (2, 3, 4, 6, 8), ("hours", "long", "duration", "length"), "hours"),
+                Attribute(
+                    "slot", "cat", ("morning", "afternoon", "evening"), ("time", "slot", "start", "when"), "time"
+                ),
+                Attribute("group", "max", (6, 10, 20, 40), ("group", "size", "people", "crowd"), "group size"),
+            ),
+        ),
+    )
+}
 
-CITIES = ("Lisbon", "Kyoto", "Oaxaca", "Edinburgh", "Cape Town", "Reykjavik", "Hanoi", "Vienna", "Cusco",
-          "Marrakesh", "Vancouver", "Seville", "Istanbul", "Melbourne", "Prague", "Tbilisi", "Valparaiso",
-          "Bergen", "Naples", "Chiang Mai")
+CITIES = (
+    "Lisbon",
+    "Kyoto",
+    "Oaxaca",
+    "Edinburgh",
+    "Cape Town",
+    "Reykjavik",
+    "Hanoi",
+    "Vienna",
+    "Cusco",
+    "Marrakesh",
+    "Vancouver",
+    "Seville",
+    "Istanbul",
+    "Melbourne",
+    "Prague",
+    "Tbilisi",
+    "Valparaiso",
+    "Bergen",
+    "Naples",
+    "Chiang Mai",
+)
 
 _ID_RE = re.compile(r"\b([A-Za-z])-?(\d{1,3})\b")
 
@@ -189,8 +297,9 @@ def _draw_option(aspect: Aspect, prefs: dict[str, Any], rng: random.Random, viol
     return values
 
 
-def build_options(aspect: Aspect, prefs: dict[str, Any], noise: int, wrong: int,
-                  rng: random.Random) -> tuple[list[dict[str, Any]], str]:
+def build_options(
+    aspect: Aspect, prefs: dict[str, Any], noise: int, wrong: int, rng: random.Random
+) -> tuple[list[dict[str, Any]], str]:
     """Options of one aspect and the id of the best one.
 
     One best option (meets every preference, cheapest such), ``noise`` compliant options that cost
@@ -213,13 +322,23 @@ def build_options(aspect: Aspect, prefs: dict[str, Any], noise: int, wrong: int,
 
     raw = [{"values": _draw_option(aspect, prefs, rng, set()), "price": best_price, "role": "best"}]
     for _ in range(noise):
-        raw.append({"values": _draw_option(aspect, prefs, rng, set()),
-                    "price": fresh_price(best_price + 1, max(hi, best_price + 2 * (noise + 1))), "role": "noise"})
+        raw.append(
+            {
+                "values": _draw_option(aspect, prefs, rng, set()),
+                "price": fresh_price(best_price + 1, max(hi, best_price + 2 * (noise + 1))),
+                "role": "noise",
+            }
+        )
     names = sorted(prefs)
     for _ in range(wrong):
         k = rng.randint(1, len(names))
-        raw.append({"values": _draw_option(aspect, prefs, rng, set(rng.sample(names, k))),
-                    "price": fresh_price(lo, hi + wrong), "role": "wrong"})
+        raw.append(
+            {
+                "values": _draw_option(aspect, prefs, rng, set(rng.sample(names, k))),
+                "price": fresh_price(lo, hi + wrong),
+                "role": "wrong",
+            }
+        )
     rng.shuffle(raw)
     options, best_id = [], ""
     for i, opt in enumerate(raw, start=1):
@@ -278,18 +397,33 @@ def make_task(split: str, index: int, noise: int, wrong: int) -> Task:
         attrs = {a.name: a for a in asp.attributes}
         for attr_name, target in content["prefs"][name].items():
             attr = attrs[attr_name]
-            facts.append(Fact(key=f"pref.{name}.{attr_name}", kind="preference",
-                              text=_pref_text(asp, attr, target), keywords=(name, *attr.words)))
+            facts.append(
+                Fact(
+                    key=f"pref.{name}.{attr_name}",
+                    kind="preference",
+                    text=_pref_text(asp, attr, target),
+                    keywords=(name, *attr.words),
+                )
+            )
         options[name], best[name] = build_options(asp, content["prefs"][name], noise, wrong, opt_rng)
     names = [f"a {a}" for a in content["aspects"]]
     items = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     ids = ", ".join(f"<{a} id>" for a in content["aspects"])
-    prompt = (f"I'm planning a {content['days']}-day trip to {content['city']}. Please pick {items} for me. "
-              f"Search to see the options, and answer with one option id per item ({ids}).")
+    prompt = (
+        f"I'm planning a {content['days']}-day trip to {content['city']}. Please pick {items} for me. "
+        f"Search to see the options, and answer with one option id per item ({ids})."
+    )
     task_id = f"{GYM}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     secret = ", ".join(best[a] for a in content["aspects"])
-    return Task(gym=GYM, task_id=task_id, split=split, prompt=prompt, facts=facts, secret=secret,
-                data={"content": content, "options": options, "best": best})
+    return Task(
+        gym=GYM,
+        task_id=task_id,
+        split=split,
+        prompt=prompt,
+        facts=facts,
+        secret=secret,
+        data={"content": content, "options": options, "best": best},
+    )
 
 
 def aspects_in_query(query: str) -> list[str]:
@@ -316,7 +450,11 @@ def score_answer(task: Task, content: str) -> AnswerResult:
     for a in aspects:
         ids = sorted(named[a])
         if len(ids) != 1:
-            per_aspect[a] = {"chosen": ids, "score": 0.0, "why": "no option named" if not ids else "several options named"}
+            per_aspect[a] = {
+                "chosen": ids,
+                "score": 0.0,
+                "why": "no option named" if not ids else "several options named",
+            }
             continue
         opt = next(o for o in data["options"][a] if o["id"] == ids[0])
         if ids[0] == data["best"][a]:
@@ -330,8 +468,13 @@ def score_answer(task: Task, content: str) -> AnswerResult:
     success = all(p["why"] == "best" for p in per_aspect.values())
     parts = "; ".join(f"{a}: {', '.join(p['chosen']) or '-'} ({p['why']})" for a, p in per_aspect.items())
     feedback = f"Booked. {parts}. Score {reward:.2f}."
-    return AnswerResult(task_reward=reward, success=success, terminal=True, feedback=feedback,
-                        details={"per_aspect": per_aspect, "unknown_ids": unknown})
+    return AnswerResult(
+        task_reward=reward,
+        success=success,
+        terminal=True,
+        feedback=feedback,
+        details={"per_aspect": per_aspect, "unknown_ids": unknown},
+    )
 
 
 # ---------------------------------------------------------------------------- the gym
@@ -342,13 +485,16 @@ class TravelEnv(UserCentricEnv):
     name = GYM
     allowed_choices = ("ask", "search", "answer")
     fact_kinds = ("preference",)
-    description = ("Travel planning: the user has preferences for each part of the trip that they have "
-                   "not stated. Ask about them; search by naming a part of the trip (e.g. 'SEARCH: hotels') "
-                   "to list its options; answer with one option id per part (e.g. 'ANSWER: F<n>, H<n>').")
+    description = (
+        "Travel planning: the user has preferences for each part of the trip that they have "
+        "not stated. Ask about them; search by naming a part of the trip (e.g. 'SEARCH: hotels') "
+        "to list its options; answer with one option id per part (e.g. 'ANSWER: F<n>, H<n>')."
+    )
 
     def generate_task(self, split: str, index: int) -> Task:
-        return make_task(split, index, int(self.env_knobs["noise_choice_number"]),
-                         int(self.env_knobs["wrong_choice_number"]))
+        return make_task(
+            split, index, int(self.env_knobs["noise_choice_number"]), int(self.env_knobs["wrong_choice_number"])
+        )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = super().reset(seed=seed, options=options)
@@ -358,16 +504,22 @@ class TravelEnv(UserCentricEnv):
     def on_search(self, query: str) -> ToolResult:
         interval = int(self.env_knobs["search_failure_interval"])
         if self.state.searches % interval == 0:
-            return ToolResult("Search failed: no results were returned. Try again.", ok=False,
-                              data={"failure": "interval", "search_number": self.state.searches})
+            return ToolResult(
+                "Search failed: no results were returned. Try again.",
+                ok=False,
+                data={"failure": "interval", "search_number": self.state.searches},
+            )
         assert self.task is not None
         trip = self.task.data["content"]["aspects"]
         named = aspects_in_query(query)
         found = [a for a in named if a in trip]
         if not found:
             off = f" This trip has no {', '.join(named)}." if named else ""
-            return ToolResult(f"No options match that query.{off} Name a part of the trip to search: "
-                              f"{', '.join(trip)}.", ok=True, data={"aspects": [], "error": "unknown_aspect"})
+            return ToolResult(
+                f"No options match that query.{off} Name a part of the trip to search: {', '.join(trip)}.",
+                ok=True,
+                data={"aspects": [], "error": "unknown_aspect"},
+            )
         text = "\n\n".join(render_options(ASPECTS[a], self.task.data["options"][a]) for a in found)
         return ToolResult(text, ok=True, data={"aspects": found})
 
@@ -392,8 +544,9 @@ class TravelEnv(UserCentricEnv):
         if not pending:
             return None
         fact = pending[0]
-        self._account_reply(UserReply(text=fact.text, revealed=[fact], flags={"elicitation": True}),
-                            record, volunteered=True)
+        self._account_reply(
+            UserReply(text=fact.text, revealed=[fact], flags={"elicitation": True}), record, volunteered=True
+        )
         record.events.append("elicitation")
         self._turns_without_pref = 0
         return fact.text

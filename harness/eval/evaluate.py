@@ -46,8 +46,9 @@ def user_replies_for(protocol: Protocol, run_config: dict[str, Any]) -> str:
     return str(run_config.get("user_replies") or "user")
 
 
-def evaluate_loaded(policy: RunPolicy, protocol: Protocol, progress: Callable[[int, int, int], None] | None = None
-                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate_loaded(
+    policy: RunPolicy, protocol: Protocol, progress: Callable[[int, int, int], None] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play and score ``protocol`` with an already loaded policy: ``(result, episode records)``.
     ``progress(episodes done, episodes, turns played)`` is called after every agent turn."""
     from harness import __version__
@@ -59,57 +60,96 @@ def evaluate_loaded(policy: RunPolicy, protocol: Protocol, progress: Callable[[i
     trained = [str(g) for g in policy.config.get("gyms") or []]
     try:
         raw = evaluate_policy(
-            policy.model, policy.tokenizer, protocol.gym_names, knobs=protocol.knobs,
-            tasks_per_gym={g.name: g.tasks for g in protocol.gyms}, trials=protocol.trials, split=protocol.split,
-            seed=protocol.seed, rendering=rendering, user_replies=user_replies,
-            temperature=protocol.temperature, top_p=protocol.top_p,
+            policy.model,
+            policy.tokenizer,
+            protocol.gym_names,
+            knobs=protocol.knobs,
+            tasks_per_gym={g.name: g.tasks for g in protocol.gyms},
+            trials=protocol.trials,
+            split=protocol.split,
+            seed=protocol.seed,
+            rendering=rendering,
+            user_replies=user_replies,
+            temperature=protocol.temperature,
+            top_p=protocol.top_p,
             max_new_tokens_per_turn=protocol.max_new_tokens_per_turn,
-            max_episode_tokens=protocol.max_episode_tokens, batch_size=protocol.batch_size,
+            max_episode_tokens=protocol.max_episode_tokens,
+            batch_size=protocol.batch_size,
             user_factory=UserFactory(),  # no LLM backend: the protocol is symbolic-only
             gym_kwargs={g.name: {"data_file": g.data_file} for g in protocol.gyms if g.data_file is not None},
-            progress=progress)
+            progress=progress,
+        )
     except KeyError as exc:  # a gym read a knob the frozen protocol does not define
-        raise ProtocolRuntimeError(f"{protocol.path}: a gym needs {exc}, which the protocol does not define; "
-                                   "add it under knobs: (this makes a new protocol: bump its name)") from exc
+        raise ProtocolRuntimeError(
+            f"{protocol.path}: a gym needs {exc}, which the protocol does not define; "
+            "add it under knobs: (this makes a new protocol: bump its name)"
+        ) from exc
     records = raw["records"]
-    scores = score_records(records, protocol.gym_names, protocol.trials,
-                           held_out=[g.name for g in protocol.gyms if g.held_out])
+    scores = score_records(
+        records, protocol.gym_names, protocol.trials, held_out=[g.name for g in protocol.gyms if g.held_out]
+    )
     warnings = []
     for g in protocol.gyms:
         entry = scores["gyms"][g.name]
         entry["held_out"] = g.held_out
         entry["trained_on"] = g.name in trained
         if g.held_out and g.name in trained:
-            warnings.append(f"gym {g.name} is held out by protocol {protocol.name} but run {policy.run_id} "
-                            "trained on it: its score is not a held-out score for this run")
+            warnings.append(
+                f"gym {g.name} is held out by protocol {protocol.name} but run {policy.run_id} "
+                "trained on it: its score is not a held-out score for this run"
+            )
     result = {
-        "run_id": policy.run_id, "checkpoint": policy.label, "step": policy.step,
+        "run_id": policy.run_id,
+        "checkpoint": policy.label,
+        "step": policy.step,
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "protocol_name": protocol.name, "protocol_hash": protocol.hash, "protocol": protocol.describe(),
-        "harness_version": __version__, "scorer_hash": scorer_hash(),
-        "seed": protocol.seed, "trials": protocol.trials, "rendering": rendering,
-        "user_replies": user_replies, "device": policy.device,
-        "run": {"preset": policy.config.get("preset"), "gyms": trained, "parent": policy.config.get("parent"),
-                "policy": policy.config.get("policy")},
-        "gyms": scores["gyms"], "overall": scores["overall"], "warnings": warnings,
-        "episodes": len(records), "wall_s": round(time.perf_counter() - t0, 3),
+        "protocol_name": protocol.name,
+        "protocol_hash": protocol.hash,
+        "protocol": protocol.describe(),
+        "harness_version": __version__,
+        "scorer_hash": scorer_hash(),
+        "seed": protocol.seed,
+        "trials": protocol.trials,
+        "rendering": rendering,
+        "user_replies": user_replies,
+        "device": policy.device,
+        "run": {
+            "preset": policy.config.get("preset"),
+            "gyms": trained,
+            "parent": policy.config.get("parent"),
+            "policy": policy.config.get("policy"),
+        },
+        "gyms": scores["gyms"],
+        "overall": scores["overall"],
+        "warnings": warnings,
+        "episodes": len(records),
+        "wall_s": round(time.perf_counter() - t0, 3),
     }
     return result, records
 
 
-def evaluate_run(run_dir: Path, protocol: Protocol, checkpoint: str | int | None = None, device: str = "auto",
-                 log: Callable[[str], None] | None = None, progress: Callable[[int, int, int], None] | None = None
-                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def evaluate_run(
+    run_dir: Path,
+    protocol: Protocol,
+    checkpoint: str | int | None = None,
+    device: str = "auto",
+    log: Callable[[str], None] | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Load ``run_dir`` at ``checkpoint`` (None: latest) and evaluate it on ``protocol``. ``log``:
     what is evaluated; ``progress``: as in :func:`evaluate_loaded`."""
     policy = load_run_policy(Path(run_dir), checkpoint, device, log=log or (lambda m: None))
     if log is not None:
         n = sum(g.tasks for g in protocol.gyms) * protocol.trials
-        log(f"evaluating {policy.run_id} {policy.label} on {protocol.name} ({protocol.hash[:12]}): "
-            f"{n} episodes over {', '.join(protocol.gym_names)} on {policy.device}")
+        log(
+            f"evaluating {policy.run_id} {policy.label} on {protocol.name} ({protocol.hash[:12]}): "
+            f"{n} episodes over {', '.join(protocol.gym_names)} on {policy.device}"
+        )
         if policy.device == "cpu" and protocol.path == default_protocol_path().resolve():
-            log(f"  this is the full protocol, sized for a GPU; on a CPU, {CPU_PROTOCOL} is a smaller one "
-                "(its own name and hash): eau eval --protocol " + str(CPU_PROTOCOL))
+            log(
+                f"  this is the full protocol, sized for a GPU; on a CPU, {CPU_PROTOCOL} is a smaller one "
+                "(its own name and hash): eau eval --protocol " + str(CPU_PROTOCOL)
+            )
     return evaluate_loaded(policy, protocol, progress)
 
 

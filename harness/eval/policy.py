@@ -61,8 +61,10 @@ def resolve_checkpoint(run_dir: Path, which: str | int | None) -> tuple[str, Pat
     available = ", ".join(p.name for p in done) or "none"
     if which is None:
         if not done:
-            raise CheckpointError(f"run {run_dir.name} has no complete checkpoint (checkpoints: none); "
-                                  f"evaluate the starting policy with --checkpoint {INIT}")
+            raise CheckpointError(
+                f"run {run_dir.name} has no complete checkpoint (checkpoints: none); "
+                f"evaluate the starting policy with --checkpoint {INIT}"
+            )
         path = done[-1]
         return path.name, path, checkpoint.read_state(path)["step"]
     if str(which) == INIT:
@@ -89,8 +91,9 @@ def pick_device(device: str) -> str:
     return device
 
 
-def load_run_policy(run_dir: Path, which: str | int | None = None, device: str = "auto",
-                    log=lambda m: None) -> RunPolicy:
+def load_run_policy(
+    run_dir: Path, which: str | int | None = None, device: str = "auto", log=lambda m: None
+) -> RunPolicy:
     """The policy of ``run_dir`` at checkpoint ``which`` (see :func:`resolve_checkpoint`), in eval mode.
     ``log`` receives a line if a packaged model is de-quantised on first use."""
     import torch
@@ -116,5 +119,12 @@ def load_run_policy(run_dir: Path, which: str | int | None = None, device: str =
     dev = pick_device(device)
     model.to(dev)
     model.eval()
-    return RunPolicy(model=model, tokenizer=tokenizer, run_id=str(cfg.get("run_id") or run_dir.name), label=label,
-                     step=step, config=cfg, device=dev)
+    return RunPolicy(
+        model=model,
+        tokenizer=tokenizer,
+        run_id=str(cfg.get("run_id") or run_dir.name),
+        label=label,
+        step=step,
+        config=cfg,
+        device=dev,
+    )

@@ -31,8 +31,21 @@ FORMAT_VERSION = 1
 AREAS = ("env", "user", "reward")
 RENDERINGS = ("tagged", "tool_call", "run")
 SPLITS = ("train", "eval")
-TOP_LEVEL = ("version", "name", "split", "seed", "trials", "rendering", "sampling", "limits", "batch_size",
-             "gyms", "knob_schemas", "knobs", "rules")
+TOP_LEVEL = (
+    "version",
+    "name",
+    "split",
+    "seed",
+    "trials",
+    "rendering",
+    "sampling",
+    "limits",
+    "batch_size",
+    "gyms",
+    "knob_schemas",
+    "knobs",
+    "rules",
+)
 GYM_FIELDS = ("tasks", "held_out", "data_file")
 SYMBOLIC_ONLY_MIX = 1.0
 
@@ -96,16 +109,31 @@ class Protocol:
 
     def describe(self) -> dict[str, Any]:
         """What defines the protocol, JSON-ready (``eau eval --describe``, stored with every result)."""
-        return {"name": self.name, "path": str(self.path), "protocol_hash": self.hash, "split": self.split,
-                "seed": self.seed, "trials": self.trials, "rendering": self.rendering,
-                "sampling": {"temperature": self.temperature, "top_p": self.top_p},
-                "limits": {"max_new_tokens_per_turn": self.max_new_tokens_per_turn,
-                           "max_episode_tokens": self.max_episode_tokens,
-                           "max_steps": copy.deepcopy(self.knobs.values["env"]["max_steps"])},
-                "batch_size": self.batch_size,
-                "gyms": {g.name: {"tasks": g.tasks, "held_out": g.held_out,
-                                  **({"data_file": str(g.data_file)} if g.data_file else {})} for g in self.gyms},
-                "files": dict(self.file_digests)}
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "protocol_hash": self.hash,
+            "split": self.split,
+            "seed": self.seed,
+            "trials": self.trials,
+            "rendering": self.rendering,
+            "sampling": {"temperature": self.temperature, "top_p": self.top_p},
+            "limits": {
+                "max_new_tokens_per_turn": self.max_new_tokens_per_turn,
+                "max_episode_tokens": self.max_episode_tokens,
+                "max_steps": copy.deepcopy(self.knobs.values["env"]["max_steps"]),
+            },
+            "batch_size": self.batch_size,
+            "gyms": {
+                g.name: {
+                    "tasks": g.tasks,
+                    "held_out": g.held_out,
+                    **({"data_file": str(g.data_file)} if g.data_file else {}),
+                }
+                for g in self.gyms
+            },
+            "files": dict(self.file_digests),
+        }
 
 
 # ------------------------------------------------------------------------------------------- checks
@@ -129,8 +157,12 @@ class _Checker:
         return value
 
     def number_in(self, value: Any, where: str, low: float, high: float) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not low <= value <= high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not low <= value <= high
+        ):
             raise self.fail(where, f"= {_show(value)}: must be a number in [{low}, {high}]")
         return float(value)
 
@@ -157,8 +189,11 @@ def _file_digest(path: Path) -> str:
     """sha256 of a referenced file: of its parsed content for YAML/JSON (comments and layout do not
     count), of its bytes otherwise."""
     if path.suffix in (".yaml", ".yml", ".json"):
-        data = json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json" else yaml.safe_load(
-            path.read_text(encoding="utf-8"))
+        data = (
+            json.loads(path.read_text(encoding="utf-8"))
+            if path.suffix == ".json"
+            else yaml.safe_load(path.read_text(encoding="utf-8"))
+        )
         return sha256_text(canonical_json(data))
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -183,8 +218,9 @@ def _load_ref(ck: _Checker, base: Path, value: Any, where: str, digests: dict[st
     return path, data
 
 
-def _check_knob_values(ck: _Checker, area: str, values: Mapping[str, Any], schema: Mapping[str, Any],
-                       schema_path: Path, gyms: list[str]) -> None:
+def _check_knob_values(
+    ck: _Checker, area: str, values: Mapping[str, Any], schema: Mapping[str, Any], schema_path: Path, gyms: list[str]
+) -> None:
     """Every knob of the frozen schema has a value here, each (per-gym) cell valid against it."""
     import jsonschema
 
@@ -193,13 +229,18 @@ def _check_knob_values(ck: _Checker, area: str, values: Mapping[str, Any], schem
         raise ck.fail(f"knob_schemas.{area}", f"{schema_path} has no 'properties'")
     unknown = sorted(set(values) - set(props))
     if unknown:
-        raise ck.fail(f"knobs.{area}", f"unknown knob(s) {', '.join(unknown)}; the frozen schema {schema_path} "
-                                       f"defines: {', '.join(props)}")
+        raise ck.fail(
+            f"knobs.{area}",
+            f"unknown knob(s) {', '.join(unknown)}; the frozen schema {schema_path} defines: {', '.join(props)}",
+        )
     missing = [k for k in props if k not in values]
     if missing:
-        raise ck.fail(f"knobs.{area}", f"missing value(s) for {', '.join(missing)}: the protocol needs a frozen "
-                                       "value for every knob its schema defines (gyms would fall back to "
-                                       "code defaults otherwise)")
+        raise ck.fail(
+            f"knobs.{area}",
+            f"missing value(s) for {', '.join(missing)}: the protocol needs a frozen "
+            "value for every knob its schema defines (gyms would fall back to "
+            "code defaults otherwise)",
+        )
     from harness.envs.registry import names
 
     known = set(names())
@@ -207,12 +248,14 @@ def _check_knob_values(ck: _Checker, area: str, values: Mapping[str, Any], schem
         cells = raw.items() if isinstance(raw, Mapping) else [(None, raw)]
         if isinstance(raw, Mapping):
             if DEFAULT_KEY not in raw:
-                raise ck.fail(f"knobs.{area}.{name}",
-                              f"a per-gym value needs a '{DEFAULT_KEY}' entry, got {_show(raw)}")
+                raise ck.fail(
+                    f"knobs.{area}.{name}", f"a per-gym value needs a '{DEFAULT_KEY}' entry, got {_show(raw)}"
+                )
             bad = sorted(str(g) for g in raw if g != DEFAULT_KEY and g not in known)
             if bad:
-                raise ck.fail(f"knobs.{area}.{name}",
-                              f"unknown gym(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
+                raise ck.fail(
+                    f"knobs.{area}.{name}", f"unknown gym(s) {', '.join(bad)}; known: {', '.join(sorted(known))}"
+                )
         validator = jsonschema.Draft202012Validator(props[name])
         for gym, cell in cells:
             errors = list(validator.iter_errors(cell))
@@ -225,8 +268,10 @@ def _check_knob_values(ck: _Checker, area: str, values: Mapping[str, Any], schem
 
             mix = resolve(values["user_strategy_mix"], gym)
             if float(mix) != SYMBOLIC_ONLY_MIX:
-                raise ck.fail("knobs.user.user_strategy_mix", f"= {_show(mix)} for gym {gym}: evaluation uses the "
-                                                              "symbolic user only; it must be 1.0")
+                raise ck.fail(
+                    "knobs.user.user_strategy_mix",
+                    f"= {_show(mix)} for gym {gym}: evaluation uses the symbolic user only; it must be 1.0",
+                )
 
 
 def _compile_rules(ck: _Checker, users: Mapping[str, Any], rewards: Mapping[str, Any]) -> None:
@@ -275,8 +320,12 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
     temperature = ck.number_in(sampling["temperature"], "sampling.temperature", 0.0, 10.0)
     top_p = ck.number_in(sampling["top_p"], "sampling.top_p", 1e-6, 1.0)
     limits = ck.mapping(doc["limits"], "limits")
-    ck.keys(limits, "limits", ("max_new_tokens_per_turn", "max_episode_tokens"),
-            ("max_new_tokens_per_turn", "max_episode_tokens"))
+    ck.keys(
+        limits,
+        "limits",
+        ("max_new_tokens_per_turn", "max_episode_tokens"),
+        ("max_new_tokens_per_turn", "max_episode_tokens"),
+    )
     per_turn = ck.int_at_least(limits["max_new_tokens_per_turn"], "limits.max_new_tokens_per_turn", 1)
     per_episode = ck.int_at_least(limits["max_episode_tokens"], "limits.max_episode_tokens", 2)
     batch_size = ck.int_at_least(doc["batch_size"], "batch_size", 1)
@@ -346,11 +395,23 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
     _compile_rules(ck, user_rules, reward_rules)
 
     snapshot = KnobSnapshot(values=values, user_rules=user_rules, reward_rules=reward_rules, version=0)
-    return Protocol(path=path, name=doc["name"].strip(), split=split, seed=seed, trials=trials, rendering=rendering,
-                    temperature=temperature, top_p=top_p, max_new_tokens_per_turn=per_turn,
-                    max_episode_tokens=per_episode, batch_size=batch_size, gyms=tuple(plans), knobs=snapshot,
-                    hash=sha256_text(canonical_json({"format": FORMAT_VERSION, "protocol": hashed})),
-                    file_digests=dict(sorted(digests.items())))
+    return Protocol(
+        path=path,
+        name=doc["name"].strip(),
+        split=split,
+        seed=seed,
+        trials=trials,
+        rendering=rendering,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens_per_turn=per_turn,
+        max_episode_tokens=per_episode,
+        batch_size=batch_size,
+        gyms=tuple(plans),
+        knobs=snapshot,
+        hash=sha256_text(canonical_json({"format": FORMAT_VERSION, "protocol": hashed})),
+        file_digests=dict(sorted(digests.items())),
+    )
 
 
 # Source folders whose code decides an episode and its score; their digest is recorded with results.

@@ -48,8 +48,11 @@ def write_result(root: Path, result: Mapping[str, Any], records: Iterable[Mappin
     tmp = main.with_name(main.name + f".tmp-{os.getpid()}")
     tmp.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, main)
-    summary = {k: result[k] for k in ("time", "run_id", "checkpoint", "step", "protocol_name", "protocol_hash",
-                                      "scorer_hash", "seed") if k in result}
+    summary = {
+        k: result[k]
+        for k in ("time", "run_id", "checkpoint", "step", "protocol_name", "protocol_hash", "scorer_hash", "seed")
+        if k in result
+    }
     summary["overall"] = result.get("overall", {}).get("all")
     jsonl.append(main.parent / "history.jsonl", summary)
     return main

@@ -32,13 +32,28 @@ def pass_hat_k(successes: int, trials: int, k: int) -> float:
     return comb(successes, k) / comb(trials, k)
 
 
-def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str], *, knobs: KnobSnapshot,
-                    tasks_per_gym: int | Mapping[str, int] = 20, trials: int = 1, split: str = "eval", seed: int = 0,
-                    rendering: str = "tagged", temperature: float = 1.0, top_p: float = 1.0,
-                    max_new_tokens_per_turn: int = 48, max_episode_tokens: int = 1024, batch_size: int = 32,
-                    user_factory: Any = None, task_offset: int = 0, user_replies: str = "user",
-                    gym_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
-                    progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
+def evaluate_policy(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    gyms: Sequence[str],
+    *,
+    knobs: KnobSnapshot,
+    tasks_per_gym: int | Mapping[str, int] = 20,
+    trials: int = 1,
+    split: str = "eval",
+    seed: int = 0,
+    rendering: str = "tagged",
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens_per_turn: int = 48,
+    max_episode_tokens: int = 1024,
+    batch_size: int = 32,
+    user_factory: Any = None,
+    task_offset: int = 0,
+    user_replies: str = "user",
+    gym_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> dict[str, Any]:
     """Per-gym scores: ``{gym: {reward_mean, success_rate, ..., episodes}}`` plus the raw records.
 
     ``tasks_per_gym``: one count for every gym, or a count per gym. ``trials`` > 1 repeats every task
@@ -60,7 +75,7 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
     turns_before = 0
     try:
         for s in range(0, len(jobs), batch_size):
-            chunk = jobs[s:s + batch_size]
+            chunk = jobs[s : s + batch_size]
             envs, kws, groups, samples = [], [], [], []
             for g, idx, t in chunk:
                 kw = {"knobs": knobs, "rendering": rendering, "split": split, **dict((gym_kwargs or {}).get(g, {}))}
@@ -70,13 +85,23 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
                 kws.append({"seed": seed * 1_000_003 + idx * 101 + t, "options": {"task_index": idx, "split": split}})
                 groups.append(f"{g}/{split}/{idx}")
                 samples.append(t)
-            def on_turn(turns: int, live: int, before: int = len(records), n: int = len(chunk),
-                        earlier: int = turns_before) -> None:
+
+            def on_turn(
+                turns: int, live: int, before: int = len(records), n: int = len(chunk), earlier: int = turns_before
+            ) -> None:
                 if progress is not None:
                     progress(before + n - live, len(jobs), earlier + turns)
 
-            res = engine.run(envs, kws, groups, samples, params=params, max_new_tokens_per_turn=max_new_tokens_per_turn,
-                             max_episode_tokens=max_episode_tokens, on_turn=on_turn)
+            res = engine.run(
+                envs,
+                kws,
+                groups,
+                samples,
+                params=params,
+                max_new_tokens_per_turn=max_new_tokens_per_turn,
+                max_episode_tokens=max_episode_tokens,
+                on_turn=on_turn,
+            )
             records += [e.record for e in res.episodes]
             turns_before += sum(int(e.record.get("num_turns") or 0) for e in res.episodes)
     finally:
@@ -85,13 +110,27 @@ def evaluate_policy(model: torch.nn.Module, tokenizer: Any, gyms: Sequence[str],
     for g in gyms:
         group = [r for r in records if r["gym"] == g]
         st = core_stats(group)
-        entry = {k: st[k] for k in ("episodes", "reward_mean", "success_rate", "task_score_mean", "turns_mean",
-                                    "questions_mean", "answer_rate", "deadlock_rate", "format_error_rate")}
+        entry = {
+            k: st[k]
+            for k in (
+                "episodes",
+                "reward_mean",
+                "success_rate",
+                "task_score_mean",
+                "turns_mean",
+                "questions_mean",
+                "answer_rate",
+                "deadlock_rate",
+                "format_error_rate",
+            )
+        }
         if trials > 1:
             by_task: dict[str, list[bool]] = {}
             for r in group:
                 by_task.setdefault(r["group"], []).append(bool(r["success"]))
-            entry["pass_hat_k"] = {k: float(np.mean([pass_hat_k(sum(v), len(v), k) for v in by_task.values()]))
-                                   for k in range(1, trials + 1)}
+            entry["pass_hat_k"] = {
+                k: float(np.mean([pass_hat_k(sum(v), len(v), k) for v in by_task.values()]))
+                for k in range(1, trials + 1)
+            }
         out["gyms"][g] = entry
     return out

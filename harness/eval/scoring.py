@@ -15,8 +15,19 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness.eval.runner import pass_hat_k
 from harness.runs.metrics import core_stats
 
-GYM_STATS = ("episodes", "reward_mean", "reward_std", "success_rate", "task_score_mean", "turns_mean",
-             "questions_mean", "answer_rate", "deadlock_rate", "format_error_rate", "response_tokens_mean")
+GYM_STATS = (
+    "episodes",
+    "reward_mean",
+    "reward_std",
+    "success_rate",
+    "task_score_mean",
+    "turns_mean",
+    "questions_mean",
+    "answer_rate",
+    "deadlock_rate",
+    "format_error_rate",
+    "response_tokens_mean",
+)
 CODE_GYMS = ("colbench",)  # gyms scored by tests: pass / success
 
 
@@ -55,18 +66,28 @@ def gym_score(gym: str, records: Sequence[Mapping[str, Any]], trials: int) -> di
     return entry
 
 
-def score_records(records: Iterable[Mapping[str, Any]], gyms: Sequence[str], trials: int,
-                  held_out: Iterable[str] = ()) -> dict[str, Any]:
+def score_records(
+    records: Iterable[Mapping[str, Any]], gyms: Sequence[str], trials: int, held_out: Iterable[str] = ()
+) -> dict[str, Any]:
     """``{"gyms": {gym: scores}, "overall": {...}}`` for the protocol's gyms, in protocol order."""
     recs = list(records)
     per = {g: gym_score(g, [r for r in recs if r.get("gym") == g], trials) for g in gyms}
     held = [g for g in gyms if g in set(held_out)]
-    return {"gyms": per, "overall": {"all": _macro(per, list(gyms)), "held_out": _macro(per, held),
-                                     "in_distribution": _macro(per, [g for g in gyms if g not in held])}}
+    return {
+        "gyms": per,
+        "overall": {
+            "all": _macro(per, list(gyms)),
+            "held_out": _macro(per, held),
+            "in_distribution": _macro(per, [g for g in gyms if g not in held]),
+        },
+    }
 
 
 def _macro(per: Mapping[str, Mapping[str, Any]], gyms: list[str]) -> dict[str, Any]:
     if not gyms:
         return {"gyms": [], "reward_mean": None, "success_rate": None}
-    return {"gyms": gyms, "reward_mean": sum(per[g]["reward_mean"] for g in gyms) / len(gyms),
-            "success_rate": sum(per[g]["success_rate"] for g in gyms) / len(gyms)}
+    return {
+        "gyms": gyms,
+        "reward_mean": sum(per[g]["reward_mean"] for g in gyms) / len(gyms),
+        "success_rate": sum(per[g]["success_rate"] for g in gyms) / len(gyms),
+    }

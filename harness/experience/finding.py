@@ -27,16 +27,34 @@ ID_RE = re.compile(r"^F-(\d{4,})$")
 FILE_RE = re.compile(r"^(F-\d{4,})(?:-[a-z0-9-]*)?\.md$")
 # Knob names as the knob store and knob events spell them: <area>.<name>, rules.users.<gym>,
 # rules.rewards.<file stem>.
-KNOB_RE = re.compile(r"^(?:(?:env|user|reward|agent)\.[a-z][a-z0-9_]*|rules\.(?:users|rewards)\.[a-z0-9_][a-z0-9_.-]*)$")
+KNOB_RE = re.compile(
+    r"^(?:(?:env|user|reward|agent)\.[a-z][a-z0-9_]*|rules\.(?:users|rewards)\.[a-z0-9_][a-z0-9_.-]*)$"
+)
 TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 EVENT_RE = re.compile(r"^k-[0-9a-z]+$")
 TITLE_MAX = 120
 
 # Front matter keys in the order they are written (the order a reader scans them in).
-FIELD_ORDER = ("id", "title", "status", "verdict", "run", "steps", "knobs", "change", "predicted",
-               "measured", "tags", "events", "author", "created", "source", "retracted_reason",
-               "retracted_time")
+FIELD_ORDER = (
+    "id",
+    "title",
+    "status",
+    "verdict",
+    "run",
+    "steps",
+    "knobs",
+    "change",
+    "predicted",
+    "measured",
+    "tags",
+    "events",
+    "author",
+    "created",
+    "source",
+    "retracted_reason",
+    "retracted_time",
+)
 
 
 class FindingError(ValueError):
@@ -85,7 +103,11 @@ def parse_steps(value: Any, where: str = "steps") -> list[int] | None:
         raise FindingError(f"{where}: {value!r} is not a step range; use FIRST:LAST, e.g. 120:180, or one step")
     if isinstance(value, int):
         pair = [value, value]
-    elif isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    elif (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
         pair = [int(value[0]), int(value[1])]
     elif isinstance(value, str) and re.fullmatch(r"\s*\d+\s*(?:[:-]\s*\d+\s*)?", value):
         nums = [int(x) for x in re.split(r"[:-]", value)]
@@ -177,8 +199,10 @@ class Finding:
         if not isinstance(self.title, str) or not self.title.strip():
             raise FindingError(f"{where}: title is required (one line saying what was learned)")
         if "\n" in self.title.strip() or len(self.title.strip()) > TITLE_MAX:
-            raise FindingError(f"{where}: title must be one line of at most {TITLE_MAX} characters "
-                               f"(got {len(self.title.strip())}); put details in the body")
+            raise FindingError(
+                f"{where}: title must be one line of at most {TITLE_MAX} characters "
+                f"(got {len(self.title.strip())}); put details in the body"
+            )
         if self.verdict not in VERDICTS:
             raise FindingError(f"{where}: verdict {self.verdict!r} is not allowed; use one of {', '.join(VERDICTS)}")
         if self.status not in STATUSES:
@@ -188,18 +212,24 @@ class Finding:
         if not self.change.strip():
             raise FindingError(f"{where}: change is required (what was changed, or the diagnosis for verdict n/a)")
         if self.verdict != "n/a" and not self.measured.strip():
-            raise FindingError(f"{where}: measured is required with verdict {self.verdict!r} "
-                               f"(the effect eau effect reported); use verdict n/a for a diagnosis without a measured change")
+            raise FindingError(
+                f"{where}: measured is required with verdict {self.verdict!r} "
+                f"(the effect eau effect reported); use verdict n/a for a diagnosis without a measured change"
+            )
         if self.run is not None and not RUN_RE.match(self.run):
             raise FindingError(f"{where}: run {self.run!r} is not a run id (letters, digits, '.', '_', '-')")
         for k in self.knobs:
             if not KNOB_RE.match(k):
-                raise FindingError(f"{where}: knob {k!r} is not a knob name; use <area>.<name> with area "
-                                   f"env|user|reward|agent (e.g. user.max_reveals), rules.users.<gym> or rules.rewards.<name>")
+                raise FindingError(
+                    f"{where}: knob {k!r} is not a knob name; use <area>.<name> with area "
+                    f"env|user|reward|agent (e.g. user.max_reveals), rules.users.<gym> or rules.rewards.<name>"
+                )
         for t in self.tags:
             if not TAG_RE.match(t):
-                raise FindingError(f"{where}: tag {t!r} is not allowed; tags are lowercase words "
-                                   f"(letters, digits, '_', '-', '.'), e.g. deadlock")
+                raise FindingError(
+                    f"{where}: tag {t!r} is not allowed; tags are lowercase words "
+                    f"(letters, digits, '_', '-', '.'), e.g. deadlock"
+                )
         for e in self.events:
             if not EVENT_RE.match(e):
                 raise FindingError(f"{where}: event {e!r} is not a knob event id (k-...; see eau knobs history)")
@@ -218,19 +248,40 @@ class Finding:
 
     def front_matter(self) -> dict[str, Any]:
         """The front matter as an ordered mapping; empty optional fields are left out."""
-        raw = {"id": self.id, "title": self.title.strip(), "status": self.status, "verdict": self.verdict,
-               "run": self.run, "steps": self.steps, "knobs": self.knobs, "change": self.change,
-               "predicted": self.predicted, "measured": self.measured, "tags": self.tags, "events": self.events,
-               "author": self.author, "created": self.created, "source": self.source,
-               "retracted_reason": self.retracted_reason, "retracted_time": self.retracted_time}
+        raw = {
+            "id": self.id,
+            "title": self.title.strip(),
+            "status": self.status,
+            "verdict": self.verdict,
+            "run": self.run,
+            "steps": self.steps,
+            "knobs": self.knobs,
+            "change": self.change,
+            "predicted": self.predicted,
+            "measured": self.measured,
+            "tags": self.tags,
+            "events": self.events,
+            "author": self.author,
+            "created": self.created,
+            "source": self.source,
+            "retracted_reason": self.retracted_reason,
+            "retracted_time": self.retracted_time,
+        }
         always = {"id", "title", "status", "verdict", "knobs", "change", "predicted", "measured", "tags"}
         return {k: raw[k] for k in FIELD_ORDER if k in always or raw[k] not in (None, "", [])}
 
     def to_json(self, body: bool = True) -> dict[str, Any]:
         """All fields (with ``path``), for ``--json`` output."""
-        out = {**self.front_matter(), "run": self.run, "steps": self.steps, "events": self.events,
-               "author": self.author, "created": self.created, "source": self.source,
-               "path": str(self.path) if self.path else None}
+        out = {
+            **self.front_matter(),
+            "run": self.run,
+            "steps": self.steps,
+            "events": self.events,
+            "author": self.author,
+            "created": self.created,
+            "source": self.source,
+            "path": str(self.path) if self.path else None,
+        }
         if self.status == "retracted":
             out["retracted_reason"], out["retracted_time"] = self.retracted_reason, self.retracted_time
         if body:
@@ -239,8 +290,9 @@ class Finding:
 
     def render(self) -> str:
         """The file text: ``---`` front matter ``---`` then the body."""
-        fm = yaml.safe_dump(self.front_matter(), sort_keys=False, allow_unicode=True, width=100,
-                            default_flow_style=None)
+        fm = yaml.safe_dump(
+            self.front_matter(), sort_keys=False, allow_unicode=True, width=100, default_flow_style=None
+        )
         body = self.body.strip("\n")
         return f"---\n{fm}---\n\n{body}\n" if body else f"---\n{fm}---\n"
 
@@ -252,7 +304,7 @@ def split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
         raise FindingError(f"{where}: must start with a '---' line opening the YAML front matter")
     for i in range(1, len(lines)):
         if lines[i].strip() == "---":
-            head, body = "".join(lines[1:i]), "".join(lines[i + 1:])
+            head, body = "".join(lines[1:i]), "".join(lines[i + 1 :])
             break
     else:
         raise FindingError(f"{where}: the front matter opened on line 1 is never closed by a '---' line")
@@ -277,19 +329,26 @@ def from_mapping(fm: dict[str, Any], body: str = "", where: str = "finding", pat
             raise FindingError(f"{where}: field {req!r} is missing")
     run = fm.get("run")
     finding = Finding(
-        id=str(fm["id"]), title=_opt_text(fm["title"], f"{where}: title"), verdict=str(fm["verdict"]),
-        change=_opt_text(fm["change"], f"{where}: change"), status=str(fm.get("status") or "active"),
-        run=None if run in (None, "") else str(run), steps=parse_steps(fm.get("steps"), f"{where}: steps"),
+        id=str(fm["id"]),
+        title=_opt_text(fm["title"], f"{where}: title"),
+        verdict=str(fm["verdict"]),
+        change=_opt_text(fm["change"], f"{where}: change"),
+        status=str(fm.get("status") or "active"),
+        run=None if run in (None, "") else str(run),
+        steps=parse_steps(fm.get("steps"), f"{where}: steps"),
         knobs=_str_list(fm.get("knobs"), f"{where}: knobs"),
         predicted=_opt_text(fm.get("predicted"), f"{where}: predicted"),
         measured=_opt_text(fm.get("measured"), f"{where}: measured"),
         tags=[t.lower() for t in _str_list(fm.get("tags"), f"{where}: tags")],
-        events=_str_list(fm.get("events"), f"{where}: events"), author=str(fm.get("author") or "agent"),
+        events=_str_list(fm.get("events"), f"{where}: events"),
+        author=str(fm.get("author") or "agent"),
         created=_time_text(fm.get("created"), f"{where}: created"),
         source=_opt_text(fm.get("source"), f"{where}: source"),
         retracted_reason=_opt_text(fm.get("retracted_reason"), f"{where}: retracted_reason"),
         retracted_time=_time_text(fm.get("retracted_time"), f"{where}: retracted_time"),
-        body=body.strip("\n"), path=path)
+        body=body.strip("\n"),
+        path=path,
+    )
     return finding.validate(where)
 
 

@@ -40,12 +40,15 @@ def _name(f: Finding) -> str:
 def _row(f: Finding) -> str:
     name = _name(f)
     knobs = ", ".join(f"`{k}`" for k in f.knobs)
-    return (f"| [{f.id}]({name}) | {f.verdict} | {_cell(f.title)} | {knobs} | {', '.join(f.tags)} | "
-            f"{f.run or ''} | {_steps(f)} |")
+    return (
+        f"| [{f.id}]({name}) | {f.verdict} | {_cell(f.title)} | {knobs} | {', '.join(f.tags)} | "
+        f"{f.run or ''} | {_steps(f)} |"
+    )
 
 
-def render_index(findings: list[Finding], problems: list[dict[str, str]] | None = None,
-                 root: Path | None = None) -> str:
+def render_index(
+    findings: list[Finding], problems: list[dict[str, str]] | None = None, root: Path | None = None
+) -> str:
     """The INDEX.md text for ``findings`` (and the unreadable files in ``problems``)."""
     active = [f for f in findings if f.status == "active"]
     retracted = [f for f in findings if f.status == "retracted"]
@@ -59,9 +62,13 @@ def render_index(findings: list[Finding], problems: list[dict[str, str]] | None 
     else:
         lines.append("None.")
     if problems:
-        lines += ["", f"## Unreadable files ({len(problems)})", "",
-                  "These files are not valid findings and are left out above; fix them, then run "
-                  "`eau finding index`.", ""]
+        lines += [
+            "",
+            f"## Unreadable files ({len(problems)})",
+            "",
+            "These files are not valid findings and are left out above; fix them, then run `eau finding index`.",
+            "",
+        ]
         for p in problems:
             fname = Path(p["file"]).name
             msg = p["message"].replace(p["file"], fname)

@@ -162,8 +162,14 @@ class ExperiencePool:
         return self.index_path.is_file() and self.index_path.read_text(encoding="utf-8") == want
 
 
-def filter_findings(findings: list[Finding], status: str | None = "active", tags: list[str] | None = None,
-                    knob: str | None = None, verdict: str | None = None, run: str | None = None) -> list[Finding]:
+def filter_findings(
+    findings: list[Finding],
+    status: str | None = "active",
+    tags: list[str] | None = None,
+    knob: str | None = None,
+    verdict: str | None = None,
+    run: str | None = None,
+) -> list[Finding]:
     """Findings passing every filter given.
 
     status: ``active`` | ``retracted`` | None/``all``. tags: all must be present. knob: an exact knob
@@ -176,8 +182,9 @@ def filter_findings(findings: list[Finding], status: str | None = "active", tags
             continue
         if tags and not set(t.lower() for t in tags) <= set(f.tags):
             continue
-        if knob and not any(k == knob or (knob.endswith(".") and k.startswith(knob)) or k.split(".")[-1] == knob
-                            for k in f.knobs):
+        if knob and not any(
+            k == knob or (knob.endswith(".") and k.startswith(knob)) or k.split(".")[-1] == knob for k in f.knobs
+        ):
             continue
         if verdict and f.verdict != verdict:
             continue

@@ -36,9 +36,11 @@ BODY_CAP = 3  # one finding that repeats a word many times should not outrank a 
 WEIGHT_PHRASE = 2
 PREFIX_MIN = 4  # shorter terms match whole words only ("kl" must not match "klass")
 
-STOP_WORDS = frozenset("""a an the and or of to in on at for by with from is are was were be been it its this that
+STOP_WORDS = frozenset(
+    """a an the and or of to in on at for by with from is are was were be been it its this that
 these those as not no do does did than then so if into over under after before when what which who how
-why all any per""".split())
+why all any per""".split()
+)
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-/]*")
 

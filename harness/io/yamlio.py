@@ -53,14 +53,16 @@ def _rt() -> YAML:
 def decode(path: Path, data: bytes) -> str:
     if len(data) > MAX_FILE_BYTES:
         line = data[:MAX_FILE_BYTES].count(b"\n") + 1  # where the limit is crossed
-        raise FileProblem(path, "size", f"file is over {MAX_FILE_BYTES} bytes (the limit), reached on line {line}",
-                          line)
+        raise FileProblem(
+            path, "size", f"file is over {MAX_FILE_BYTES} bytes (the limit), reached on line {line}", line
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise FileProblem(path, "encoding", f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                          line) from None
+        raise FileProblem(
+            path, "encoding", f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})", line
+        ) from None
 
 
 def _safe() -> YAML:
@@ -122,8 +124,13 @@ def scan_events(path: Path, text: str) -> dict[PathKey, int]:
         nonlocal total
         total += n
         if total > MAX_NODES:
-            raise FileProblem(path, "alias", f"the document expands to more than {MAX_NODES} nodes (aliases "
-                                             "repeating aliases, as in a 'billion laughs' file)", line)
+            raise FileProblem(
+                path,
+                "alias",
+                f"the document expands to more than {MAX_NODES} nodes (aliases "
+                "repeating aliases, as in a 'billion laughs' file)",
+                line,
+            )
 
     for event in _safe().parse(text):
         kind = _event_kind(event)
@@ -138,8 +145,9 @@ def scan_events(path: Path, text: str) -> dict[PathKey, int]:
                 open_anchors.add(event.anchor)
             add(1, line)
             key_path = here if here is not None else (*stack[-1][0], "?")
-            stack.append([key_path, kind == "MappingStartEvent", None if kind == "MappingStartEvent" else 0,
-                          event.anchor, 1])
+            stack.append(
+                [key_path, kind == "MappingStartEvent", None if kind == "MappingStartEvent" else 0, event.anchor, 1]
+            )
         elif kind in ("MappingEndEvent", "SequenceEndEvent"):
             frame = stack.pop()
             if frame[3]:
@@ -156,8 +164,9 @@ def scan_events(path: Path, text: str) -> dict[PathKey, int]:
             finish_child(1, str(event.value))
         elif kind == "AliasEvent":
             if event.anchor in open_anchors:
-                raise FileProblem(path, "alias", f"recursive alias *{event.anchor} (it refers to a node that "
-                                                 "contains it)", line)
+                raise FileProblem(
+                    path, "alias", f"recursive alias *{event.anchor} (it refers to a node that contains it)", line
+                )
             here = child_path()
             if here is not None:
                 lines.setdefault(here, line)
@@ -203,9 +212,14 @@ def _not_a_file(mode: int) -> str | None:
     """What a non-regular file is, for the refusal message (None: a regular file)."""
     if stat.S_ISREG(mode):
         return None
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -240,8 +254,11 @@ def read_capped(path: Path) -> bytes:
     what = _not_a_file(st.st_mode)
     if what is not None:
         target = f" to {os.readlink(path)}" if stat.S_ISLNK(st.st_mode) else ""
-        raise FileProblem(path, "not a file", f"is {what}{target}; knob, rule and schema files must be regular "
-                                              "files, so it is not read")
+        raise FileProblem(
+            path,
+            "not a file",
+            f"is {what}{target}; knob, rule and schema files must be regular files, so it is not read",
+        )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:

@@ -19,8 +19,9 @@ def _is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def affected_gyms(spec: KnobSpec, gym: str | None, run_gyms: Sequence[str] | None,
-                  overridden: Sequence[str] = ()) -> list[str] | None:
+def affected_gyms(
+    spec: KnobSpec, gym: str | None, run_gyms: Sequence[str] | None, overridden: Sequence[str] = ()
+) -> list[str] | None:
     """Gyms whose effective value a write changes (None when the run's gyms are unknown)."""
     if gym is not None:
         return [gym]
@@ -33,8 +34,11 @@ def check_scope(spec: KnobSpec, gym: str | None, run_gyms: Sequence[str] | None)
     if gym is not None and not spec.governs(gym):
         return Refusal(RULE_GYM, f"{spec.full_name} does not govern gym {gym!r}; it governs {', '.join(spec.gyms)}")
     if run_gyms is not None and not any(spec.governs(g) for g in run_gyms):
-        return Refusal(RULE_GYM, f"{spec.full_name} governs {', '.join(spec.gyms)}, none of this run's gyms "
-                                 f"({', '.join(run_gyms) or 'none'}); the write would have no effect")
+        return Refusal(
+            RULE_GYM,
+            f"{spec.full_name} governs {', '.join(spec.gyms)}, none of this run's gyms "
+            f"({', '.join(run_gyms) or 'none'}); the write would have no effect",
+        )
     if gym is not None and run_gyms is not None and gym not in run_gyms:
         return Refusal(RULE_GYM, f"gym {gym!r} is not trained in this run (gyms: {', '.join(run_gyms)})")
     return None
@@ -50,13 +54,19 @@ def check_delta(spec: KnobSpec, old: Any, new: Any) -> Refusal | None:
         if not (_is_num(o) and _is_num(n)):
             continue
         if spec.max_delta is not None and abs(n - o) > spec.max_delta + EPS:
-            return Refusal(RULE_DELTA, f"{spec.full_name}: change {o} -> {n} is {abs(n - o):.6g}; "
-                                       f"one write may change it by at most {spec.max_delta}")
+            return Refusal(
+                RULE_DELTA,
+                f"{spec.full_name}: change {o} -> {n} is {abs(n - o):.6g}; "
+                f"one write may change it by at most {spec.max_delta}",
+            )
         if spec.max_factor is not None and o > 0 and n > 0:
             factor = max(n / o, o / n)
             if factor > spec.max_factor * (1 + 1e-9):
-                return Refusal(RULE_DELTA, f"{spec.full_name}: change {o} -> {n} is a factor of {factor:.3g}; "
-                                           f"one write may change it by a factor of at most {spec.max_factor}")
+                return Refusal(
+                    RULE_DELTA,
+                    f"{spec.full_name}: change {o} -> {n} is a factor of {factor:.3g}; "
+                    f"one write may change it by a factor of at most {spec.max_factor}",
+                )
     return None
 
 
@@ -66,8 +76,9 @@ def _direction(old: Any, new: Any) -> str | None:
     return "change" if old != new else None
 
 
-def check_requires(spec: KnobSpec, old: Any, new: Any, gyms: Sequence[str] | None,
-                   recent_metrics: Sequence[Mapping[str, Any]] | None) -> Refusal | None:
+def check_requires(
+    spec: KnobSpec, old: Any, new: Any, gyms: Sequence[str] | None, recent_metrics: Sequence[Mapping[str, Any]] | None
+) -> Refusal | None:
     direction = _direction(old, new)
     if direction is None:
         return None
@@ -86,20 +97,32 @@ def check_requires(spec: KnobSpec, old: Any, new: Any, gyms: Sequence[str] | Non
             need = f"{key} {cond['op']} {cond['value']} over the last {window} steps"
             why = f" ({cond['why']})" if cond.get("why") else ""
             if len(vals) < window:
-                return Refusal(RULE_REQUIRES, f"{spec.full_name} {old} -> {new}: requires {need}{why}; "
-                                              f"only {len(vals)} recent step(s) have {key}")
+                return Refusal(
+                    RULE_REQUIRES,
+                    f"{spec.full_name} {old} -> {new}: requires {need}{why}; "
+                    f"only {len(vals)} recent step(s) have {key}",
+                )
             mean = sum(vals) / len(vals)
             ok = mean >= cond["value"] if cond["op"] == ">=" else mean <= cond["value"]
             if not ok:
-                return Refusal(RULE_REQUIRES, f"{spec.full_name} {old} -> {new}: requires {need}{why}; "
-                                              f"it is {mean:.3f}")
+                return Refusal(
+                    RULE_REQUIRES, f"{spec.full_name} {old} -> {new}: requires {need}{why}; it is {mean:.3f}"
+                )
     return None
 
 
-def check_change(spec: KnobSpec, gym: str | None, old: Any, new: Any, *,
-                 recent_metrics: Sequence[Mapping[str, Any]] | None, run_gyms: Sequence[str] | None,
-                 overridden: Sequence[str] = (), skip_requires: bool = False,
-                 skip_delta: bool = False) -> Refusal | None:
+def check_change(
+    spec: KnobSpec,
+    gym: str | None,
+    old: Any,
+    new: Any,
+    *,
+    recent_metrics: Sequence[Mapping[str, Any]] | None,
+    run_gyms: Sequence[str] | None,
+    overridden: Sequence[str] = (),
+    skip_requires: bool = False,
+    skip_delta: bool = False,
+) -> Refusal | None:
     """All write checks for one cell, in the order a person would fix them. ``skip_delta`` and
     ``skip_requires`` serve writes that set up a run (presets, author system) rather than steer one."""
     r = check_scope(spec, gym, run_gyms)

@@ -62,8 +62,26 @@ class KnobEvent:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         # stable key order: identification first
-        order = ["id", "time", "knob", "gym", "old", "new", "author", "reason", "status", "rule", "message",
-                 "file", "line", "step_written", "step_effective", "applies", "source", "ref"]
+        order = [
+            "id",
+            "time",
+            "knob",
+            "gym",
+            "old",
+            "new",
+            "author",
+            "reason",
+            "status",
+            "rule",
+            "message",
+            "file",
+            "line",
+            "step_written",
+            "step_effective",
+            "applies",
+            "source",
+            "ref",
+        ]
         return {k: d[k] for k in order}
 
 

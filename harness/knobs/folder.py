@@ -56,14 +56,17 @@ def resolve_knobs_dir(explicit: Path | str | None, *, create: bool = True, notic
         path = Path(given)
         if not is_knobs_dir(path):
             src = "--knobs-dir" if explicit is not None else f"${KNOBS_ENV}"
-            raise ValueError(f"{src} {path}: not a knobs folder (no schema/ inside); make one from the packaged "
-                             f"defaults with `eau knobs init {path}`")
+            raise ValueError(
+                f"{src} {path}: not a knobs folder (no schema/ inside); make one from the packaged "
+                f"defaults with `eau knobs init {path}`"
+            )
         return path
     path = Path.cwd() / "knobs"
     if not is_knobs_dir(path) and create:
         if path.exists() and any(path.iterdir()):
-            raise ValueError(f"{path} exists but is not a knobs folder (no schema/ inside): move it away, or pass "
-                             "--knobs-dir")
+            raise ValueError(
+                f"{path} exists but is not a knobs folder (no schema/ inside): move it away, or pass --knobs-dir"
+            )
         copy_defaults(path)
         if notice is not None:
             notice(f"created {path} from the packaged defaults (eau knobs reset puts them back at any time)")

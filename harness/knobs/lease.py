@@ -78,8 +78,16 @@ def lend(store: Any, lease: Lease, values: Mapping[str, Any], *, reason: str) ->
         if before == value:
             continue
         # a scalar sets the global/default value (per-gym values of other gyms stay); a mapping is the whole value
-        res = store.set(name, value, author="system", reason=reason, skip_requires=True, skip_delta=True,
-                        source="system", whole=isinstance(value, Mapping))
+        res = store.set(
+            name,
+            value,
+            author="system",
+            reason=reason,
+            skip_requires=True,
+            skip_delta=True,
+            source="system",
+            whole=isinstance(value, Mapping),
+        )
         if not res.ok:
             raise ValueError(f"{name}={value!r} refused: {res.event['message']}")
         lease.knobs[name]["lent"] = store.raw(name)  # the whole value now in force (a scalar sets the default)
@@ -114,9 +122,15 @@ def settle_stale_lease(knobs_dir: Path, log: Callable[[str], None] = lambda m: N
         return None
     events_path = Path(lease.run_dir) / "knob_events.jsonl" if Path(lease.run_dir).is_dir() else "auto"
     store = KnobStore(knobs_dir, events_path=events_path)
-    back = give_back(store, lease, reason=f"run {lease.run_id} ended without giving its knob values back "
-                                          "(killed?): the values from before it are restored")
+    back = give_back(
+        store,
+        lease,
+        reason=f"run {lease.run_id} ended without giving its knob values back "
+        "(killed?): the values from before it are restored",
+    )
     names = sorted(lease.knobs)
-    log(f"knobs: run {lease.run_id} is no longer running and had lent {', '.join(names) or 'no knobs'}; "
-        f"their values from before it are back in {knobs_dir} ({len(back)} change(s))")
+    log(
+        f"knobs: run {lease.run_id} is no longer running and had lent {', '.join(names) or 'no knobs'}; "
+        f"their values from before it are back in {knobs_dir} ({len(back)} change(s))"
+    )
     return lease

@@ -22,8 +22,9 @@ _SET_CHECKS: dict[str, Callable[[str, Any, Mapping[str, Any]], None]] = {}
 PROVIDERS = {"users": "harness.users", "rewards": "harness.rewards"}
 
 
-def register_rule_check(kind: str, check: Callable[[str, Any], None],
-                        set_check: Callable[[str, Any, Mapping[str, Any]], None] | None = None) -> None:
+def register_rule_check(
+    kind: str, check: Callable[[str, Any], None], set_check: Callable[[str, Any, Mapping[str, Any]], None] | None = None
+) -> None:
     """Make ``check(key, value)`` the semantic check of ``rules/<kind>/<key>.yaml``, and
     ``set_check(key, value, others)`` its check against the kind's other files."""
     _CHECKS[kind] = check
@@ -31,14 +32,17 @@ def register_rule_check(kind: str, check: Callable[[str, Any], None],
         _SET_CHECKS[kind] = set_check
 
 
-def rule_problem(kind: str, key: str, value: Any,
-                 others: Mapping[str, Any] | None = None) -> tuple[str, tuple[Any, ...]] | None:
+def rule_problem(
+    kind: str, key: str, value: Any, others: Mapping[str, Any] | None = None
+) -> tuple[str, tuple[Any, ...]] | None:
     """The registered checks' message for a rule file and the path of the offending node (``()``:
     the file as a whole), or None when it passes. ``others``: the kind's other files in force."""
     check = _CHECKS.get(kind)
     if check is None:
-        raise RuntimeError(f"no check is registered for rules/{kind}: import {PROVIDERS.get(kind, kind)} before "
-                           "loading a knobs folder (the eau command and the trainer do)")
+        raise RuntimeError(
+            f"no check is registered for rules/{kind}: import {PROVIDERS.get(kind, kind)} before "
+            "loading a knobs folder (the eau command and the trainer do)"
+        )
     try:
         check(key, value)
         set_check = _SET_CHECKS.get(kind)

@@ -38,9 +38,12 @@ def _needs_llm_user(spec: KnobSpec, value: Any, facts: RunFacts) -> Refusal | No
     low = {g or "default": v for g, v in cells(value).items() if isinstance(v, (int, float)) and v < 1}
     if not low:
         return None
-    return Refusal(RULE_RUN, f"{spec.full_name} = {value!r} draws the LLM user for a share of episodes, but this run "
-                             f"has no LLM user (no user_llm in {facts.get('config', 'its config')}); only 1.0 "
-                             "(symbolic user only) can work in this run")
+    return Refusal(
+        RULE_RUN,
+        f"{spec.full_name} = {value!r} draws the LLM user for a share of episodes, but this run "
+        f"has no LLM user (no user_llm in {facts.get('config', 'its config')}); only 1.0 "
+        "(symbolic user only) can work in this run",
+    )
 
 
 # full knob name -> check(spec, whole raw value, facts)

@@ -181,9 +181,17 @@ class KnobSpec:
         return str(t)
 
     def catalogue_entry(self) -> dict[str, Any]:
-        return {"name": self.full_name, "description": self.description, "allowed": self.allowed_text(),
-                "hot": self.hot, "gyms": self.gyms, "max_delta": self.max_delta, "max_factor": self.max_factor,
-                "requires": self.requires, "schema": self.schema}
+        return {
+            "name": self.full_name,
+            "description": self.description,
+            "allowed": self.allowed_text(),
+            "hot": self.hot,
+            "gyms": self.gyms,
+            "max_delta": self.max_delta,
+            "max_factor": self.max_factor,
+            "requires": self.requires,
+            "schema": self.schema,
+        }
 
 
 @dataclass
@@ -206,8 +214,12 @@ def _meta_check(area: str, path: Path, name: str, prop: Any) -> KnobSpec:
     if not isinstance(prop.get("x-hot"), bool):
         raise SchemaProblem(f"{where}: needs x-hot: true (live) or false (next run)")
     gyms = prop.get("x-gyms")
-    if not isinstance(gyms, list) or not gyms or not all(isinstance(g, str) and (g == "*" or GYM_NAME.match(g)) for g in gyms):
-        raise SchemaProblem(f"{where}: x-gyms must be a non-empty list of gym names or [\"*\"]")
+    if (
+        not isinstance(gyms, list)
+        or not gyms
+        or not all(isinstance(g, str) and (g == "*" or GYM_NAME.match(g)) for g in gyms)
+    ):
+        raise SchemaProblem(f'{where}: x-gyms must be a non-empty list of gym names or ["*"]')
     if "type" not in prop and "enum" not in prop:
         raise SchemaProblem(f"{where}: needs a type or an enum")
     for key in ("x-max-delta", "x-max-factor"):
@@ -220,8 +232,10 @@ def _meta_check(area: str, path: Path, name: str, prop: Any) -> KnobSpec:
         raise SchemaProblem(f"{where}: x-requires must be a list of conditions")
     for r in reqs:
         if not isinstance(r, dict) or set(r) - REQUIRES_KEYS or not {"when", "metric", "op", "value"} <= set(r):
-            raise SchemaProblem(f"{where}: each x-requires entry needs when, metric, op, value "
-                                f"(optional per_gym, window, why); got {r!r}")
+            raise SchemaProblem(
+                f"{where}: each x-requires entry needs when, metric, op, value "
+                f"(optional per_gym, window, why); got {r!r}"
+            )
         if r["when"] not in ("increase", "decrease", "change") or r["op"] not in (">=", "<="):
             raise SchemaProblem(f"{where}: x-requires when must be increase|decrease|change and op >=|<=")
     if prop.get("x-check") not in (None, "increasing"):
@@ -231,10 +245,19 @@ def _meta_check(area: str, path: Path, name: str, prop: Any) -> KnobSpec:
         Draft202012Validator.check_schema(scalar)
     except SchemaError as exc:
         raise SchemaProblem(f"{where}: invalid JSON Schema: {exc.message}") from None
-    return KnobSpec(area=area, name=name, schema=scalar, description=prop["description"].strip(), hot=prop["x-hot"],
-                    gyms=list(gyms), max_delta=prop.get("x-max-delta"), max_factor=prop.get("x-max-factor"),
-                    requires=[{"per_gym": False, "window": 5, "why": "", **r} for r in reqs],
-                    check=prop.get("x-check"), validator=Draft202012Validator(scalar))
+    return KnobSpec(
+        area=area,
+        name=name,
+        schema=scalar,
+        description=prop["description"].strip(),
+        hot=prop["x-hot"],
+        gyms=list(gyms),
+        max_delta=prop.get("x-max-delta"),
+        max_factor=prop.get("x-max-factor"),
+        requires=[{"per_gym": False, "window": 5, "why": "", **r} for r in reqs],
+        check=prop.get("x-check"),
+        validator=Draft202012Validator(scalar),
+    )
 
 
 def parse_area_schema(area: str, path: Path, raw: Any, text: str | None = None) -> AreaSchema:
@@ -271,8 +294,11 @@ def _scalar_refusal(spec: KnobSpec, value: Any, where: str) -> Refusal | None:
     bad = non_finite(value)
     if bad:
         at = f"{where}[{']['.join(map(str, bad[0]))}]" if bad[0] else where
-        return Refusal(RULE_RANGE, f"{at}: {bad[1]!r} is not a finite number (NaN and infinity are refused "
-                                   f"everywhere); allowed: {spec.allowed_text()}")
+        return Refusal(
+            RULE_RANGE,
+            f"{at}: {bad[1]!r} is not a finite number (NaN and infinity are refused "
+            f"everywhere); allowed: {spec.allowed_text()}",
+        )
     errors = sorted(spec.validator.iter_errors(value), key=lambda e: len(list(e.path)))
     if errors:
         e = errors[0]
@@ -295,16 +321,22 @@ def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:
     """Check a knob's whole value (scalar or per-gym form) against its schema."""
     if isinstance(value, Mapping):
         if DEFAULT_KEY not in value:
-            return Refusal(RULE_RANGE, f"{spec.full_name}: a per-gym value needs a 'default' entry "
-                                       f"(e.g. {{default: ..., travel: ...}})")
+            return Refusal(
+                RULE_RANGE,
+                f"{spec.full_name}: a per-gym value needs a 'default' entry (e.g. {{default: ..., travel: ...}})",
+            )
         for key, v in value.items():
             if key != DEFAULT_KEY:
                 if not isinstance(key, str) or not GYM_NAME.match(key):
-                    return Refusal(RULE_GYM, f"{spec.full_name}: per-gym key {key!r} ({type(key).__name__}) is "
-                                             "not a gym name; keys are 'default' and gym names such as travel")
+                    return Refusal(
+                        RULE_GYM,
+                        f"{spec.full_name}: per-gym key {key!r} ({type(key).__name__}) is "
+                        "not a gym name; keys are 'default' and gym names such as travel",
+                    )
                 if not spec.governs(key):
-                    return Refusal(RULE_GYM, f"{spec.full_name}: has no effect on gym {key!r}; "
-                                             f"it governs {', '.join(spec.gyms)}")
+                    return Refusal(
+                        RULE_GYM, f"{spec.full_name}: has no effect on gym {key!r}; it governs {', '.join(spec.gyms)}"
+                    )
             r = _scalar_refusal(spec, v, f"{spec.full_name}[{key}]")
             if r:
                 return r

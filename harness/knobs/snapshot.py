@@ -85,5 +85,3 @@ class KnobSnapshot:
         users = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((root / "rules" / "users").glob("*.yaml"))}
         rewards = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((root / "rules" / "rewards").glob("*.yaml"))}
         return cls(values=values, user_rules=users, reward_rules=rewards)
-
-

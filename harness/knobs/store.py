@@ -87,12 +87,14 @@ def file_key(path: Path) -> Path:
 
 def canonical_json(value: Any) -> str:
     """JSON of a value with every mapping key as a string, sorted (mixed key types cannot be sorted)."""
+
     def canon(v: Any) -> Any:
         if isinstance(v, Mapping):
             return {str(k): canon(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             return [canon(x) for x in v]
         return v
+
     return json.dumps(canon(value), sort_keys=True, default=str)
 
 
@@ -101,8 +103,10 @@ class KnobError(Exception):
 
     def __init__(self, problems: list[dict[str, Any]]):
         self.problems = problems
-        lines = [f"{p['file']}" + (f":{p['line']}" if p.get("line") else "") + f": [{p['rule']}] {p['message']}"
-                 for p in problems]
+        lines = [
+            f"{p['file']}" + (f":{p['line']}" if p.get("line") else "") + f": [{p['rule']}] {p['message']}"
+            for p in problems
+        ]
         super().__init__("invalid knob files:\n  " + "\n  ".join(lines))
 
 
@@ -110,8 +114,9 @@ class UnknownKnob(KeyError):
     def __init__(self, name: str, known: Sequence[str]):
         super().__init__(name)
         self.name = name
-        self.message = (f"unknown knob {name!r}; knob names are <area>.<name> with area in {', '.join(AREAS)}"
-                        + (f" (e.g. {', '.join(sorted(known)[:4])}, ...)" if known else ""))
+        self.message = f"unknown knob {name!r}; knob names are <area>.<name> with area in {', '.join(AREAS)}" + (
+            f" (e.g. {', '.join(sorted(known)[:4])}, ...)" if known else ""
+        )
 
     def __str__(self) -> str:
         return self.message
@@ -164,8 +169,14 @@ def _classify(knobs_dir: Path, path: Path) -> tuple[str, str] | None:
             if parts[1] == fname:
                 return "rule_schema", kind
         return None
-    if (len(parts) == 3 and parts[0] == "rules" and parts[1] in RULE_KINDS and parts[2].endswith(".yaml")
-            and not parts[2].startswith(".") and len(parts[2]) > 5):
+    if (
+        len(parts) == 3
+        and parts[0] == "rules"
+        and parts[1] in RULE_KINDS
+        and parts[2].endswith(".yaml")
+        and not parts[2].startswith(".")
+        and len(parts[2]) > 5
+    ):
         return "rules", f"{parts[1]}/{parts[2][:-5]}"
     return None
 
@@ -186,8 +197,14 @@ def changed_cells(old_raw: Any, new_raw: Any) -> list[tuple[str | None, Any, Any
 class KnobStore:
     """Values in force for one knobs folder (see the module docstring)."""
 
-    def __init__(self, knobs_dir: str | Path, *, events_path: str | Path | None = "auto",
-                 run_gyms: Sequence[str] | None = None, debounce_s: float = 0.2):
+    def __init__(
+        self,
+        knobs_dir: str | Path,
+        *,
+        events_path: str | Path | None = "auto",
+        run_gyms: Sequence[str] | None = None,
+        debounce_s: float = 0.2,
+    ):
         """``events_path``: the knob event log ("auto": ``<knobs>/.history/knob_events.jsonl``; None: in
         memory only). ``run_gyms``: the gyms of the run this store serves (scope checks); None outside a run."""
         self.dir = Path(knobs_dir)
@@ -222,8 +239,14 @@ class KnobStore:
                 self.schemas[area] = load_area_schema(self.dir, area)
                 self._remember_bytes(schema_path(self.dir, area))
             except SchemaProblem as exc:
-                problems.append({"file": str(schema_path(self.dir, area)), "line": exc.line, "rule": RULE_SCHEMA,
-                                 "message": str(exc)})
+                problems.append(
+                    {
+                        "file": str(schema_path(self.dir, area)),
+                        "line": exc.line,
+                        "rule": RULE_SCHEMA,
+                        "message": str(exc),
+                    }
+                )
         for kind, fname in RULE_SCHEMAS.items():
             path = self.dir / "schema" / fname
             try:
@@ -245,8 +268,14 @@ class KnobStore:
             present = set(map(str, doc)) if isinstance(doc, dict) else set()
             for name in self.schemas[area].knobs:
                 if name not in present:
-                    problems.append({"file": str(path), "line": None, "rule": RULE_MISSING,
-                                     "message": f"knob {area}.{name} has no value"})
+                    problems.append(
+                        {
+                            "file": str(path),
+                            "line": None,
+                            "rule": RULE_MISSING,
+                            "message": f"knob {area}.{name} has no value",
+                        }
+                    )
             self.in_force[area] = values
             self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         for kind in RULE_KINDS:
@@ -300,16 +329,21 @@ class KnobStore:
             raise SchemaProblem(f"{path}: invalid JSON Schema: {exc.message}", 1) from None
         return Draft202012Validator(raw)
 
-    def _rule_problem(self, kind: str, key: str, value: Any,
-                      lines: Mapping[Any, int] | None = None) -> tuple[str, int | None, str] | None:
+    def _rule_problem(
+        self, kind: str, key: str, value: Any, lines: Mapping[Any, int] | None = None
+    ) -> tuple[str, int | None, str] | None:
         """Why a rule file would be refused: ``(message, line, rule)`` (the line of the offending node
         when ``lines`` maps the file's nodes, see yamlio.scan_events), or None when it is valid."""
         lines = lines or {}
         name = f"rules/{kind}/{key}.yaml"
         bad = non_finite(value)
         if bad:
-            return (f"{name} at {show_path(bad[0])}: {bad[1]!r} is not a finite number (NaN and infinity are "
-                    "refused everywhere)", yamlio.line_of(lines, bad[0]), RULE_RANGE)
+            return (
+                f"{name} at {show_path(bad[0])}: {bad[1]!r} is not a finite number (NaN and infinity are "
+                "refused everywhere)",
+                yamlio.line_of(lines, bad[0]),
+                RULE_RANGE,
+            )
         validator = self.rule_validators.get(kind)
         if validator is not None:
             errors = sorted(validator.iter_errors(value), key=lambda e: len(list(e.path)))
@@ -323,8 +357,9 @@ class KnobStore:
             return f"{name}: {found[0]}", yamlio.line_of(lines, found[1]), RULE_SCHEMA
         return None
 
-    def check_rule_file(self, kind: str, key: str, value: Any,
-                        lines: Mapping[Any, int] | None = None) -> tuple[str, int | None] | None:
+    def check_rule_file(
+        self, kind: str, key: str, value: Any, lines: Mapping[Any, int] | None = None
+    ) -> tuple[str, int | None] | None:
         """Why a candidate rule file (parsed) would be refused as ``rules/<kind>/<key>.yaml``, as
         ``(message, line)``, or None when valid. Nothing is written or logged (``eau gate``)."""
         if kind not in RULE_KINDS:
@@ -339,16 +374,28 @@ class KnobStore:
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):
-            return {}, [{"file": str(path), "line": 1, "rule": RULE_SCHEMA,
-                         "message": f"{path.name} must be a mapping of knob names to values, got {type(doc).__name__}"}]
+            return {}, [
+                {
+                    "file": str(path),
+                    "line": 1,
+                    "rule": RULE_SCHEMA,
+                    "message": f"{path.name} must be a mapping of knob names to values, got {type(doc).__name__}",
+                }
+            ]
         specs = self.schemas[area].knobs
         for key in doc:
             name = str(key)
             line = yamlio.key_line(doc, key)
             if name not in specs:
-                problems.append({"file": str(path), "line": line, "rule": RULE_UNKNOWN,
-                                 "message": f"unknown knob {area}.{name}; known: {', '.join(sorted(specs))} "
-                                            f"(a new knob needs its schema entry in {schema_path(self.dir, area).name})"})
+                problems.append(
+                    {
+                        "file": str(path),
+                        "line": line,
+                        "rule": RULE_UNKNOWN,
+                        "message": f"unknown knob {area}.{name}; known: {', '.join(sorted(specs))} "
+                        f"(a new knob needs its schema entry in {schema_path(self.dir, area).name})",
+                    }
+                )
                 continue
             value = yamlio.plain(doc[key])
             ref = validate_value(specs[name], value)
@@ -378,9 +425,12 @@ class KnobStore:
 
     def snapshot(self) -> KnobSnapshot:
         if self._snapshot is None or self._snapshot.version != self.version:
-            self._snapshot = KnobSnapshot(values=copy.deepcopy(self.in_force),
-                                          user_rules=copy.deepcopy(self.rules["users"]),
-                                          reward_rules=copy.deepcopy(self.rules["rewards"]), version=self.version)
+            self._snapshot = KnobSnapshot(
+                values=copy.deepcopy(self.in_force),
+                user_rules=copy.deepcopy(self.rules["users"]),
+                reward_rules=copy.deepcopy(self.rules["rewards"]),
+                version=self.version,
+            )
         return self._snapshot
 
     def load_in_force(self, values: Mapping[str, Mapping[str, Any]]) -> None:
@@ -410,13 +460,27 @@ class KnobStore:
             jsonl.append(self.log.path, rec)
 
     def in_force_document(self) -> dict[str, Any]:
-        return {"version": self.version, "time": now_iso(), "values": copy.deepcopy(self.in_force),
-                "rules": copy.deepcopy(self.rules), "next_run": copy.deepcopy(self.next_run)}
+        return {
+            "version": self.version,
+            "time": now_iso(),
+            "values": copy.deepcopy(self.in_force),
+            "rules": copy.deepcopy(self.rules),
+            "next_run": copy.deepcopy(self.next_run),
+        }
 
     # ------------------------------------------------------------------ one validation path
-    def check_cells(self, spec: KnobSpec, old_raw: Any, new_raw: Any, *, recent_metrics: Any,
-                    only_gym: str | None | bool = False, skip_requires: bool = False, skip_delta: bool = False,
-                    skip_scope: bool = False) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
+    def check_cells(
+        self,
+        spec: KnobSpec,
+        old_raw: Any,
+        new_raw: Any,
+        *,
+        recent_metrics: Any,
+        only_gym: str | None | bool = False,
+        skip_requires: bool = False,
+        skip_delta: bool = False,
+        skip_scope: bool = False,
+    ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
         """Validate a knob's new whole value against the one in force, cell by cell.
 
         Returns the changed cells ``(gym, old, new)`` and the first refusal (None when all pass).
@@ -429,10 +493,17 @@ class KnobStore:
         changed = []
         for g, old_v, new_v in changed_cells(old_raw, new_raw):
             changed.append((g, old_v, new_v))
-            ref = check_change(spec, g, old_v, new_v, recent_metrics=recent_metrics,
-                               run_gyms=None if skip_scope else self.run_gyms,
-                               overridden=[o for o in overridden if o != g], skip_requires=skip_requires,
-                               skip_delta=skip_delta)
+            ref = check_change(
+                spec,
+                g,
+                old_v,
+                new_v,
+                recent_metrics=recent_metrics,
+                run_gyms=None if skip_scope else self.run_gyms,
+                overridden=[o for o in overridden if o != g],
+                skip_requires=skip_requires,
+                skip_delta=skip_delta,
+            )
             if ref:
                 return changed, ref
         return changed, None
@@ -451,11 +522,25 @@ class KnobStore:
         return out
 
     # ------------------------------------------------------------------ writes (CLI / API)
-    def set(self, full_name: str, value: Any, *, gym: str | None = None, author: str = "human", reason: str,
-            recent_metrics: Sequence[Mapping[str, Any]] | None = None, step_written: int | None = None,
-            run_live: bool = False, source: str = "cli", ref: str | None = None,
-            skip_requires: bool = False, skip_delta: bool = False, whole: bool = False,
-            skip_scope: bool = False, event_id: str | None = None) -> WriteResult:
+    def set(
+        self,
+        full_name: str,
+        value: Any,
+        *,
+        gym: str | None = None,
+        author: str = "human",
+        reason: str,
+        recent_metrics: Sequence[Mapping[str, Any]] | None = None,
+        step_written: int | None = None,
+        run_live: bool = False,
+        source: str = "cli",
+        ref: str | None = None,
+        skip_requires: bool = False,
+        skip_delta: bool = False,
+        whole: bool = False,
+        skip_scope: bool = False,
+        event_id: str | None = None,
+    ) -> WriteResult:
         """Validate and write one knob (the global value, or one gym's value with ``gym``; with
         ``whole`` the knob's entire raw value, a scalar or a per-gym mapping, as a preset lends it).
 
@@ -482,22 +567,56 @@ class KnobStore:
         else:
             base = dict(old_raw) if isinstance(old_raw, Mapping) else {DEFAULT_KEY: old_raw}
             new_raw = {**base, gym: value}
-        common = dict(knob=full_name, gym=gym, author=author, reason=reason, file=str(path),
-                      step_written=step_written, source=source, ref=ref)
+        common = dict(
+            knob=full_name,
+            gym=gym,
+            author=author,
+            reason=reason,
+            file=str(path),
+            step_written=step_written,
+            source=source,
+            ref=ref,
+        )
         refused = dict(common, line=self._knob_line(path, spec.name))
         old_v = resolve(old_raw, gym)
         if gym is not None and not spec.governs(gym):
             r = Refusal("wrong gym", f"{full_name} does not govern gym {gym!r}; it governs {', '.join(spec.gyms)}")
-            return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=r.rule,
-                                                   message=r.message, **refused)])
-        changed, refusal = self.check_cells(spec, old_raw, new_raw, recent_metrics=recent_metrics,
-                                            skip_requires=skip_requires, skip_delta=skip_delta, skip_scope=skip_scope)
+            return WriteResult(
+                False, [self._event(status="rejected", old=old_v, new=value, rule=r.rule, message=r.message, **refused)]
+            )
+        changed, refusal = self.check_cells(
+            spec,
+            old_raw,
+            new_raw,
+            recent_metrics=recent_metrics,
+            skip_requires=skip_requires,
+            skip_delta=skip_delta,
+            skip_scope=skip_scope,
+        )
         if refusal:
-            return WriteResult(False, [self._event(status="rejected", old=old_v, new=value, rule=refusal.rule,
-                                                   message=refusal.message, **refused)])
+            return WriteResult(
+                False,
+                [
+                    self._event(
+                        status="rejected", old=old_v, new=value, rule=refusal.rule, message=refusal.message, **refused
+                    )
+                ],
+            )
         if not changed:
-            return WriteResult(True, [{**KnobEvent(status="accepted", old=old_v, new=value,
-                                                   message="unchanged: value already in force", **common).to_dict()}])
+            return WriteResult(
+                True,
+                [
+                    {
+                        **KnobEvent(
+                            status="accepted",
+                            old=old_v,
+                            new=value,
+                            message="unchanged: value already in force",
+                            **common,
+                        ).to_dict()
+                    }
+                ],
+            )
         # write the file (comments and layout kept)
         try:
             doc, _ = yamlio.read_yaml(path)
@@ -507,14 +626,27 @@ class KnobStore:
             doc = yamlio.to_rt(copy.deepcopy(self.in_force[spec.area]))
         yamlio.assign(doc, spec.name, new_raw)
         if run_live:
-            ids = self._write_attribution(spec.full_name, changed, author, reason, step_written, source, ref,
-                                          event_id=event_id)
+            ids = self._write_attribution(
+                spec.full_name, changed, author, reason, step_written, source, ref, event_id=event_id
+            )
         text = yamlio.dump(doc)
         yamlio.atomic_write_text(path, text)
         if run_live:
-            return WriteResult(True, [KnobEvent(status="accepted", old=old_v, new=value, applies="live",
-                                                message="written; the live run applies it at its next step boundary",
-                                                id=ids[0], **common).to_dict()], pending=True)
+            return WriteResult(
+                True,
+                [
+                    KnobEvent(
+                        status="accepted",
+                        old=old_v,
+                        new=value,
+                        applies="live",
+                        message="written; the live run applies it at its next step boundary",
+                        id=ids[0],
+                        **common,
+                    ).to_dict()
+                ],
+                pending=True,
+            )
         self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         return WriteResult(True, self._apply(spec, new_raw, changed, dict(common, file=str(path)), step_effective=None))
 
@@ -528,7 +660,9 @@ class KnobStore:
             return None
         return yamlio.line_of(lines, (name,))
 
-    def put(self, full_name: str, raw: Any, *, author: str, reason: str, source: str = "system") -> dict[str, Any] | None:
+    def put(
+        self, full_name: str, raw: Any, *, author: str, reason: str, source: str = "system"
+    ) -> dict[str, Any] | None:
         """Write a knob's whole raw value into its file and into force, whatever the file holds now
         (a pending write included) and whatever is in force: how a run gives back the values it lent.
         Schema-checked: a value the schema no longer accepts is refused and the file left as it is.
@@ -553,15 +687,26 @@ class KnobStore:
         try:
             yamlio.atomic_write_text(path, text)
         except OSError as exc:  # e.g. a folder where the file was: the value is not written back
-            return self._event(status="rejected", rule="not a file", line=None,
-                               message=f"could not write {path}: {exc.strerror or exc}", **common)
+            return self._event(
+                status="rejected",
+                rule="not a file",
+                line=None,
+                message=f"could not write {path}: {exc.strerror or exc}",
+                **common,
+            )
         self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
         self.in_force[spec.area][spec.name] = copy.deepcopy(raw)
         self.version += 1
         return self._event(status="accepted", message="written", **common)
 
-    def _apply(self, spec: KnobSpec, new_raw: Any, changed: list[tuple[str | None, Any, Any]],
-               common: dict[str, Any], step_effective: int | None) -> list[dict[str, Any]]:
+    def _apply(
+        self,
+        spec: KnobSpec,
+        new_raw: Any,
+        changed: list[tuple[str | None, Any, Any]],
+        common: dict[str, Any],
+        step_effective: int | None,
+    ) -> list[dict[str, Any]]:
         events = []
         if spec.hot:
             self.in_force[spec.area][spec.name] = copy.deepcopy(new_raw)
@@ -572,13 +717,30 @@ class KnobStore:
             applies, msg = "next_run", "accepted; x-hot is false so it takes effect at the next run"
             step_effective = None
         for g, o, n in changed:
-            events.append(self._event(status="accepted", old=o, new=n, message=msg, applies=applies,
-                                      step_effective=step_effective, **{**common, "gym": g}))
+            events.append(
+                self._event(
+                    status="accepted",
+                    old=o,
+                    new=n,
+                    message=msg,
+                    applies=applies,
+                    step_effective=step_effective,
+                    **{**common, "gym": g},
+                )
+            )
         return events
 
-    def revert(self, event_id: str, *, author: str = "human", reason: str | None = None,
-               recent_metrics: Any = None, step_written: int | None = None, run_live: bool = False,
-               extra_logs: Sequence[EventLog] = ()) -> WriteResult:
+    def revert(
+        self,
+        event_id: str,
+        *,
+        author: str = "human",
+        reason: str | None = None,
+        recent_metrics: Any = None,
+        step_written: int | None = None,
+        run_live: bool = False,
+        extra_logs: Sequence[EventLog] = (),
+    ) -> WriteResult:
         """Set a knob back to its value before event ``event_id`` (skips x-requires: the old value was in
         force before; schema, range, gym and max-delta checks still apply)."""
         ev = self.log.find(event_id)
@@ -592,62 +754,143 @@ class KnobStore:
         reason = reason or f"revert {event_id}"
         if knob.startswith("rules."):
             _, kind, key = knob.split(".", 2)
-            return self.write_rules(kind, key, ev["old"], author=author, reason=reason, step_written=step_written,
-                                    run_live=run_live, source="revert", ref=event_id)
-        return self.set(knob, ev["old"], gym=ev.get("gym"), author=author, reason=reason,
-                        recent_metrics=recent_metrics, step_written=step_written, run_live=run_live,
-                        source="revert", ref=event_id, skip_requires=True)
+            return self.write_rules(
+                kind,
+                key,
+                ev["old"],
+                author=author,
+                reason=reason,
+                step_written=step_written,
+                run_live=run_live,
+                source="revert",
+                ref=event_id,
+            )
+        return self.set(
+            knob,
+            ev["old"],
+            gym=ev.get("gym"),
+            author=author,
+            reason=reason,
+            recent_metrics=recent_metrics,
+            step_written=step_written,
+            run_live=run_live,
+            source="revert",
+            ref=event_id,
+            skip_requires=True,
+        )
 
-    def write_rules(self, kind: str, key: str, value: Any, *, author: str, reason: str,
-                    step_written: int | None = None, run_live: bool = False, source: str = "cli",
-                    ref: str | None = None) -> WriteResult:
+    def write_rules(
+        self,
+        kind: str,
+        key: str,
+        value: Any,
+        *,
+        author: str,
+        reason: str,
+        step_written: int | None = None,
+        run_live: bool = False,
+        source: str = "cli",
+        ref: str | None = None,
+    ) -> WriteResult:
         """Validate and write a whole rule file (``kind`` users|rewards, ``key`` gym or file stem)."""
         if kind not in RULE_KINDS:
             raise ValueError(f"rule kind must be one of {', '.join(RULE_KINDS)}")
         path = self.dir / "rules" / kind / f"{key}.yaml"
         old = self.rules[kind].get(key)
-        common = dict(knob=f"rules.{kind}.{key}", author=author, reason=reason, file=str(path),
-                      step_written=step_written, source=source, ref=ref, old=old, new=value)
+        common = dict(
+            knob=f"rules.{kind}.{key}",
+            author=author,
+            reason=reason,
+            file=str(path),
+            step_written=step_written,
+            source=source,
+            ref=ref,
+            old=old,
+            new=value,
+        )
         if value is None:
-            return WriteResult(False, [self._event(status="rejected", rule=RULE_MISSING,
-                                                   message="rule files are not deleted by a write", **common)])
+            return WriteResult(
+                False,
+                [
+                    self._event(
+                        status="rejected", rule=RULE_MISSING, message="rule files are not deleted by a write", **common
+                    )
+                ],
+            )
         err = self._rule_problem(kind, key, value)
         if err:
             return WriteResult(False, [self._event(status="rejected", rule=RULE_SCHEMA, message=err[0], **common)])
         text = yamlio.dump(yamlio.to_rt(value))
         if run_live:
-            ids = self._write_attribution(f"rules.{kind}.{key}", [(None, old, value)], author, reason, step_written,
-                                          source, ref)
+            ids = self._write_attribution(
+                f"rules.{kind}.{key}", [(None, old, value)], author, reason, step_written, source, ref
+            )
         yamlio.atomic_write_text(path, text)
         if run_live:
-            return WriteResult(True, [KnobEvent(status="accepted", message="written; the live run applies it at "
-                                                "its next step boundary", id=ids[0], **common).to_dict()], pending=True)
+            return WriteResult(
+                True,
+                [
+                    KnobEvent(
+                        status="accepted",
+                        message="written; the live run applies it at its next step boundary",
+                        id=ids[0],
+                        **common,
+                    ).to_dict()
+                ],
+                pending=True,
+            )
         self._file_view[file_key(path)] = (_sha(text), value)
         self.rules[kind][key] = value
         self.version += 1
         return WriteResult(True, [self._event(status="accepted", message="applied", **common)])
 
-    def add_knob(self, area: str, name: str, schema: dict[str, Any], value: Any, *, author: str, reason: str,
-                 run_live: bool = False) -> WriteResult:
+    def add_knob(
+        self,
+        area: str,
+        name: str,
+        schema: dict[str, Any],
+        value: Any,
+        *,
+        author: str,
+        reason: str,
+        run_live: bool = False,
+    ) -> WriteResult:
         """Add a new knob: its schema entry (meta-validated) and its value, through the same checks."""
         if area not in AREAS:
             raise ValueError(f"area must be one of {', '.join(AREAS)}")
         full = f"{area}.{name}"
         common = dict(knob=full, author=author, reason=reason, old=None, new=value, source="cli")
         if name in self.schemas[area].knobs:
-            return WriteResult(False, [self._event(status="rejected", rule=RULE_SCHEMA,
-                                                   message=f"{full} already exists", **common)])
+            return WriteResult(
+                False, [self._event(status="rejected", rule=RULE_SCHEMA, message=f"{full} already exists", **common)]
+            )
         raw = copy.deepcopy(self.schemas[area].raw)
         raw["properties"][name] = schema
         try:
             new_area = parse_area_schema(area, schema_path(self.dir, area), raw)
         except SchemaProblem as exc:
-            return WriteResult(False, [self._event(status="rejected", rule=RULE_SCHEMA, message=str(exc),
-                                                   file=str(schema_path(self.dir, area)), **common)])
+            return WriteResult(
+                False,
+                [
+                    self._event(
+                        status="rejected",
+                        rule=RULE_SCHEMA,
+                        message=str(exc),
+                        file=str(schema_path(self.dir, area)),
+                        **common,
+                    )
+                ],
+            )
         ref = validate_value(new_area.knobs[name], value)
         if ref:
-            return WriteResult(False, [self._event(status="rejected", rule=ref.rule, message=ref.message,
-                                                   file=str(self._area_path(area)), **common)])
+            return WriteResult(
+                False,
+                [
+                    self._event(
+                        status="rejected", rule=ref.rule, message=ref.message, file=str(self._area_path(area)), **common
+                    )
+                ],
+            )
         spath = schema_path(self.dir, area)
         path = self._area_path(area)
         doc, _ = yamlio.read_yaml(path)
@@ -661,9 +904,19 @@ class KnobStore:
         yamlio.atomic_write_text(path, text)
         yamlio.atomic_write_text(spath, stext)
         if run_live:
-            return WriteResult(True, [KnobEvent(status="accepted", message="written; the live run adds it at its "
-                                                "next step boundary", file=str(spath), id=ids[0], **common).to_dict()],
-                               pending=True)
+            return WriteResult(
+                True,
+                [
+                    KnobEvent(
+                        status="accepted",
+                        message="written; the live run adds it at its next step boundary",
+                        file=str(spath),
+                        id=ids[0],
+                        **common,
+                    ).to_dict()
+                ],
+                pending=True,
+            )
         self.schemas[area] = new_area
         self._file_view[file_key(spath)] = (_sha(stext), raw)
         self._file_view[file_key(path)] = (_sha(text), yamlio.plain(doc))
@@ -694,27 +947,56 @@ class KnobStore:
                 full = f"{area}.{name}"
                 for g, old, new in changed_cells(in_force, written[name]):
                     att = (self._take_attribution if take else self._peek_attribution)(full, g, new) or {}
-                    out.append({"knob": full, "gym": g, "in_force": old, "written": new, "file": str(path),
-                                "author": att.get("author", "human"),
-                                "reason": att.get("reason", f"hand edit of {path.name}"),
-                                "source": att.get("source", "watch"), "step_written": att.get("step_written"),
-                                "id": att.get("id")})
+                    out.append(
+                        {
+                            "knob": full,
+                            "gym": g,
+                            "in_force": old,
+                            "written": new,
+                            "file": str(path),
+                            "author": att.get("author", "human"),
+                            "reason": att.get("reason", f"hand edit of {path.name}"),
+                            "source": att.get("source", "watch"),
+                            "step_written": att.get("step_written"),
+                            "id": att.get("id"),
+                        }
+                    )
         return out
 
     def _pending_dir(self) -> Path:
         return self.dir / ".pending"
 
-    def _write_attribution(self, knob: str, changed: list[tuple[str | None, Any, Any]], author: str, reason: str,
-                           step_written: int | None, source: str, ref: str | None, *, event_id: str | None = None,
-                           first_applied_at: int | None = None) -> list[str]:
+    def _write_attribution(
+        self,
+        knob: str,
+        changed: list[tuple[str | None, Any, Any]],
+        author: str,
+        reason: str,
+        step_written: int | None,
+        source: str,
+        ref: str | None,
+        *,
+        event_id: str | None = None,
+        first_applied_at: int | None = None,
+    ) -> list[str]:
         """One note per changed cell: who wrote it, why, and the event id the run logs it under (the first
         cell gets ``event_id`` when given). Returns the ids. ``first_applied_at``: a write a resumed run
         applies again (it was in force from that step in steps the resume runs again)."""
         ids = []
         for i, (g, _, n) in enumerate(changed):
             eid = event_id if event_id and i == 0 else new_id()
-            rec = {"knob": knob, "gym": g, "new": n, "author": author, "reason": reason, "id": eid,
-                   "step_written": step_written, "source": source, "ref": ref, "time": time.time()}
+            rec = {
+                "knob": knob,
+                "gym": g,
+                "new": n,
+                "author": author,
+                "reason": reason,
+                "id": eid,
+                "step_written": step_written,
+                "source": source,
+                "ref": ref,
+                "time": time.time(),
+            }
             if first_applied_at is not None:
                 rec["first_applied_at"] = first_applied_at
             yamlio.atomic_write_text(self._note_path(knob, g, n), json.dumps(rec))
@@ -728,9 +1010,17 @@ class KnobStore:
         """Keep a logged write's author, reason and event id for the next time a run applies it (a
         resumed run applies again the writes of the steps it runs again; a run that ended before
         applying a write hands it to its resume)."""
-        self._write_attribution(record["knob"], [(record.get("gym"), None, record.get("new"))], record["author"],
-                                record["reason"], record.get("step_written"), record.get("source") or "cli",
-                                record.get("ref"), event_id=record["id"], first_applied_at=first_applied_at)
+        self._write_attribution(
+            record["knob"],
+            [(record.get("gym"), None, record.get("new"))],
+            record["author"],
+            record["reason"],
+            record.get("step_written"),
+            record.get("source") or "cli",
+            record.get("ref"),
+            event_id=record["id"],
+            first_applied_at=first_applied_at,
+        )
 
     def drop_attribution(self, knob: str, gym: str | None, new: Any) -> None:
         self._note_path(knob, gym, new).unlink(missing_ok=True)
@@ -789,8 +1079,14 @@ class KnobStore:
         paths += [file_key(p) for p in self._file_view]
         return sorted({file_key(p) for p in paths})
 
-    def poll(self, step: int, recent_metrics: Sequence[Mapping[str, Any]] | None = None, *,
-             rescan: bool = False, wait_debounce: bool = True) -> PollResult:
+    def poll(
+        self,
+        step: int,
+        recent_metrics: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        rescan: bool = False,
+        wait_debounce: bool = True,
+    ) -> PollResult:
         """Apply queued file changes at a step boundary; ``step`` is the first step that will run with them.
 
         Changes younger than the debounce interval stay queued for the next poll (an editor may still
@@ -823,14 +1119,26 @@ class KnobStore:
                 else:
                     self._poll_rule_schema(key, path, step, result)
             except Exception as exc:  # a file must never stop the run: refuse it, keep what is in force
-                result.refused.append(self._event(
-                    knob=path.name, status="rejected", rule=RULE_INTERNAL, author="human",
-                    reason=f"hand edit of {path.name}", file=str(path), line=1, step_written=self.current_step,
-                    source="watch", message=f"checking this file failed ({type(exc).__name__}: {exc}); the values "
-                                            "in force stay (please report this as a harness bug)"))
+                result.refused.append(
+                    self._event(
+                        knob=path.name,
+                        status="rejected",
+                        rule=RULE_INTERNAL,
+                        author="human",
+                        reason=f"hand edit of {path.name}",
+                        file=str(path),
+                        line=1,
+                        step_written=self.current_step,
+                        source="watch",
+                        message=f"checking this file failed ({type(exc).__name__}: {exc}); the values "
+                        "in force stay (please report this as a harness bug)",
+                    )
+                )
         return result
 
-    def _read_changed(self, path: Path, step: int, result: PollResult, knob: str) -> tuple[dict[Any, int], Any, str] | None:
+    def _read_changed(
+        self, path: Path, step: int, result: PollResult, knob: str
+    ) -> tuple[dict[Any, int], Any, str] | None:
         """(node lines by path, plain value, sha) when the file changed since last processed; logs read
         problems. Unchanged bytes are detected by hash before any parsing (cheap polls)."""
         key = file_key(path)
@@ -848,10 +1156,20 @@ class KnobStore:
             if prev_sha == marker:
                 return None
             self._file_view[key] = (marker, prev_value)
-            result.refused.append(self._event(knob=knob, status="rejected", rule=exc.kind, author="human",
-                                              reason=f"hand edit of {path.name}", file=str(path), line=exc.line,
-                                              message=exc.message + "; the last valid values stay in force",
-                                              step_written=self.current_step, source="watch"))
+            result.refused.append(
+                self._event(
+                    knob=knob,
+                    status="rejected",
+                    rule=exc.kind,
+                    author="human",
+                    reason=f"hand edit of {path.name}",
+                    file=str(path),
+                    line=exc.line,
+                    message=exc.message + "; the last valid values stay in force",
+                    step_written=self.current_step,
+                    source="watch",
+                )
+            )
             return None
         return lines, value, sha
 
@@ -860,24 +1178,35 @@ class KnobStore:
         edit. The note stays until :meth:`_event_of` has logged the event (a kill in between keeps it)."""
         att = self._peek_attribution(knob, gym, new)
         if isinstance(att, dict) and "author" in att and "reason" in att:
-            out = {"author": att["author"], "reason": att["reason"], "step_written": att.get("step_written"),
-                   "source": att.get("source", "cli"), "ref": att.get("ref"),
-                   "_note": self._note_path(knob, gym, new)}
+            out = {
+                "author": att["author"],
+                "reason": att["reason"],
+                "step_written": att.get("step_written"),
+                "source": att.get("source", "cli"),
+                "ref": att.get("ref"),
+                "_note": self._note_path(knob, gym, new),
+            }
             if att.get("id"):
                 out["id"] = att["id"]
             if att.get("first_applied_at") is not None:
                 out["_again"] = att["first_applied_at"]
             return out
-        return {"author": "human", "reason": f"hand edit of {path.name}", "step_written": self.current_step,
-                "source": "watch", "ref": None}
+        return {
+            "author": "human",
+            "reason": f"hand edit of {path.name}",
+            "step_written": self.current_step,
+            "source": "watch",
+            "ref": None,
+        }
 
     def _event_of(self, att: dict[str, Any], **kw: Any) -> dict[str, Any]:
         """Log an event attributed by :meth:`_attributed`, then consume the write's note."""
         att = dict(att)
         note, again = att.pop("_note", None), att.pop("_again", None)
         if again is not None:
-            kw["message"] = (kw.get("message") or "") + (f" (again: the run resumed from a checkpoint before step "
-                                                         f"{again}, where it was first applied)")
+            kw["message"] = (kw.get("message") or "") + (
+                f" (again: the run resumed from a checkpoint before step {again}, where it was first applied)"
+            )
         rec = self._event(**kw, **att)
         if note is not None:
             note.unlink(missing_ok=True)
@@ -893,31 +1222,62 @@ class KnobStore:
         prev_view = self._file_view.get(file_key(path), (None, {}))[1] or {}
         self._file_view[file_key(path)] = (sha, value)
         if not isinstance(value, dict):
-            result.refused.append(self._event(
-                knob=path.name, status="rejected", rule=RULE_SCHEMA, author="human", reason=f"hand edit of {path.name}",
-                file=str(path), line=1, message=f"{path.name} must be a mapping of knob names to values; "
-                                                "the last valid values stay in force",
-                step_written=self.current_step, source="watch"))
+            result.refused.append(
+                self._event(
+                    knob=path.name,
+                    status="rejected",
+                    rule=RULE_SCHEMA,
+                    author="human",
+                    reason=f"hand edit of {path.name}",
+                    file=str(path),
+                    line=1,
+                    message=f"{path.name} must be a mapping of knob names to values; "
+                    "the last valid values stay in force",
+                    step_written=self.current_step,
+                    source="watch",
+                )
+            )
             return
         specs = self.schemas[area].knobs
         for key in value:
-            if key not in specs and (not isinstance(prev_view, dict) or key not in prev_view or prev_view[key] != value[key]):
-                result.refused.append(self._event(
-                    knob=f"{area}.{key}", status="rejected", rule=RULE_UNKNOWN, author="human",
-                    reason=f"hand edit of {path.name}", file=str(path), line=yamlio.line_of(lines, (key,)),
-                    new=value[key],
-                    message=f"unknown knob {area}.{key}; a new knob needs its schema entry in "
-                            f"{schema_path(self.dir, area).name} (eau knobs add)",
-                    step_written=self.current_step, source="watch"))
+            if key not in specs and (
+                not isinstance(prev_view, dict) or key not in prev_view or prev_view[key] != value[key]
+            ):
+                result.refused.append(
+                    self._event(
+                        knob=f"{area}.{key}",
+                        status="rejected",
+                        rule=RULE_UNKNOWN,
+                        author="human",
+                        reason=f"hand edit of {path.name}",
+                        file=str(path),
+                        line=yamlio.line_of(lines, (key,)),
+                        new=value[key],
+                        message=f"unknown knob {area}.{key}; a new knob needs its schema entry in "
+                        f"{schema_path(self.dir, area).name} (eau knobs add)",
+                        step_written=self.current_step,
+                        source="watch",
+                    )
+                )
         for name, spec in specs.items():
             in_force = self.in_force[area].get(name)
             if name not in value:
                 if isinstance(prev_view, dict) and name in prev_view:
-                    result.refused.append(self._event(
-                        knob=spec.full_name, status="rejected", rule=RULE_MISSING, author="human",
-                        reason=f"hand edit of {path.name}", file=str(path), old=in_force, line=yamlio.line_of(lines, ()),
-                        message=f"{spec.full_name} was removed from {path.name}; {in_force!r} stays in force",
-                        step_written=self.current_step, source="watch"))
+                    result.refused.append(
+                        self._event(
+                            knob=spec.full_name,
+                            status="rejected",
+                            rule=RULE_MISSING,
+                            author="human",
+                            reason=f"hand edit of {path.name}",
+                            file=str(path),
+                            old=in_force,
+                            line=yamlio.line_of(lines, ()),
+                            message=f"{spec.full_name} was removed from {path.name}; {in_force!r} stays in force",
+                            step_written=self.current_step,
+                            source="watch",
+                        )
+                    )
                 continue
             new_raw = value[name]
             if isinstance(prev_view, dict) and name in prev_view and prev_view[name] == new_raw:
@@ -930,16 +1290,29 @@ class KnobStore:
                 # a revert (eau knobs revert) restores a value that was in force before: as on the CLI
                 # path, x-requires does not apply to it; every other check still does
                 cells_, other = self.check_cells(spec, in_force, new_raw, recent_metrics=metrics, skip_requires=True)
-                if other is None and cells_ and all(self._attribution_source(spec.full_name, g, n) == "revert"
-                                                    for g, _, n in cells_):
+                if (
+                    other is None
+                    and cells_
+                    and all(self._attribution_source(spec.full_name, g, n) == "revert" for g, _, n in cells_)
+                ):
                     changed, refusal = cells_, None
             if refusal:
                 g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)
                 att = self._attributed(spec.full_name, g, n, path)
-                result.refused.append(self._event_of(
-                    att, knob=spec.full_name, gym=g, old=o, new=n, status="rejected", rule=refusal.rule,
-                    message=refusal.message + f"; {resolve(in_force, g)!r} stays in force", file=str(path),
-                    line=line))
+                result.refused.append(
+                    self._event_of(
+                        att,
+                        knob=spec.full_name,
+                        gym=g,
+                        old=o,
+                        new=n,
+                        status="rejected",
+                        rule=refusal.rule,
+                        message=refusal.message + f"; {resolve(in_force, g)!r} stays in force",
+                        file=str(path),
+                        line=line,
+                    )
+                )
                 continue
             evs = []
             hot = spec.hot
@@ -950,10 +1323,21 @@ class KnobStore:
                 self.next_run[spec.full_name] = copy.deepcopy(new_raw)
             for g, o, n in changed:
                 att = self._attributed(spec.full_name, g, n, path)
-                evs.append(self._event_of(
-                    att, knob=spec.full_name, gym=g, old=o, new=n, status="accepted", file=str(path), line=line,
-                    message="applied" if hot else "accepted; x-hot is false so it takes effect at the next run",
-                    applies="live" if hot else "next_run", step_effective=step if hot else None))
+                evs.append(
+                    self._event_of(
+                        att,
+                        knob=spec.full_name,
+                        gym=g,
+                        old=o,
+                        new=n,
+                        status="accepted",
+                        file=str(path),
+                        line=line,
+                        message="applied" if hot else "accepted; x-hot is false so it takes effect at the next run",
+                        applies="live" if hot else "next_run",
+                        step_effective=step if hot else None,
+                    )
+                )
             (result.applied if hot else result.next_run).extend(evs)
 
     def _poll_rules(self, kind: str, key: str, path: Path, step: int, result: PollResult) -> None:
@@ -969,17 +1353,36 @@ class KnobStore:
         att = self._attributed(knob, None, value, path)
         err = self._rule_problem(kind, key, value, lines)
         if err:
-            result.refused.append(self._event_of(att, knob=knob, status="rejected", rule=err[2], file=str(path),
-                                                 line=err[1], message=err[0] + "; the rules in force stay", old=old,
-                                                 new=value))
+            result.refused.append(
+                self._event_of(
+                    att,
+                    knob=knob,
+                    status="rejected",
+                    rule=err[2],
+                    file=str(path),
+                    line=err[1],
+                    message=err[0] + "; the rules in force stay",
+                    old=old,
+                    new=value,
+                )
+            )
             return
         self.rules[kind][key] = value
         self.version += 1
-        result.applied.append(self._event_of(att, knob=knob, status="accepted", file=str(path), old=old, new=value,
-                                             message="applied", step_effective=step))
+        result.applied.append(
+            self._event_of(
+                att,
+                knob=knob,
+                status="accepted",
+                file=str(path),
+                old=old,
+                new=value,
+                message="applied",
+                step_effective=step,
+            )
+        )
 
-    def _read_schema_changed(self, path: Path, result: PollResult, common: dict[str, Any],
-                             what: str) -> bytes | None:
+    def _read_schema_changed(self, path: Path, result: PollResult, common: dict[str, Any], what: str) -> bytes | None:
         """A schema file's bytes when they changed since last processed; a file that cannot be read
         (deleted, not a regular file, too large) is refused once, until it changes again."""
         key = file_key(path)
@@ -990,9 +1393,15 @@ class KnobStore:
             if self._file_view.get(key, (None,))[0] != marker:
                 self._file_view[key] = (marker, None)
                 deleted = "deleted" if exc.kind == RULE_MISSING else exc.message
-                result.refused.append(self._event(status="rejected", rule=exc.kind, line=exc.line,
-                                                  message=f"{what} file {deleted}; the {what} in force stays",
-                                                  **common))
+                result.refused.append(
+                    self._event(
+                        status="rejected",
+                        rule=exc.kind,
+                        line=exc.line,
+                        message=f"{what} file {deleted}; the {what} in force stays",
+                        **common,
+                    )
+                )
             return None
         sha = _sha(data)
         if self._file_view.get(key, (None,))[0] == sha:
@@ -1002,8 +1411,14 @@ class KnobStore:
 
     def _poll_schema(self, area: str, path: Path, step: int, result: PollResult) -> None:
         knob = f"schema.{area}"
-        common = dict(knob=knob, author="human", reason=f"hand edit of {path.name}", file=str(path),
-                      step_written=self.current_step, source="watch")
+        common = dict(
+            knob=knob,
+            author="human",
+            reason=f"hand edit of {path.name}",
+            file=str(path),
+            step_written=self.current_step,
+            source="watch",
+        )
         data = self._read_schema_changed(path, result, common, "schema")
         if data is None:
             return
@@ -1011,8 +1426,15 @@ class KnobStore:
             raw, text = schema_from_bytes(path, data)
             new = parse_area_schema(area, path, raw, text)
         except SchemaProblem as exc:
-            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=exc.line,
-                                              message=f"{exc}; the schema in force stays", **common))
+            result.refused.append(
+                self._event(
+                    status="rejected",
+                    rule=RULE_SCHEMA,
+                    line=exc.line,
+                    message=f"{exc}; the schema in force stays",
+                    **common,
+                )
+            )
             return
         # every value in force must stay valid; new knobs take their value from the area file
         area_file = self._area_path(area)
@@ -1024,15 +1446,28 @@ class KnobStore:
         for name, spec in new.knobs.items():
             v = self.in_force[area].get(name, file_values.get(name) if isinstance(file_values, dict) else None)
             if v is None:
-                result.refused.append(self._event(status="rejected", rule=RULE_MISSING, line=json_line(text, name),
-                                                  message=f"new knob {spec.full_name} has no value in {area_file.name}; "
-                                                          "the schema in force stays", **common))
+                result.refused.append(
+                    self._event(
+                        status="rejected",
+                        rule=RULE_MISSING,
+                        line=json_line(text, name),
+                        message=f"new knob {spec.full_name} has no value in {area_file.name}; "
+                        "the schema in force stays",
+                        **common,
+                    )
+                )
                 return
             ref = validate_value(spec, v)
             if ref:
-                result.refused.append(self._event(status="rejected", rule=ref.rule, line=json_line(text, name),
-                                                  message=f"under the new schema: {ref.message}; the schema in force stays",
-                                                  **common))
+                result.refused.append(
+                    self._event(
+                        status="rejected",
+                        rule=ref.rule,
+                        line=json_line(text, name),
+                        message=f"under the new schema: {ref.message}; the schema in force stays",
+                        **common,
+                    )
+                )
                 return
             values[name] = v
         added = sorted(set(new.knobs) - set(self.schemas[area].knobs))
@@ -1040,34 +1475,61 @@ class KnobStore:
         self.schemas[area] = new
         self.in_force[area] = values
         self.version += 1
-        result.applied.append(self._event(status="accepted", step_effective=step, old=None,
-                                          new={"added": added, "removed": removed},
-                                          message=f"schema reloaded (added: {added or 'none'}, removed: {removed or 'none'})",
-                                          **common))
+        result.applied.append(
+            self._event(
+                status="accepted",
+                step_effective=step,
+                old=None,
+                new={"added": added, "removed": removed},
+                message=f"schema reloaded (added: {added or 'none'}, removed: {removed or 'none'})",
+                **common,
+            )
+        )
 
     def _poll_rule_schema(self, kind: str, path: Path, step: int, result: PollResult) -> None:
-        common = dict(knob=f"schema.rules.{kind}", author="human", reason=f"hand edit of {path.name}",
-                      file=str(path), step_written=self.current_step, source="watch")
+        common = dict(
+            knob=f"schema.rules.{kind}",
+            author="human",
+            reason=f"hand edit of {path.name}",
+            file=str(path),
+            step_written=self.current_step,
+            source="watch",
+        )
         data = self._read_schema_changed(path, result, common, "rule schema")
         if data is None:
             return
         try:
             validator = self._load_rule_schema(path, data)
         except SchemaProblem as exc:
-            result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=exc.line,
-                                              message=f"{exc}; the rule schema in force stays", **common))
+            result.refused.append(
+                self._event(
+                    status="rejected",
+                    rule=RULE_SCHEMA,
+                    line=exc.line,
+                    message=f"{exc}; the rule schema in force stays",
+                    **common,
+                )
+            )
             return
         for key, value in self.rules[kind].items():
             errors = list(validator.iter_errors(value))
             if errors:
-                result.refused.append(self._event(status="rejected", rule=RULE_SCHEMA, line=1,
-                                                  message=f"rules/{kind}/{key}.yaml in force would be invalid under "
-                                                          f"this schema: {errors[0].message}; the rule schema in "
-                                                          "force stays", **common))
+                result.refused.append(
+                    self._event(
+                        status="rejected",
+                        rule=RULE_SCHEMA,
+                        line=1,
+                        message=f"rules/{kind}/{key}.yaml in force would be invalid under "
+                        f"this schema: {errors[0].message}; the rule schema in "
+                        "force stays",
+                        **common,
+                    )
+                )
                 return
         self.rule_validators[kind] = validator
-        result.applied.append(self._event(status="accepted", step_effective=step, message="rule schema reloaded",
-                                          **common))
+        result.applied.append(
+            self._event(status="accepted", step_effective=step, message="rule schema reloaded", **common)
+        )
 
 
 def validate_dir(knobs_dir: str | Path) -> list[dict[str, Any]]:

@@ -41,8 +41,9 @@ class Batch:
         return (self.trunk if rows is None else self.trunk[rows]).to(device), self.trunk_depth
 
     @torch.no_grad()
-    def share_frozen_trunk(self, policy: torch.nn.Module, depth: int, passes: int, micro_batch_size: int,
-                           device: torch.device) -> None:
+    def share_frozen_trunk(
+        self, policy: torch.nn.Module, depth: int, passes: int, micro_batch_size: int, device: torch.device
+    ) -> None:
         """With LoRA on the top layers only (``policy.lora.top_layers``) the ``depth`` layers below are
         the same in every pass over this batch: when the step makes two passes or more (PPO epochs, the
         KL reference, a scoring pass) their output is computed once here and each pass runs the top
@@ -50,8 +51,9 @@ class Batch:
         if not depth or passes < 2:
             return
         policy.eval()
-        self.trunk = trunk_states(policy, self.input_ids.to(device), self.attention_mask.to(device), depth,
-                                  micro_batch_size).cpu()
+        self.trunk = trunk_states(
+            policy, self.input_ids.to(device), self.attention_mask.to(device), depth, micro_batch_size
+        ).cpu()
         self.trunk_depth = depth
         policy.train()
 
@@ -80,7 +82,7 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
         if all(getattr(e, name) is not None for e in episodes):
             t = torch.zeros((rows, seq_len), dtype=torch.float32)
             for i, e in enumerate(episodes):
-                t[i, :len(e.ids)] = torch.tensor(getattr(e, name), dtype=torch.float32)
+                t[i, : len(e.ids)] = torch.tensor(getattr(e, name), dtype=torch.float32)
             setattr(batch, f"rollout_{name}", t * act)
     return batch
 

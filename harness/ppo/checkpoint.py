@@ -44,7 +44,9 @@ def load_trainable(model: torch.nn.Module, state: Mapping[str, torch.Tensor], wh
     own = model.state_dict()
     missing = [k for k in state if k not in own]
     if missing:
-        raise ValueError(f"{where}: checkpoint tensors not in the model ({missing[:3]}...); was the run config changed?")
+        raise ValueError(
+            f"{where}: checkpoint tensors not in the model ({missing[:3]}...); was the run config changed?"
+        )
     model.load_state_dict(dict(state), strict=False)
 
 
@@ -67,10 +69,20 @@ def restore_rng(st: Mapping[str, Any], task_rng: np.random.Generator | None) -> 
         task_rng.bit_generator.state = st["task_rng"]
 
 
-def save(run_dir: Path, step: int, *, next_step: int, policy: torch.nn.Module, critic: torch.nn.Module | None,
-         optimizers: Mapping[str, torch.optim.Optimizer], task_rng: np.random.Generator | None,
-         knob_state: Mapping[str, Any], offsets: Mapping[str, int], keep: int = 3,
-         extra: Mapping[str, Any] | None = None) -> Path:
+def save(
+    run_dir: Path,
+    step: int,
+    *,
+    next_step: int,
+    policy: torch.nn.Module,
+    critic: torch.nn.Module | None,
+    optimizers: Mapping[str, torch.optim.Optimizer],
+    task_rng: np.random.Generator | None,
+    knob_state: Mapping[str, Any],
+    offsets: Mapping[str, int],
+    keep: int = 3,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
     """Write the checkpoint of the state *after* ``step`` (resume starts at ``next_step``)."""
     final = ckpt_dir(run_dir, step)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
@@ -82,8 +94,12 @@ def save(run_dir: Path, step: int, *, next_step: int, policy: torch.nn.Module, c
         torch.save(trainable_state_dict(critic), tmp / "critic.pt")
     torch.save({k: o.state_dict() for k, o in optimizers.items()}, tmp / "optim.pt")
     torch.save(rng_state(task_rng), tmp / "rng.pt")
-    (tmp / STATE).write_text(json.dumps({"step": step, "next_step": next_step, "knob_state": knob_state,
-                                         "offsets": dict(offsets), **(extra or {})}, default=str))
+    (tmp / STATE).write_text(
+        json.dumps(
+            {"step": step, "next_step": next_step, "knob_state": knob_state, "offsets": dict(offsets), **(extra or {})},
+            default=str,
+        )
+    )
     for f in tmp.iterdir():
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
@@ -116,7 +132,7 @@ def pin(path: Path, by: str) -> None:
 
 def pinned_by(path: Path) -> list[str]:
     """Run ids that started from checkpoint ``path``."""
-    return sorted(p.name[len(PIN_PREFIX):] for p in Path(path).glob(f"{PIN_PREFIX}*"))
+    return sorted(p.name[len(PIN_PREFIX) :] for p in Path(path).glob(f"{PIN_PREFIX}*"))
 
 
 def prune(run_dir: Path, keep: int) -> None:
@@ -134,9 +150,15 @@ def read_state(path: Path) -> dict[str, Any]:
     return json.loads((Path(path) / STATE).read_text())
 
 
-def load(path: Path, *, policy: torch.nn.Module, critic: torch.nn.Module | None,
-         optimizers: Mapping[str, torch.optim.Optimizer] | None, task_rng: np.random.Generator | None,
-         restore_rngs: bool = True) -> dict[str, Any]:
+def load(
+    path: Path,
+    *,
+    policy: torch.nn.Module,
+    critic: torch.nn.Module | None,
+    optimizers: Mapping[str, torch.optim.Optimizer] | None,
+    task_rng: np.random.Generator | None,
+    restore_rngs: bool = True,
+) -> dict[str, Any]:
     """Load a checkpoint into the given objects; returns its trainer state."""
     path = Path(path)
     load_trainable(policy, torch.load(path / "policy.pt", weights_only=True), f"{path}/policy.pt")

@@ -81,31 +81,45 @@ class TrainConfig:
     gyms: list[str] = doc(help="gyms trained on (tasks round-robin)", factory=lambda: ["intention"])
     tasks_per_step: int = doc(8, help="distinct tasks per step, over all processes")
     samples_per_task: int = doc(2, help="episodes per task; they form a group sharing the task")
-    rendering: str = doc("tagged", help="action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native "
-                                        "tool calls)")
-    user_replies: str = doc("user", help="tool_call rendering only: the user's replies as user messages (user) or "
-                                         "as the result of the tool call that asked (tool; as TRL and UserRL do)")
+    rendering: str = doc(
+        "tagged", help="action rendering: tagged (ASK:/SEARCH:/ANSWER:) or tool_call (native tool calls)"
+    )
+    user_replies: str = doc(
+        "user",
+        help="tool_call rendering only: the user's replies as user messages (user) or "
+        "as the result of the tool call that asked (tool; as TRL and UserRL do)",
+    )
     policy: PolicySpec = doc(help="the policy model", factory=PolicySpec)
     critic: CriticSpec = doc(help="the learned value model", factory=CriticSpec)
     backend: BackendSpec = doc(help="the rollout's generation backend", factory=BackendSpec)
     user_llm: UserLLMSpec | None = doc(None, help="the LLM user's backend; null: symbolic users only")
-    init_checkpoint: str | None = doc(None, help="policy weights to start from (an eau sft output or a run "
-                                                 "checkpoint folder)")
-    warm_start: WarmStartSpec | None = doc(None, help="a supervised warm start made by the run itself before PPO, "
-                                                      "written to runs/<id>/warm_start/ (reused on resume); null: none")
+    init_checkpoint: str | None = doc(
+        None, help="policy weights to start from (an eau sft output or a run checkpoint folder)"
+    )
+    warm_start: WarmStartSpec | None = doc(
+        None,
+        help="a supervised warm start made by the run itself before PPO, "
+        "written to runs/<id>/warm_start/ (reused on resume); null: none",
+    )
     evaluation: EvaluationSpec | None = doc(None, help="held-out evaluation before and after training; null: none")
-    agent_knobs: dict[str, Any] = doc(help="agent.* knob values the run lends to the knob folder for its lifetime",
-                                      factory=dict)
-    env_knobs: dict[str, Any] = doc(help="env.* knob values the run lends to the knob folder for its lifetime",
-                                    factory=dict)
+    agent_knobs: dict[str, Any] = doc(
+        help="agent.* knob values the run lends to the knob folder for its lifetime", factory=dict
+    )
+    env_knobs: dict[str, Any] = doc(
+        help="env.* knob values the run lends to the knob folder for its lifetime", factory=dict
+    )
     checkpoint_every: int = doc(10, help="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = doc(3, help="most recent checkpoints kept")
     adv_estimator: str = doc("gae", help="advantage estimator (harness.ppo.core registry): gae | reinforce")
-    rollout_stats: str = doc("auto", help=(
-        "where PPO's old log-probs (and a shared critic's old values) come from. rollout: recorded while "
-        "sampling (hf continuous decoding), so scoring skips that forward; recompute: one more forward before "
-        "the update (vLLM, per-turn decoding); auto: rollout for a float32 policy decoded continuously, else "
-        "recompute (in bf16 the rollout's and the update's kernels round differently)"))
+    rollout_stats: str = doc(
+        "auto",
+        help=(
+            "where PPO's old log-probs (and a shared critic's old values) come from. rollout: recorded while "
+            "sampling (hf continuous decoding), so scoring skips that forward; recompute: one more forward before "
+            "the update (vLLM, per-turn decoding); auto: rollout for a float32 policy decoded continuously, else "
+            "recompute (in bf16 the rollout's and the update's kernels round differently)"
+        ),
+    )
     loss_agg: str = doc("token-mean", help="loss aggregation (harness.ppo.core.agg_loss)")
     metrics_window: int = doc(20, help="recent metric lines given to knob checks (x-requires)")
     progress: bool = doc(True, help="live progress display on a terminal (log.txt is written either way)")
@@ -125,8 +139,10 @@ class TrainConfig:
         if self.run_id is not None:
             check_run_id(self.run_id)
         if self.tasks_per_step * self.samples_per_task > MAX_EPISODES_PER_STEP:
-            raise ValueError(f"tasks_per_step * samples_per_task must be at most {MAX_EPISODES_PER_STEP:,} episodes "
-                             f"a step, got {self.tasks_per_step} * {self.samples_per_task}")
+            raise ValueError(
+                f"tasks_per_step * samples_per_task must be at most {MAX_EPISODES_PER_STEP:,} episodes "
+                f"a step, got {self.tasks_per_step} * {self.samples_per_task}"
+            )
         unknown = [g for g in self.gyms if g not in names()]
         if not self.gyms or unknown:
             raise ValueError(f"gyms must be a non-empty list of {', '.join(names())}; unknown: {unknown}")
@@ -136,16 +152,22 @@ class TrainConfig:
         if self.rollout_stats not in ("auto", "rollout", "recompute"):
             raise ValueError(f"rollout_stats must be auto, rollout or recompute, got {self.rollout_stats!r}")
         if self.rollout_stats == "rollout" and (self.backend.name != "hf" or not self.backend.continuous):
-            raise ValueError("rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
-                             "recorded by run_turns); use rollout_stats=auto or recompute")
+            raise ValueError(
+                "rollout_stats=rollout needs the hf backend decoding continuously (log-probs are "
+                "recorded by run_turns); use rollout_stats=auto or recompute"
+            )
         if self.warm_start is not None:
             check_sft_sizes(dataclasses.asdict(self.warm_start), "warm_start.")
             if self.init_checkpoint:
-                raise ValueError("set either init_checkpoint (start from existing weights) or warm_start (make them "
-                                 "first), not both; --set warm_start=null drops the preset's warm start")
+                raise ValueError(
+                    "set either init_checkpoint (start from existing weights) or warm_start (make them "
+                    "first), not both; --set warm_start=null drops the preset's warm start"
+                )
         if len(self.lineage) >= self.max_lineage:
-            raise ValueError(f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
-                             f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)")
+            raise ValueError(
+                f"lineage {self.lineage} already has {len(self.lineage)} runs; the cap is "
+                f"max_lineage={self.max_lineage} (raise it with --set max_lineage=N if intended)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, YAML-safe data (the frozen ``config.yaml``)."""
@@ -180,8 +202,10 @@ def help_epilog() -> str:
     parts = ["Presets (harness/ppo/presets/, every value commented):"]
     parts += [f"  {name}: {preset_summary(name)}" for name in preset_names()]
     parts.append("Config fields (--set KEY=VALUE, or a --config file of them; KEY = default: what it is):")
-    parts += [f"  {key} = {default}: {text}" if default else f"  {key}: {text}"
-              for key, default, text in field_docs(TrainConfig)]
+    parts += [
+        f"  {key} = {default}: {text}" if default else f"  {key}: {text}"
+        for key, default, text in field_docs(TrainConfig)
+    ]
     return "\n".join(parts)
 
 
@@ -192,8 +216,11 @@ def check_sft_sizes(settings: Mapping[str, Any], prefix: str = "") -> None:
             continue
         value = settings[key]
         integral = isinstance(low, int)
-        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)) \
-                or (isinstance(value, float) and not math.isfinite(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int if integral else (int, float))
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
             raise ValueError(f"{prefix}{key} must be {'an integer' if integral else 'a finite number'}, got {value!r}")
         check_range(prefix + key, value, low, high)
 
@@ -284,8 +311,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())[:300]
 
 
-def build_config(preset: str = "tiny", config_file: str | Path | None = None,
-                 overrides: list[str] | Mapping[str, Any] = ()) -> TrainConfig:
+def build_config(
+    preset: str = "tiny", config_file: str | Path | None = None, overrides: list[str] | Mapping[str, Any] = ()
+) -> TrainConfig:
     """preset < config file < overrides; unknown top-level keys raise."""
     data = load_preset(preset)
     if config_file:

@@ -103,7 +103,9 @@ def moments_from_sums(sums: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, (sums[1] / n - mean**2).clamp(min=0)
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+def whiten(
+    x: torch.Tensor, mask: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
     """``(x - mean) / (std + eps)`` at masked positions, 0 elsewhere (advantage whitening with moments
     taken over every process's action tokens).
 
@@ -120,8 +122,9 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, mean: torch.Tensor, var: torch.T
 AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 
 
-def agg_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean",
-             denom: float | torch.Tensor | None = None) -> torch.Tensor:
+def agg_loss(
+    loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean", denom: float | torch.Tensor | None = None
+) -> torch.Tensor:
     """Reduce a per-token loss ``(B, T)`` to a scalar over masked tokens.
 
     Modes:
@@ -182,9 +185,18 @@ class AdvEstimator(Protocol):
     independent episodes: a row's outputs depend on that row's inputs only (the trainer may estimate a
     subset of rows, e.g. the update's first mini-batch, before the rest)."""
 
-    def __call__(self, rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, *,
-                 gamma: float = 1.0, lam: float = 1.0, token_gamma: float = 1.0, token_lam: float = 1.0,
-                 turn_end_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(
+        self,
+        rewards: torch.Tensor,
+        values: torch.Tensor,
+        action_mask: torch.Tensor,
+        *,
+        gamma: float = 1.0,
+        lam: float = 1.0,
+        token_gamma: float = 1.0,
+        token_lam: float = 1.0,
+        turn_end_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 ADV_ESTIMATORS: dict[str, AdvEstimator] = {}
@@ -222,12 +234,15 @@ def turn_ends(action_mask: torch.Tensor) -> torch.Tensor:
     return m * (1 - nxt)
 
 
-def _check_adv_inputs(rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor,
-                      turn_end_mask: torch.Tensor | None) -> torch.Tensor:
+def _check_adv_inputs(
+    rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, turn_end_mask: torch.Tensor | None
+) -> torch.Tensor:
     """Validate shapes; return the turn-end mask (derived from ``action_mask`` when not given)."""
     if rewards.dim() != 2 or rewards.shape != values.shape or rewards.shape != action_mask.shape:
-        raise ValueError("rewards, values and action_mask must all be (B, T); got "
-                         f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(action_mask.shape)}")
+        raise ValueError(
+            "rewards, values and action_mask must all be (B, T); got "
+            f"{tuple(rewards.shape)}, {tuple(values.shape)}, {tuple(action_mask.shape)}"
+        )
     if turn_end_mask is None:
         return turn_ends(action_mask)
     if turn_end_mask.shape != action_mask.shape:
@@ -239,9 +254,17 @@ def _check_adv_inputs(rewards: torch.Tensor, values: torch.Tensor, action_mask: 
 
 @register_adv_est("gae")
 @torch.no_grad()
-def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, *,
-                   gamma: float = 1.0, lam: float = 1.0, token_gamma: float = 1.0, token_lam: float = 1.0,
-                   turn_end_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def gae_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    token_gamma: float = 1.0,
+    token_lam: float = 1.0,
+    turn_end_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-turn GAE over action tokens only.
 
     Args:
@@ -292,9 +315,17 @@ def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, action_mask: tor
 
 @register_adv_est("reinforce")
 @torch.no_grad()
-def reinforce_advantages(rewards: torch.Tensor, values: torch.Tensor, action_mask: torch.Tensor, *,
-                         gamma: float = 1.0, lam: float = 1.0, token_gamma: float = 1.0, token_lam: float = 1.0,
-                         turn_end_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def reinforce_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    token_gamma: float = 1.0,
+    token_lam: float = 1.0,
+    turn_end_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Critic-free discounted return-to-go over action tokens (REINFORCE without baseline).
 
     Same signature and conventions as :func:`gae_advantages`; ``values`` and the lambdas are
@@ -305,8 +336,16 @@ def reinforce_advantages(rewards: torch.Tensor, values: torch.Tensor, action_mas
     >>> reinforce_advantages(r, torch.zeros(1, 4), m, gamma=0.5)[0]
     tensor([[2., 2., 0., 2.]])
     """
-    return gae_advantages(rewards, torch.zeros_like(values), action_mask, gamma=gamma, lam=1.0,
-                          token_gamma=token_gamma, token_lam=1.0, turn_end_mask=turn_end_mask)
+    return gae_advantages(
+        rewards,
+        torch.zeros_like(values),
+        action_mask,
+        gamma=gamma,
+        lam=1.0,
+        token_gamma=token_gamma,
+        token_lam=1.0,
+        turn_end_mask=turn_end_mask,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -358,8 +397,9 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_r) - 1 - log_r
 
 
-def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
-               estimator: str = "k3") -> torch.Tensor:
+def kl_penalty(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, estimator: str = "k3"
+) -> torch.Tensor:
     """Per-token KL to the reference, ``(B, T)``, 0 where ``mask`` is 0.
 
     >>> lp, ref = torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]])
@@ -376,10 +416,16 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.T
 Metrics = dict[str, float]
 
 
-def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, clip_low: float = 0.2, clip_high: float = 0.2,
-                agg_mode: str = "token-mean", denom: float | torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, Metrics]:
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    agg_mode: str = "token-mean",
+    denom: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, Metrics]:
     """PPO clipped surrogate with decoupled clip range ``[1 - clip_low, 1 + clip_high]``.
 
     All inputs ``(B, T)``. Per token: ``max(-A * r, -A * clip(r, 1 - clip_low, 1 + clip_high))``
@@ -412,9 +458,15 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     return loss, metrics
 
 
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
-               value_clip: float = 0.2, agg_mode: str = "token-mean", denom: float | torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, Metrics]:
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    value_clip: float = 0.2,
+    agg_mode: str = "token-mean",
+    denom: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, Metrics]:
     """Clipped value loss ``0.5 * max((V - R)^2, (V_clip - R)^2)``, ``V_clip`` within
     ``old_values +- value_clip``; ``value_clip == 0`` disables clipping (plain ``0.5 * (V - R)^2``).
 
@@ -444,27 +496,44 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     return loss, metrics
 
 
-def kl_loss(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, estimator: str = "k3",
-            agg_mode: str = "token-mean", denom: float | torch.Tensor | None = None) -> tuple[torch.Tensor, Metrics]:
+def kl_loss(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor,
+    estimator: str = "k3",
+    agg_mode: str = "token-mean",
+    denom: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, Metrics]:
     """KL-to-reference term over action tokens (all inputs ``(B, T)``). Metric: ``actor/kl``."""
     kl_mat = kl_penalty(logprobs, ref_logprobs, mask, estimator)
     loss = agg_loss(kl_mat, mask, agg_mode, denom)
     return loss, {"actor/kl": float(loss.detach())}
 
 
-def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, agg_mode: str = "token-mean",
-                  denom: float | torch.Tensor | None = None) -> tuple[torch.Tensor, Metrics]:
+def entropy_bonus(
+    entropy: torch.Tensor, mask: torch.Tensor, agg_mode: str = "token-mean", denom: float | torch.Tensor | None = None
+) -> tuple[torch.Tensor, Metrics]:
     """Aggregated policy entropy over action tokens (``entropy (B, T)``). Metric: ``actor/entropy``."""
     ent = agg_loss(entropy, mask, agg_mode, denom)
     return ent, {"actor/entropy": float(ent.detach())}
 
 
-def ppo_actor_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                   mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
-                   entropy: torch.Tensor | None = None, entropy_coeff: float = 0.0,
-                   ref_logprobs: torch.Tensor | None = None, kl_coef: float = 0.0, kl_estimator: str = "k3",
-                   agg_mode: str = "token-mean", denom: float | torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, Metrics]:
+def ppo_actor_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    entropy: torch.Tensor | None = None,
+    entropy_coeff: float = 0.0,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+    agg_mode: str = "token-mean",
+    denom: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, Metrics]:
     """The policy objective: ``pg_loss - entropy_coeff * entropy + kl_coef * kl``.
 
     All tensors ``(B, T)``. ``entropy`` is required when ``entropy_coeff > 0`` and ``ref_logprobs``

@@ -24,8 +24,11 @@ class Dist:
             self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
         self.rank = self.accelerator.process_index if self.accelerator else 0
         self.main = self.rank == 0
-        self.device = self.accelerator.device if self.accelerator else torch.device(
-            "cuda" if torch.cuda.is_available() else "cpu")
+        self.device = (
+            self.accelerator.device
+            if self.accelerator
+            else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        )
 
     def broadcast(self, obj: Any) -> Any:
         """Process 0's ``obj`` on every process."""

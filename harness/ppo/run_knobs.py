@@ -20,8 +20,8 @@ from harness.knobs.store import KnobStore
 from harness.ppo import checkpoint
 
 NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
-AT_START = "knobs_at_start.json"        # in a run folder: the knob state its step 0 ran with (a resume with no
-                                        # checkpoint starts from it)
+AT_START = "knobs_at_start.json"  # in a run folder: the knob state its step 0 ran with (a resume with no
+# checkpoint starts from it)
 KNOB_LOG = "knob_events.jsonl"
 
 
@@ -34,14 +34,24 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
         if rec.get("id"):
             last.pop(rec["id"], None)
             last[rec["id"]] = rec  # in log order of the last record
-    return [r for r in last.values()
-            if r.get("status") == "accepted" and r.get("applies") == "live" and isinstance(r.get("step_effective"), int)
-            and r["step_effective"] >= start_step and not str(r.get("knob", "")).startswith("schema.")
-            and r.get("author") in ("human", "agent", "system") and r.get("reason")]
+    return [
+        r
+        for r in last.values()
+        if r.get("status") == "accepted"
+        and r.get("applies") == "live"
+        and isinstance(r.get("step_effective"), int)
+        and r["step_effective"] >= start_step
+        and not str(r.get("knob", "")).startswith("schema.")
+        and r.get("author") in ("human", "agent", "system")
+        and r.get("reason")
+    ]
 
 
-def lent_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, Any] | None,
-                knob_state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def lent_values(
+    agent_knobs: Mapping[str, Any] | None,
+    env_knobs: Mapping[str, Any] | None,
+    knob_state: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The knob values a run sets (its config's ``agent_knobs`` / ``env_knobs``, by full name); with
     ``knob_state`` (a checkpoint's, on resume) the values it had in force for those knobs instead."""
     values = {f"agent.{k}": v for k, v in (agent_knobs or {}).items()}
@@ -57,8 +67,15 @@ def lent_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, A
 class RunKnobs:
     """The knob store of one run and its lease on the knobs folder."""
 
-    def __init__(self, knobs_dir: Path, run_id: str, run_dir: Path, gyms: list[str],
-                 note: Callable[[str], None] = lambda m: None, config: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        knobs_dir: Path,
+        run_id: str,
+        run_dir: Path,
+        gyms: list[str],
+        note: Callable[[str], None] = lambda m: None,
+        config: Mapping[str, Any] | None = None,
+    ):
         """``config``: the run's config as a mapping (what the store checks values against: a value
         this run cannot work with, such as an LLM-user share without ``user_llm``, is refused)."""
         self.dir, self.run_id, self.run_dir, self.gyms = Path(knobs_dir), run_id, Path(run_dir), list(gyms)
@@ -86,8 +103,10 @@ class RunKnobs:
             values = {k: v for k, v in values.items() if k not in held.knobs}
         if held is not None and held.run_id != self.run_id:
             if lease_is_live(held):
-                raise ValueError(f"run {held.run_id} (pid {held.pid}) is live on the knobs folder {self.dir}; a "
-                                 "second run needs a knobs folder of its own: --knobs-dir DIR (eau knobs init DIR)")
+                raise ValueError(
+                    f"run {held.run_id} (pid {held.pid}) is live on the knobs folder {self.dir}; a "
+                    "second run needs a knobs folder of its own: --knobs-dir DIR (eau knobs init DIR)"
+                )
             settle_stale_lease(self.dir, log=self.note)
             self.store = self._open()
             held = None
@@ -110,8 +129,11 @@ class RunKnobs:
         if not resumed:
             writer.knobs_in_force(self.store.in_force_document())
             atomic_write_text(self.run_dir / AT_START, json.dumps(self.store.in_force_document(), default=str))
-        changed = [f"{k} {json.dumps(v['before'])} -> {json.dumps(v['lent'])}"
-                   for k, v in (self.lease.knobs if self.lease else {}).items() if v["before"] != v["lent"]]
+        changed = [
+            f"{k} {json.dumps(v['before'])} -> {json.dumps(v['lent'])}"
+            for k, v in (self.lease.knobs if self.lease else {}).items()
+            if v["before"] != v["lent"]
+        ]
         if changed:
             writer.log(f"knobs lent to this run (given back when it ends): {'; '.join(changed)}")
 
@@ -128,11 +150,22 @@ class RunKnobs:
         if not path.is_file():
             return
         for w in json.loads(path.read_text()):
-            res = self.store.set(w["knob"], w["written"], gym=w["gym"], author=w["author"], reason=w["reason"],
-                                 step_written=start_step, run_live=True, source=w.get("source") or "cli",
-                                 skip_requires=True, event_id=w.get("id") or w.get("event"))
+            res = self.store.set(
+                w["knob"],
+                w["written"],
+                gym=w["gym"],
+                author=w["author"],
+                reason=w["reason"],
+                step_written=start_step,
+                run_live=True,
+                source=w.get("source") or "cli",
+                skip_requires=True,
+                event_id=w.get("id") or w.get("event"),
+            )
             state = "written again" if res.ok else f"refused now: {res.event.get('message')}"
-            self.writer.log(f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}")
+            self.writer.log(
+                f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}"
+            )
         path.unlink()
 
     def _carry_over_applied(self, start_step: int) -> None:
@@ -148,15 +181,27 @@ class RunKnobs:
         """After a resumed run's first step boundary: a write it was to apply again that the files no
         longer hold (changed again, or back to the checkpoint's value) is not in force; say so under its id."""
         for rec in self.store.carried_over():
-            self.store.log.append(KnobEvent(
-                id=rec["id"], knob=rec["knob"], gym=rec.get("gym"), new=rec.get("new"), author=rec["author"],
-                reason=rec["reason"], status="not_applied", source=rec.get("source") or "cli",
-                step_written=rec.get("step_written"), ref=rec.get("ref"),
-                message=f"applied from step {rec['first_applied_at']} before the run was killed; the run resumed at "
-                        f"step {step} and the files no longer hold this value, so it is not in force"))
+            self.store.log.append(
+                KnobEvent(
+                    id=rec["id"],
+                    knob=rec["knob"],
+                    gym=rec.get("gym"),
+                    new=rec.get("new"),
+                    author=rec["author"],
+                    reason=rec["reason"],
+                    status="not_applied",
+                    source=rec.get("source") or "cli",
+                    step_written=rec.get("step_written"),
+                    ref=rec.get("ref"),
+                    message=f"applied from step {rec['first_applied_at']} before the run was killed; the run resumed at "
+                    f"step {step} and the files no longer hold this value, so it is not in force",
+                )
+            )
             self.store.drop_attribution(rec["knob"], rec.get("gym"), rec.get("new"))
-            self.writer.log(f"knob {rec['knob']} = {json.dumps(rec.get('new'))} ({rec['id']}, applied before the kill) "
-                            "is not in force after the resume: the files no longer hold it")
+            self.writer.log(
+                f"knob {rec['knob']} = {json.dumps(rec.get('new'))} ({rec['id']}, applied before the kill) "
+                "is not in force after the resume: the files no longer hold it"
+            )
 
     # ------------------------------------------------------------------ every step
     def poll(self, step: int, window: int, first: bool) -> tuple[KnobSnapshot, int]:
@@ -168,8 +213,10 @@ class RunKnobs:
         if first:
             self._settle_carried_over(step)
         for e in res.applied:
-            self.writer.log(f"knob {e['knob']}{'[' + e['gym'] + ']' if e.get('gym') else ''} "
-                            f"{e.get('old')} -> {e.get('new')} in force from step {step} ({e['author']}: {e['reason']})")
+            self.writer.log(
+                f"knob {e['knob']}{'[' + e['gym'] + ']' if e.get('gym') else ''} "
+                f"{e.get('old')} -> {e.get('new')} in force from step {step} ({e['author']}: {e['reason']})"
+            )
         for e in res.refused:
             self.writer.log(f"knob edit REFUSED {e['knob']} ({e.get('rule')}): {e.get('message')}")
         if res.applied or res.refused or first:
@@ -187,16 +234,29 @@ class RunKnobs:
             self.note(f"knobs: could not check for unapplied writes: {exc}")
         if left and self.writer is not None:
             for w in left:
-                rec = self.store.log.append(KnobEvent(
-                    id=w["id"] or new_id(), knob=w["knob"], gym=w["gym"], old=w["in_force"], new=w["written"],
-                    author=w["author"],
-                    reason=w["reason"], status="not_applied", source=w["source"], file=w["file"],
-                    step_written=w["step_written"], message="accepted for this run, which ended before its next step "
-                    "boundary: `eau train --resume` applies it"))
+                rec = self.store.log.append(
+                    KnobEvent(
+                        id=w["id"] or new_id(),
+                        knob=w["knob"],
+                        gym=w["gym"],
+                        old=w["in_force"],
+                        new=w["written"],
+                        author=w["author"],
+                        reason=w["reason"],
+                        status="not_applied",
+                        source=w["source"],
+                        file=w["file"],
+                        step_written=w["step_written"],
+                        message="accepted for this run, which ended before its next step "
+                        "boundary: `eau train --resume` applies it",
+                    )
+                )
                 w["event"] = w["id"] = rec["id"]
-                self.writer.log(f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
-                                f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
-                                f"({w['author']}: {w['reason']}); `eau train --resume {self.run_id}` applies it")
+                self.writer.log(
+                    f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
+                    f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
+                    f"({w['author']}: {w['reason']}); `eau train --resume {self.run_id}` applies it"
+                )
             atomic_write_text(self.run_dir / NOT_APPLIED, json.dumps(left, indent=1, default=str))
             for w in left:
                 self.store.drop_attribution(w["knob"], w["gym"], w["written"])

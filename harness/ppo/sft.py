@@ -40,8 +40,9 @@ class SFTConfig(WarmStartSpec):
     policy: PolicySpec = doc(help="the policy trained", factory=PolicySpec)
     gyms: list[str] = doc(help="gyms the demonstrations come from", factory=lambda: ["intention"])
     rendering: str = doc("tagged", help="action rendering of the demonstrations")
-    user_replies: str = doc("user", help="tool_call rendering: user replies as user messages or tool results "
-                                         "(user | tool)")
+    user_replies: str = doc(
+        "user", help="tool_call rendering: user replies as user messages or tool results (user | tool)"
+    )
     seed: int = doc(0, help="demonstration draws and shuffling")
 
     def __post_init__(self) -> None:
@@ -97,14 +98,15 @@ def batches_by_length(lengths: list[int], batch_size: int, rng: random.Random, p
     rng.shuffle(order)
     batches = []
     for s in range(0, len(order), batch_size * pool):
-        chunk = sorted(order[s:s + batch_size * pool], key=lambda i: lengths[i])
-        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk), batch_size)]
+        chunk = sorted(order[s : s + batch_size * pool], key=lambda i: lengths[i])
+        batches += [chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
     return batches
 
 
-def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model=None, tokenizer=None,
-            progress=None) -> dict[str, Any]:
+def run_sft(
+    cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model=None, tokenizer=None, progress=None
+) -> dict[str, Any]:
     """Train on demonstrations; writes ``out_dir/policy.pt`` and ``out_dir/sft.json``.
 
     ``model``/``tokenizer``: train this already loaded policy in place (``eau train``'s warm start)
@@ -152,21 +154,21 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model
             am = torch.zeros((len(rows), T), dtype=torch.long)
             mask = torch.zeros((len(rows), T))
             for i, (x, m) in enumerate(rows):
-                ids[i, :len(x)] = torch.tensor(x)
-                am[i, :len(x)] = 1
-                mask[i, :len(m)] = torch.tensor(m, dtype=torch.float32)
+                ids[i, : len(x)] = torch.tensor(x)
+                am[i, : len(x)] = 1
+                mask[i, : len(m)] = torch.tensor(m, dtype=torch.float32)
             mask[:, 0] = 0
             if depth and all(states[r] is not None for r in rows_idx):
                 trunk = (torch.zeros(len(rows), T, states[rows_idx[0]].shape[-1]), depth)
                 for i, r in enumerate(rows_idx):
-                    trunk[0][i, :len(states[r])] = states[r]
+                    trunk[0][i, : len(states[r])] = states[r]
                 st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask, trunk=trunk)
             else:
                 with trunk_capture(model, depth) if depth else contextlib.nullcontext([]) as grabbed:
                     st = forward_token_stats(model, ids, am, with_entropy=False, score_mask=mask)
                 for i, r in enumerate(rows_idx):  # every row starts at column 0: the pass's span is [0, T)
                     if grabbed:
-                        states[r] = grabbed[-1][i, :len(data[r][0])].clone()
+                        states[r] = grabbed[-1][i, : len(data[r][0])].clone()
             # action tokens only, each weighing the same whatever batch it falls in: batches of similar
             # length would otherwise give a short demonstration's tokens (an early answer) a larger share
             loss = -(st.logprobs * mask).sum() / tokens_per_batch
@@ -177,13 +179,19 @@ def run_sft(cfg: SFTConfig, knobs: KnobSnapshot, out_dir: Path, log=print, model
             losses.append(float(loss.detach()))
             done += 1
             report("updates", done, total, {"epoch": epoch, "loss": losses[-1]})
-        log(f"sft epoch {epoch}: loss {np.mean(losses[-len(batches):]):.3f}")
+        log(f"sft epoch {epoch}: loss {np.mean(losses[-len(batches) :]):.3f}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.save(trainable_state_dict(model), out_dir / "policy.pt")
-    summary = {"config": asdict(cfg), "demonstrations": len(demos),
-               "demo_success": float(np.mean([d["success"] for d in demos])),
-               "action_tokens": int(sum(sum(m) for _, m in data)), "loss_first": losses[0], "loss_last": losses[-1],
-               "time_s": time.perf_counter() - t0, "out_dir": str(out_dir)}
+    summary = {
+        "config": asdict(cfg),
+        "demonstrations": len(demos),
+        "demo_success": float(np.mean([d["success"] for d in demos])),
+        "action_tokens": int(sum(sum(m) for _, m in data)),
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "time_s": time.perf_counter() - t0,
+        "out_dir": str(out_dir),
+    }
     (out_dir / "sft.json").write_text(json.dumps(summary, indent=1))
     return summary

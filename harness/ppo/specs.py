@@ -134,8 +134,11 @@ def field_docs(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = prefix + f.name
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        )
         nested = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
         if nested:
             rows.append((key, "null" if default is None else "", f.metadata.get("help", "")))
@@ -180,10 +183,13 @@ class LoraSpec:
     alpha: float = doc(32.0, help="scaling numerator: adapters are scaled by alpha / r")
     dropout: float = doc(0.0, help="adapter dropout; 0 keeps rollout and update log-probs identical")
     target_modules: str | tuple[str, ...] = doc(
-        "all-linear", help="module names, or all-linear (every linear layer but the LM head)")
+        "all-linear", help="module names, or all-linear (every linear layer but the LM head)"
+    )
     top_layers: int | None = doc(
-        None, help="adapters only in the last N transformer layers (null: every layer); backpropagation then "
-                   "stops below them and the frozen layers' output is computed once per batch")
+        None,
+        help="adapters only in the last N transformer layers (null: every layer); backpropagation then "
+        "stops below them and the frozen layers' output is computed once per batch",
+    )
 
     def check(self, where: str = "lora") -> None:
         _positive_int(self.r, f"{where}.r")
@@ -217,18 +223,31 @@ class TinySpec:
         return from_mapping(cls, d or {}, where)
 
     def check(self, where: str = "tiny") -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "max_position_embeddings",
+        ):
             _positive_int(getattr(self, name), f"{where}.{name}")
         if self.vocab_size < 256 + TINY_SPECIAL_TOKENS:
-            raise ValueError(f"{where}.vocab_size must be >= {256 + TINY_SPECIAL_TOKENS} (256 bytes + special "
-                             f"tokens); got {self.vocab_size}")
+            raise ValueError(
+                f"{where}.vocab_size must be >= {256 + TINY_SPECIAL_TOKENS} (256 bytes + special "
+                f"tokens); got {self.vocab_size}"
+            )
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"{where}.hidden_size ({self.hidden_size}) must be divisible by "
-                             f"num_attention_heads ({self.num_attention_heads})")
+            raise ValueError(
+                f"{where}.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{where}.num_attention_heads ({self.num_attention_heads}) must be divisible by "
-                             f"num_key_value_heads ({self.num_key_value_heads})")
+            raise ValueError(
+                f"{where}.num_attention_heads ({self.num_attention_heads}) must be divisible by "
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
@@ -238,15 +257,18 @@ class TinySpec:
 class PolicySpec:
     """Which policy to load and how."""
 
-    model: str = doc("tiny", help="tiny, a packaged model (" + ", ".join(PACKAGED_MODELS)
-                     + ") or a local transformers folder")
+    model: str = doc(
+        "tiny", help="tiny, a packaged model (" + ", ".join(PACKAGED_MODELS) + ") or a local transformers folder"
+    )
     dtype: str = doc("float32", help="float32 | bfloat16 | float16 | auto (the checkpoint's own dtype)")
     lora: LoraSpec | None = doc(None, help="LoRA adapters; null trains all weights (reference = adapters off)")
-    chat_template: str | None = doc(None, help="null keeps the tokenizer's template (turns if it has none); "
-                                               "or a template name or file")
+    chat_template: str | None = doc(
+        None, help="null keeps the tokenizer's template (turns if it has none); or a template name or file"
+    )
     tiny: TinySpec = doc(help="architecture when model is tiny", factory=TinySpec)
-    cache_dir: str | None = doc(None, help="a packaged model's cache folder; null: $EAU_CACHE_DIR/<model> "
-                                           "or ~/.cache/eau/<model>")
+    cache_dir: str | None = doc(
+        None, help="a packaged model's cache folder; null: $EAU_CACHE_DIR/<model> or ~/.cache/eau/<model>"
+    )
     gradient_checkpointing: bool = doc(False, help="recompute activations in backward: less memory, more compute")
     attn_implementation: str | None = doc(None, help="e.g. sdpa, eager; null lets transformers choose")
 
@@ -263,8 +285,9 @@ class PolicySpec:
         if self.dtype not in DTYPE_NAMES:
             raise ValueError(f"{where}.dtype: unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPE_NAMES)}")
         if not self.model:
-            raise ValueError(f"{where}.model must be 'tiny', a packaged model ({', '.join(PACKAGED_MODELS)}) or "
-                             "a local directory")
+            raise ValueError(
+                f"{where}.model must be 'tiny', a packaged model ({', '.join(PACKAGED_MODELS)}) or a local directory"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
@@ -274,14 +297,22 @@ class PolicySpec:
 class CriticSpec:
     """The learned value model."""
 
-    mode: str = doc("separate", help="separate: its own backbone and optimiser; shared: a value head on the "
-                                     "policy backbone")
-    init: str = doc("policy", help="separate only: policy (a copy of the policy's backbone), tiny (a fresh small "
-                                   "backbone) or a local directory")
-    lora: LoraSpec | None = doc(None, help="separate only: train the critic backbone through LoRA (the head is "
-                                           "always trained)")
-    head_init_std: float = doc(0.0, help="0: a zero head, every initial value exactly 0 (robust to backbones "
-                                         "whose hidden states are large); > 0: normal weights of this std")
+    mode: str = doc(
+        "separate", help="separate: its own backbone and optimiser; shared: a value head on the policy backbone"
+    )
+    init: str = doc(
+        "policy",
+        help="separate only: policy (a copy of the policy's backbone), tiny (a fresh small "
+        "backbone) or a local directory",
+    )
+    lora: LoraSpec | None = doc(
+        None, help="separate only: train the critic backbone through LoRA (the head is always trained)"
+    )
+    head_init_std: float = doc(
+        0.0,
+        help="0: a zero head, every initial value exactly 0 (robust to backbones "
+        "whose hidden states are large); > 0: normal weights of this std",
+    )
     tiny: TinySpec = doc(help="backbone size when init is tiny (the vocabulary follows the policy)", factory=TinySpec)
 
     MODES = ("separate", "shared")
@@ -296,8 +327,9 @@ class CriticSpec:
         if self.mode not in self.MODES:
             raise ValueError(f"{where}.mode: unknown {self.mode!r}; allowed: {', '.join(self.MODES)}")
         if self.mode == "shared" and (self.init != "policy" or self.lora is not None):
-            raise ValueError(f"{where}: mode 'shared' uses the policy backbone itself; drop init/lora or use "
-                             "mode 'separate'")
+            raise ValueError(
+                f"{where}: mode 'shared' uses the policy backbone itself; drop init/lora or use mode 'separate'"
+            )
         if self.head_init_std < 0:
             raise ValueError(f"{where}.head_init_std must be >= 0; got {self.head_init_std}")
 
@@ -310,8 +342,9 @@ class BackendSpec:
     """The generation backend of the rollout."""
 
     name: str = doc("hf", help="hf (the policy in this process) or vllm (needs the vllm extra and a GPU)")
-    continuous: bool = doc(True, help="hf: a row's next turn starts as soon as its last one ended, instead of "
-                                      "one generate call per turn")
+    continuous: bool = doc(
+        True, help="hf: a row's next turn starts as soon as its last one ended, instead of one generate call per turn"
+    )
     mode: str | None = doc(None, help="vllm: colocate (an engine in this process) or server")
     gpu_memory_utilization: float | None = doc(None, help="vllm: share of GPU memory for the engine (0.5)")
     host: str | None = doc(None, help="vllm server mode: host (127.0.0.1)")
@@ -346,12 +379,16 @@ _USER_LLM_FIELDS = {
 class UserLLMSpec:
     """The LLM user's backend (harness.users.backends). Each kind takes its own fields."""
 
-    kind: str = doc("openai", help="openai (an OpenAI-compatible endpoint), transformers (a local model "
-                                   "folder) or gemma3_270m (the model shipped in an installed package)")
+    kind: str = doc(
+        "openai",
+        help="openai (an OpenAI-compatible endpoint), transformers (a local model "
+        "folder) or gemma3_270m (the model shipped in an installed package)",
+    )
     base_url: str | None = doc(None, help="openai: e.g. http://127.0.0.1:8000/v1 (required)")
     model: str | None = doc(None, help="openai: the model name the server expects (required)")
-    api_key_env: str | None = doc(None, help="openai: environment variable holding the key (OPENAI_API_KEY); "
-                                             "keys never go into configs")
+    api_key_env: str | None = doc(
+        None, help="openai: environment variable holding the key (OPENAI_API_KEY); keys never go into configs"
+    )
     timeout_s: float | None = doc(None, help="openai: limit on one HTTP call (30)")
     max_retries: int | None = doc(None, help="openai: further attempts after a failed call (2)")
     retry_backoff_s: float | None = doc(None, help="openai: wait before retry k is this x 2^(k-1) (0.5)")
@@ -366,8 +403,11 @@ class UserLLMSpec:
         if self.kind not in _USER_LLM_FIELDS:
             raise ValueError(f"{where}.kind={self.kind!r} is not a backend; allowed: {', '.join(USER_LLM_KINDS)}")
         own = _USER_LLM_FIELDS[self.kind]
-        extra = [f.name for f in dataclasses.fields(self)
-                 if f.name != "kind" and f.name not in own and getattr(self, f.name) is not None]
+        extra = [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.name != "kind" and f.name not in own and getattr(self, f.name) is not None
+        ]
         if extra:
             raise ValueError(f"{where} (kind {self.kind}) takes {', '.join(own)}; not {', '.join(extra)}")
         required = {"openai": ("base_url", "model"), "transformers": ("path",)}.get(self.kind, ())
@@ -377,8 +417,10 @@ class UserLLMSpec:
 
     def options(self) -> dict[str, Any]:
         """The mapping ``harness.users.backends.make_backend`` takes (unset fields left out)."""
-        return {"kind": self.kind, **{k: getattr(self, k) for k in _USER_LLM_FIELDS[self.kind]
-                                      if getattr(self, k) is not None}}
+        return {
+            "kind": self.kind,
+            **{k: getattr(self, k) for k in _USER_LLM_FIELDS[self.kind] if getattr(self, k) is not None},
+        }
 
 
 @dataclass
@@ -386,10 +428,16 @@ class WarmStartSpec:
     """A supervised warm start on scripted demonstrations (``eau sft``'s own settings; a run's warm
     start uses the run's policy, gyms, rendering and seed)."""
 
-    demonstrator: str = doc("oracle", help="oracle (privileged: sees the hidden facts; every gym) or public "
-                                           "(sees only what the agent sees; intention only)")
-    give_up: float = doc(0.0, help="probability that the demonstrator answers at once at a turn: the student "
-                                   "learns the questions but stops at a random point, and PPO learns when to stop")
+    demonstrator: str = doc(
+        "oracle",
+        help="oracle (privileged: sees the hidden facts; every gym) or public "
+        "(sees only what the agent sees; intention only)",
+    )
+    give_up: float = doc(
+        0.0,
+        help="probability that the demonstrator answers at once at a turn: the student "
+        "learns the questions but stops at a random point, and PPO learns when to stop",
+    )
     episodes: int = doc(64, help="demonstration episodes (train split), spread over the gyms")
     epochs: int = doc(2, help="passes over the demonstrations")
     batch_size: int = doc(8, help="episodes per optimiser step")

@@ -80,8 +80,16 @@ class Trainer:
     KL reference and optimisers, the rollout engine, then on resume the checkpoint. If any of it
     fails, the lent knob values are given back before the error propagates."""
 
-    def __init__(self, cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False,
-                 echo: bool = False, progress: Progress | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        runs_dir: Path,
+        knobs_dir: Path,
+        *,
+        resume: bool = False,
+        echo: bool = False,
+        progress: Progress | None = None,
+    ):
         self.cfg, self.dist, self.echo = cfg, Dist(), echo
         self.run_id = cfg.run_id = cfg.run_id or default_run_id(cfg.preset)
         self.runs_dir, self.knobs_dir = Path(runs_dir), Path(knobs_dir)
@@ -91,9 +99,11 @@ class Trainer:
             raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {self.dist.world} processes")
         if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
             # before the knob files are touched or a model is loaded (a packaged model takes a while)
-            raise ValueError(f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
-                             f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
-                             "or a run's checkpoints/step_N folder")
+            raise ValueError(
+                f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
+                f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
+                "or a run's checkpoints/step_N folder"
+            )
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         if cfg.device != "auto":
@@ -105,15 +115,20 @@ class Trainer:
         self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
         # knobs: the store serves this run (scope checks use its gyms); the run's own values are lent
-        self.knobs_link = RunKnobs(self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note,
-                                   config={"user_llm": cfg.user_llm})
+        self.knobs_link = RunKnobs(
+            self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note, config={"user_llm": cfg.user_llm}
+        )
         self.store = self.knobs_link.store
         if self.dist.main:
-            reason = (f"run {self.run_id} resumed: its values lent again" if resume
-                      else f"preset {cfg.preset}: lent to run {self.run_id}")
+            reason = (
+                f"run {self.run_id} resumed: its values lent again"
+                if resume
+                else f"preset {cfg.preset}: lent to run {self.run_id}"
+            )
             try:
-                self.knobs_link.lend(lent_values(cfg.agent_knobs, cfg.env_knobs,
-                                                 (self.resume_state or {}).get("knob_state")), reason)
+                self.knobs_link.lend(
+                    lent_values(cfg.agent_knobs, cfg.env_knobs, (self.resume_state or {}).get("knob_state")), reason
+                )
             except ValueError as exc:
                 raise ValueError(f"preset {cfg.preset}: {exc}") from None
             self.store = self.knobs_link.store
@@ -128,16 +143,20 @@ class Trainer:
 
     def _build(self, resume: bool) -> None:
         cfg = self.cfg
-        if self.dist.main:                                              # the run folder
+        if self.dist.main:  # the run folder
             if resume:
                 st = self.resume_state or {}
-                self.writer = RunWriter.reopen(self.run_dir, st.get("offsets", {}), int(st.get("next_step", 0)),
-                                               echo=self.echo)
+                self.writer = RunWriter.reopen(
+                    self.run_dir, st.get("offsets", {}), int(st.get("next_step", 0)), echo=self.echo
+                )
             else:
-                self.writer = RunWriter.create(self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps,
-                                               echo=self.echo)
-                self.writer.log(f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
-                                f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps")
+                self.writer = RunWriter.create(
+                    self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps, echo=self.echo
+                )
+                self.writer.log(
+                    f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
+                    f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps"
+                )
             self.knobs_link.attach(self.writer, resumed=resume)
 
         self._phase("loading model")
@@ -152,8 +171,9 @@ class Trainer:
                 checkpoint.pin(start, cfg.run_id)  # the parent run's pruning must keep what this run came from
         elif cfg.warm_start is not None:
             if self.dist.main:
-                make_warm_start(cfg, self.policy, self.tokenizer, self.store.snapshot(), self.run_dir, self.writer,
-                                self.progress)
+                make_warm_start(
+                    cfg, self.policy, self.tokenizer, self.store.snapshot(), self.run_dir, self.writer, self.progress
+                )
             self.dist.broadcast(None)  # every rank waits for the warm start on disk
             if not self.dist.main:
                 ws = starting_weights(cfg, self.run_dir)
@@ -166,11 +186,18 @@ class Trainer:
         self.reference = make_reference(self.policy, trained_adapters=start is not None or cfg.warm_start is not None)
         self.trunk_depth = frozen_trunk_depth(self.policy)
         self.optimizers, self.train_policy, self.train_critic = make_optimizers(
-            self.policy, self.critic, self.shared_critic, self.store.snapshot().area("agent"), self.dist.accelerator)
+            self.policy, self.critic, self.shared_critic, self.store.snapshot().area("agent"), self.dist.accelerator
+        )
 
         self.chat = ChatFormat(self.tokenizer, cfg.rendering, user_replies=cfg.user_replies)  # the rollout
-        self.backend = make_backend(cfg.backend.options(), self.policy, self.tokenizer, self.dist.device, cfg.seed,
-                                    model_folder(cfg.policy.model, cfg.policy.cache_dir))
+        self.backend = make_backend(
+            cfg.backend.options(),
+            self.policy,
+            self.tokenizer,
+            self.dist.device,
+            cfg.seed,
+            model_folder(cfg.policy.model, cfg.policy.cache_dir),
+        )
         self.engine = RolloutEngine(self.backend, self.chat)
         self.rollout_stats = rollout_records_stats(cfg.rollout_stats, self.backend, self.engine, self.policy)
         if self.rollout_stats and self.shared_critic:
@@ -189,11 +216,17 @@ class Trainer:
         ck = checkpoint.latest(self.run_dir)
         state: dict[str, Any] = {"next_step": 0, "knob_state": None}
         if ck is not None:
-            state = checkpoint.load(ck, policy=self.policy, critic=None if self.shared_critic else self.critic,
-                                    optimizers=self.optimizers, task_rng=self.task_rng)
+            state = checkpoint.load(
+                ck,
+                policy=self.policy,
+                critic=None if self.shared_critic else self.critic,
+                optimizers=self.optimizers,
+                task_rng=self.task_rng,
+            )
             if self.shared_critic and (ck / "critic.pt").exists():  # the value head lives in the wrapper
-                checkpoint.load_trainable(self.critic, torch.load(ck / "critic.pt", weights_only=True),
-                                          str(ck / "critic.pt"))
+                checkpoint.load_trainable(
+                    self.critic, torch.load(ck / "critic.pt", weights_only=True), str(ck / "critic.pt")
+                )
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * int(state["next_step"]))
         self.start_step = int(state["next_step"])
         if self.dist.main:
@@ -219,25 +252,26 @@ class Trainer:
             for step in range(self.start_step, cfg.steps):
                 t_step = time.perf_counter()
                 self._phase("rollout", step=step)
-                knob_info = self.poll_knobs(step)                       # 1. knobs at the boundary
-                episodes, rollout_t = self.rollout(step, bar)           # 2. rollout
+                knob_info = self.poll_knobs(step)  # 1. knobs at the boundary
+                episodes, rollout_t = self.rollout(step, bar)  # 2. rollout
                 self._phase("update")
                 bar.set(step, f"step {step}: update")
                 t_upd = time.perf_counter()
                 batch = collate(episodes, self.pad_id)
-                self.share_trunk(batch)                                 # 3. states below the trained layers
-                score_stats = self.score(batch)                         # 4. old/ref log-probs, old values
-                score_stats.update(self.advantages(batch))              # 5. GAE over action tokens
-                upd = self.guard.update(step, batch, self.update)        # 6. PPO update (guarded)
+                self.share_trunk(batch)  # 3. states below the trained layers
+                score_stats = self.score(batch)  # 4. old/ref log-probs, old values
+                score_stats.update(self.advantages(batch))  # 5. GAE over action tokens
+                upd = self.guard.update(step, batch, self.update)  # 6. PPO update (guarded)
                 if hasattr(self.backend, "sync_weights"):
-                    self.backend.sync_weights(self.policy)              #    (vLLM: new weights for the rollout)
+                    self.backend.sync_weights(self.policy)  #    (vLLM: new weights for the rollout)
                 time_update = time.perf_counter() - t_upd
-                t_log = time.perf_counter()                             # 7. log
+                t_log = time.perf_counter()  # 7. log
                 records = [r for part in self.dist.gather(self._records(step, episodes)) for r in part]
                 updates = self.dist.gather(upd)
                 if self.dist.main:
-                    last = self._log_step(step, records, updates, score_stats, rollout_t, time_update, knob_info,
-                                          t_step, t_log)
+                    last = self._log_step(
+                        step, records, updates, score_stats, rollout_t, time_update, knob_info, t_step, t_log
+                    )
                     bar.set(step + 1, f"reward {last['reward_mean']:.3f} success {last['success_rate']:.2f}")
                 if self._should_checkpoint(step):
                     self.save_checkpoint(step)
@@ -291,14 +325,20 @@ class Trainer:
         for i in range(self.dist.rank, cfg.tasks_per_step, self.dist.world):
             gym = cfg.gyms[(step * cfg.tasks_per_step + i) % len(cfg.gyms)]
             for s in range(cfg.samples_per_task):
-                envs.append(make_gym(gym, knobs=self.snapshot, rendering=cfg.rendering,
-                                     user_factory=self.user_factory, split="train"))
+                envs.append(
+                    make_gym(
+                        gym, knobs=self.snapshot, rendering=cfg.rendering, user_factory=self.user_factory, split="train"
+                    )
+                )
                 kws.append({"seed": int(draws[i]) * 31 + s, "options": {"task_index": int(draws[i]), "split": "train"}})
                 groups.append(f"{gym}/train/{int(draws[i])}")
                 samples.append(s)
                 seeds.append(episode_sampling_seed(cfg.seed, step, i, s))
-        params = SamplingParams(temperature=float(self.knobs["temperature"]), top_p=float(self.knobs["top_p"]),
-                                stop_ids=tuple(self.chat.stop_ids))
+        params = SamplingParams(
+            temperature=float(self.knobs["temperature"]),
+            top_p=float(self.knobs["top_p"]),
+            stop_ids=tuple(self.chat.stop_ids),
+        )
         n = len(envs)
 
         def on_turn(_turns: int, live: int) -> None:
@@ -306,13 +346,24 @@ class Trainer:
                 bar.set(step, f"step {step}: rollout {n - live}/{n} episodes")
 
         t0 = time.perf_counter()
-        res = self.engine.run(envs, kws, groups, samples, params=params,
-                              max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
-                              max_episode_tokens=int(self.knobs["max_episode_tokens"]),
-                              with_stats=self.rollout_stats and params.temperature > 0,
-                              seeds=seeds if self.engine.continuous else None, on_turn=on_turn)
-        return res.episodes, {"time_rollout_s": time.perf_counter() - t0, "time_generate_s": res.time_generate_s,
-                              "time_env_s": res.time_env_s, "generated_tokens": float(res.generated_tokens)}
+        res = self.engine.run(
+            envs,
+            kws,
+            groups,
+            samples,
+            params=params,
+            max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
+            max_episode_tokens=int(self.knobs["max_episode_tokens"]),
+            with_stats=self.rollout_stats and params.temperature > 0,
+            seeds=seeds if self.engine.continuous else None,
+            on_turn=on_turn,
+        )
+        return res.episodes, {
+            "time_rollout_s": time.perf_counter() - t0,
+            "time_generate_s": res.time_generate_s,
+            "time_env_s": res.time_env_s,
+            "generated_tokens": float(res.generated_tokens),
+        }
 
     def share_trunk(self, batch: Batch) -> None:
         """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top
@@ -334,22 +385,39 @@ class Trainer:
         scored = batch.action_mask[order].to(dev)  # action tokens only (the vocabulary projection is the cost)
         self.policy.eval()
         self.critic.eval()
-        from_rollout = batch.rollout_logprobs is not None and (batch.rollout_values is not None or not self.shared_critic)
+        from_rollout = batch.rollout_logprobs is not None and (
+            batch.rollout_values is not None or not self.shared_critic
+        )
         if from_rollout:  # recorded while sampling (rollout_stats): only a separate critic still needs its pass
             batch.old_logprobs, batch.old_values = batch.rollout_logprobs, batch.rollout_values
         else:
-            st = batch_token_stats(self.critic if self.shared_critic else self.policy, ids, am, temperature=temperature,
-                                   micro_batch_size=micro, score_mask=scored, trunk=batch.trunk_for(order, dev))
+            st = batch_token_stats(
+                self.critic if self.shared_critic else self.policy,
+                ids,
+                am,
+                temperature=temperature,
+                micro_batch_size=micro,
+                score_mask=scored,
+                trunk=batch.trunk_for(order, dev),
+            )
             batch.old_logprobs = st.logprobs.cpu()[back]
             if self.shared_critic:
                 batch.old_values = st.values.cpu()[back]
         if not self.shared_critic:
-            batch.old_values = torch.cat([critic_values(self.critic, i, a)
-                                          for i, a in zip(ids.split(micro), am.split(micro))]).cpu()[back]
+            batch.old_values = torch.cat(
+                [critic_values(self.critic, i, a) for i, a in zip(ids.split(micro), am.split(micro))]
+            ).cpu()[back]
         if float(k["kl_coef"]) > 0:
-            batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, temperature=temperature,
-                                                    micro_batch_size=micro, score_mask=scored,
-                                                    trunk=batch.trunk_for(order, dev)).cpu()[back]
+            batch.ref_logprobs = reference_logprobs(
+                self.policy,
+                self.reference,
+                ids,
+                am,
+                temperature=temperature,
+                micro_batch_size=micro,
+                score_mask=scored,
+                trunk=batch.trunk_for(order, dev),
+            ).cpu()[back]
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -361,14 +429,24 @@ class Trainer:
         k = self.knobs
         estimate = core.get_adv_estimator(self.cfg.adv_estimator)
         m = batch.action_mask
-        adv, ret = estimate(batch.rewards, batch.old_values * m, m, gamma=float(k["gamma"]), lam=float(k["lam"]),
-                            token_gamma=float(k["token_gamma"]), token_lam=float(k["token_lam"]),
-                            turn_end_mask=batch.turn_ends)
+        adv, ret = estimate(
+            batch.rewards,
+            batch.old_values * m,
+            m,
+            gamma=float(k["gamma"]),
+            lam=float(k["lam"]),
+            token_gamma=float(k["token_gamma"]),
+            token_lam=float(k["token_lam"]),
+            turn_end_mask=batch.turn_ends,
+        )
         mean, var = core.moments_from_sums(self.dist.all_sum(core.masked_sums(adv, m)))
         if k["whiten_advantages"]:
             adv = core.whiten(adv, m, mean, var)
         batch.advantages, batch.returns = adv, ret
-        return {"advantage_std": float(var.sqrt()), "return_mean": float(core.masked_mean(ret, m)) if m.sum() > 0 else 0.0}
+        return {
+            "advantage_std": float(var.sqrt()),
+            "return_mean": float(core.masked_mean(ret, m)) if m.sum() > 0 else 0.0,
+        }
 
     def update(self, batch: Batch, step: int) -> dict[str, float]:
         """PPO epochs over mini-batches (shuffled by run seed and step); micro-batches accumulate
@@ -390,18 +468,34 @@ class Trainer:
                     ids, am = mini.input_ids[rows].to(dev), mini.attention_mask[rows].to(dev)
                     mask = mini.action_mask[rows].to(dev)
                     net = self.train_critic if self.shared_critic else self.train_policy
-                    st = forward_token_stats(net, ids, am, temperature=temperature, score_mask=mask,
-                                             trunk=mini.trunk_for(rows, dev))
+                    st = forward_token_stats(
+                        net, ids, am, temperature=temperature, score_mask=mask, trunk=mini.trunk_for(rows, dev)
+                    )
                     loss, metrics = core.ppo_actor_loss(
-                        st.logprobs, mini.old_logprobs[rows].to(dev), mini.advantages[rows].to(dev), mask,
-                        clip_low=float(k["clip_ratio"]), clip_high=float(k["clip_ratio_high"]),
-                        entropy=st.entropy, entropy_coeff=float(k["entropy_coeff"]),
+                        st.logprobs,
+                        mini.old_logprobs[rows].to(dev),
+                        mini.advantages[rows].to(dev),
+                        mask,
+                        clip_low=float(k["clip_ratio"]),
+                        clip_high=float(k["clip_ratio_high"]),
+                        entropy=st.entropy,
+                        entropy_coeff=float(k["entropy_coeff"]),
                         ref_logprobs=mini.ref_logprobs[rows].to(dev) if mini.ref_logprobs is not None else None,
-                        kl_coef=float(k["kl_coef"]), kl_estimator=str(k["kl_estimator"]),
-                        agg_mode=self.cfg.loss_agg, denom=denom)
+                        kl_coef=float(k["kl_coef"]),
+                        kl_estimator=str(k["kl_estimator"]),
+                        agg_mode=self.cfg.loss_agg,
+                        denom=denom,
+                    )
                     values = st.values if self.shared_critic else critic_values(self.train_critic, ids, am)
-                    vloss, vm = core.value_loss(values, mini.old_values[rows].to(dev), mini.returns[rows].to(dev),
-                                                mask, float(k["value_clip"]), self.cfg.loss_agg, denom)
+                    vloss, vm = core.value_loss(
+                        values,
+                        mini.old_values[rows].to(dev),
+                        mini.returns[rows].to(dev),
+                        mask,
+                        float(k["value_clip"]),
+                        self.cfg.loss_agg,
+                        denom,
+                    )
                     if self.shared_critic:
                         (loss + float(k["vf_coef"]) * vloss).backward()
                     else:
@@ -426,10 +520,19 @@ class Trainer:
     def save_checkpoint(self, step: int) -> None:
         if not self.dist.main:
             return
-        path = checkpoint.save(self.run_dir, step, next_step=step + 1, policy=self.policy, critic=self.critic,
-                               optimizers=self.optimizers, task_rng=self.task_rng,
-                               knob_state=self.store.in_force_document(), offsets=self.writer.offsets(),
-                               keep=self.cfg.keep_checkpoints, extra={"run_id": self.run_id})
+        path = checkpoint.save(
+            self.run_dir,
+            step,
+            next_step=step + 1,
+            policy=self.policy,
+            critic=self.critic,
+            optimizers=self.optimizers,
+            task_rng=self.task_rng,
+            knob_state=self.store.in_force_document(),
+            offsets=self.writer.offsets(),
+            keep=self.cfg.keep_checkpoints,
+            extra={"run_id": self.run_id},
+        )
         self.writer.write_status(last_checkpoint=step)
         self.writer.event("checkpoint", path=str(path), next_step=step + 1)
         self.writer.log(f"checkpoint {path.name} saved (resume continues at step {step + 1})")
@@ -446,20 +549,42 @@ class Trainer:
     def _records(self, step: int, episodes: list[Episode]) -> list[dict[str, Any]]:
         return [{**ep.record, "step": step, "rank": self.dist.rank} for ep in episodes]
 
-    def _log_step(self, step: int, records: list[dict[str, Any]], updates: list[dict[str, float]],
-                  score_stats: dict[str, float], rollout_t: dict[str, float], time_update: float,
-                  knob_info: dict[str, Any], t_step: float, t_log: float) -> dict[str, Any]:
+    def _log_step(
+        self,
+        step: int,
+        records: list[dict[str, Any]],
+        updates: list[dict[str, float]],
+        score_stats: dict[str, float],
+        rollout_t: dict[str, float],
+        time_update: float,
+        knob_info: dict[str, Any],
+        t_step: float,
+        t_log: float,
+    ) -> dict[str, Any]:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
         self.writer.episode_errors(step, records)
-        m = step_metrics(step, records, updates, self.knobs, score_stats, rollout_t, time_update,
-                         knob_version=self.snapshot.version, knob_changes=knob_info["applied"])
+        m = step_metrics(
+            step,
+            records,
+            updates,
+            self.knobs,
+            score_stats,
+            rollout_t,
+            time_update,
+            knob_version=self.snapshot.version,
+            knob_changes=knob_info["applied"],
+        )
         self.writer.trajectories(step, records)
         m["time_harness_s"] = knob_info["time_s"] + (time.perf_counter() - t_log)
         m["time_step_s"] = time.perf_counter() - t_step
         self.writer.metrics(m)
-        self.writer.write_status(step=step + 1, phase="between steps", eta_s=(self.cfg.steps - step - 1) * m["time_step_s"],
-                                 last_metrics={x: m[x] for x in ("reward_mean", "success_rate", "entropy", "kl")})
+        self.writer.write_status(
+            step=step + 1,
+            phase="between steps",
+            eta_s=(self.cfg.steps - step - 1) * m["time_step_s"],
+            last_metrics={x: m[x] for x in ("reward_mean", "success_rate", "entropy", "kl")},
+        )
         self.writer.log(step_line(m))
         return m
 
@@ -476,8 +601,15 @@ class Trainer:
             self.progress.plain(line)
 
 
-def train(cfg: TrainConfig, runs_dir: Path, knobs_dir: Path, *, resume: bool = False, echo: bool = False,
-          progress: Progress | None = None) -> Trainer:
+def train(
+    cfg: TrainConfig,
+    runs_dir: Path,
+    knobs_dir: Path,
+    *,
+    resume: bool = False,
+    echo: bool = False,
+    progress: Progress | None = None,
+) -> Trainer:
     """Build a trainer and run its PPO steps in a session (watcher, final state, knobs given back)."""
     trainer = Trainer(cfg, runs_dir, knobs_dir, resume=resume, echo=echo, progress=progress)
     with trainer.session():

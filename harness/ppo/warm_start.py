@@ -50,12 +50,17 @@ def format_mismatch(cfg: Any) -> dict[str, Any] | None:
     plays = {"rendering": cfg.rendering, "user_replies": cfg.user_replies}
     if learned is None or learned == plays:
         return None
-    return {"message": f"init_checkpoint {cfg.init_checkpoint} was trained on {learned} but this run plays {plays}: "
-                       "the policy starts on a format it did not learn", "learned": learned, "plays": plays}
+    return {
+        "message": f"init_checkpoint {cfg.init_checkpoint} was trained on {learned} but this run plays {plays}: "
+        "the policy starts on a format it did not learn",
+        "learned": learned,
+        "plays": plays,
+    }
 
 
-def make_warm_start(cfg: Any, policy: Any, tokenizer: Any, knobs: Any, run_dir: Path, writer: Any,
-                    progress: Progress) -> dict[str, Any]:
+def make_warm_start(
+    cfg: Any, policy: Any, tokenizer: Any, knobs: Any, run_dir: Path, writer: Any, progress: Progress
+) -> dict[str, Any]:
     """Train ``policy`` in place on scripted demonstrations (the run config's ``warm_start``) and
     write it to ``runs/<id>/warm_start/``, showing each stage (demonstrations, updates) on ``progress``
     and in the run folder (``status.json``'s phase, ``warm_start/metrics.jsonl``, ``log.txt`` at the
@@ -63,12 +68,23 @@ def make_warm_start(cfg: Any, policy: Any, tokenizer: Any, knobs: Any, run_dir: 
     from harness.ppo.sft import SFTConfig, run_sft
 
     out = warm_start_dir(run_dir)
-    sft = SFTConfig(policy=cfg.policy, gyms=list(cfg.gyms), rendering=cfg.rendering, user_replies=cfg.user_replies,
-                    seed=cfg.seed, **dataclasses.asdict(cfg.warm_start))
+    sft = SFTConfig(
+        policy=cfg.policy,
+        gyms=list(cfg.gyms),
+        rendering=cfg.rendering,
+        user_replies=cfg.user_replies,
+        seed=cfg.seed,
+        **dataclasses.asdict(cfg.warm_start),
+    )
     writer.write_status(phase="warm start", phase_done=None, phase_total=None, phase_eta_s=None)
-    writer.log(f"warm start: {sft.episodes} {sft.demonstrator} demonstrations x {sft.epochs} epochs "
-               f"(give_up {sft.give_up}) -> {out}")
-    labels = {"demonstrations": ("warm start: playing demonstrations", "episodes"), "updates": ("warm start", "updates")}
+    writer.log(
+        f"warm start: {sft.episodes} {sft.demonstrator} demonstrations x {sft.epochs} epochs "
+        f"(give_up {sft.give_up}) -> {out}"
+    )
+    labels = {
+        "demonstrations": ("warm start: playing demonstrations", "episodes"),
+        "updates": ("warm start", "updates"),
+    }
     phases: dict[str, Any] = {}
 
     def on_progress(stage: str, done: int, total: int, info: Mapping[str, Any]) -> None:
@@ -86,8 +102,10 @@ def make_warm_start(cfg: Any, policy: Any, tokenizer: Any, knobs: Any, run_dir: 
         if stage == "updates":
             writer.warm_start_metrics({"update": done, "updates": total, **info, "time_s": round(ph.elapsed(), 1)})
             if done in (1, total) or done % max(1, total // 8) == 0:
-                writer.log(f"warm start: update {done}/{total} loss {info['loss']:.3f}"
-                           + (f" (ETA {fmt_duration(eta)})" if eta is not None and done < total else ""))
+                writer.log(
+                    f"warm start: update {done}/{total} loss {info['loss']:.3f}"
+                    + (f" (ETA {fmt_duration(eta)})" if eta is not None and done < total else "")
+                )
 
     try:
         summary = run_sft(sft, knobs, out, log=writer.log, model=policy, tokenizer=tokenizer, progress=on_progress)

@@ -13,5 +13,14 @@ from harness.rewards.rules import (
 
 register_rule_check("rewards", lambda _stem, value: validate_rule_file(value), check_unique_names)
 
-__all__ = ["RewardModel", "RewardRule", "RewardRuleError", "compile_rule_files", "validate_rule_file", "PREDICATES", "get_predicate",
-           "predicate_names", "register_predicate"]
+__all__ = [
+    "RewardModel",
+    "RewardRule",
+    "RewardRuleError",
+    "compile_rule_files",
+    "validate_rule_file",
+    "PREDICATES",
+    "get_predicate",
+    "predicate_names",
+    "register_predicate",
+]

@@ -32,8 +32,12 @@ def _number(knobs: Mapping[str, Any], name: str, default: float | None = None) -
 
 def _clip_bounds(knobs: Mapping[str, Any]) -> tuple[float, float]:
     clip = knobs.get("turn_reward_clip")
-    if (not isinstance(clip, (list, tuple)) or len(clip) != 2
-            or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in clip) or clip[0] >= clip[1]):
+    if (
+        not isinstance(clip, (list, tuple))
+        or len(clip) != 2
+        or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in clip)
+        or clip[0] >= clip[1]
+    ):
         raise RewardRuleError(f"reward knob turn_reward_clip={clip!r} must be [low, high] with low < high")
     return float(clip[0]), float(clip[1])
 
@@ -60,8 +64,15 @@ class RewardModel:
             self._cache[key] = rules
         self.rules, self._key = rules, key
 
-    def score_turn(self, gym: str, record: TurnRecord, state: EpisodeState, task_reward: float,
-                   knobs: Mapping[str, Any], builtin: Mapping[str, float] | None = None) -> dict[str, Any]:
+    def score_turn(
+        self,
+        gym: str,
+        record: TurnRecord,
+        state: EpisodeState,
+        task_reward: float,
+        knobs: Mapping[str, Any],
+        builtin: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
         """The reward of one turn and its breakdown.
 
         Returns ``{"total", "raw", "task", "rules": {rule: value}, "builtin": {name: weighted value},
@@ -74,5 +85,13 @@ class RewardModel:
         lo, hi = _clip_bounds(knobs)
         scaled = raw * scale
         total = min(hi, max(lo, scaled))
-        return {"total": total, "raw": raw, "task": float(task_reward), "rules": fired, "builtin": weighted,
-                "scale": scale, "clipped": total != scaled, "clip": [lo, hi]}
+        return {
+            "total": total,
+            "raw": raw,
+            "task": float(task_reward),
+            "rules": fired,
+            "builtin": weighted,
+            "scale": scale,
+            "clipped": total != scaled,
+            "clip": [lo, hi],
+        }

@@ -49,7 +49,9 @@ def get_predicate(name: str) -> Predicate:
     try:
         return PREDICATES[name]
     except KeyError:
-        raise KeyError(f"unknown reward predicate {name!r}; valid predicates: {', '.join(sorted(PREDICATES))}") from None
+        raise KeyError(
+            f"unknown reward predicate {name!r}; valid predicates: {', '.join(sorted(PREDICATES))}"
+        ) from None
 
 
 @register_predicate("format_error")

@@ -68,17 +68,22 @@ def _check_params(src: str, i: int, pred: Predicate, params: Mapping[str, Any]) 
     unknown = set(params) - set(pred.params)
     if unknown:
         allowed = ", ".join(pred.params) or "none"
-        raise RewardRuleError(f"{_p(src)}{where}.params has unknown parameter(s) {', '.join(sorted(map(str, unknown)))} "
-                              f"for predicate {pred.name!r}; allowed: {allowed}", ("rules", i, "params"))
+        raise RewardRuleError(
+            f"{_p(src)}{where}.params has unknown parameter(s) {', '.join(sorted(map(str, unknown)))} "
+            f"for predicate {pred.name!r}; allowed: {allowed}",
+            ("rules", i, "params"),
+        )
     out = {}
     for name, typ in pred.params.items():
         if name not in params:
-            raise RewardRuleError(f"{_p(src)}{where}.params.{name} is required by predicate {pred.name!r}",
-                                  ("rules", i, "params"))
+            raise RewardRuleError(
+                f"{_p(src)}{where}.params.{name} is required by predicate {pred.name!r}", ("rules", i, "params")
+            )
         v = params[name]
         if isinstance(v, bool) or not isinstance(v, typ):
-            raise RewardRuleError(f"{_p(src)}{where}.params.{name} = {v!r} must be of type {typ.__name__}",
-                                  ("rules", i, "params", name))
+            raise RewardRuleError(
+                f"{_p(src)}{where}.params.{name} = {v!r} must be of type {typ.__name__}", ("rules", i, "params", name)
+            )
         out[name] = v
     return out
 
@@ -96,17 +101,23 @@ def compile_rule_files(files: Mapping[str, Any], name_files: bool = True) -> tup
         if data is None:
             continue  # an empty file holds no rules
         if not isinstance(data, dict):
-            raise RewardRuleError(f"{_p(src)}the top level must be a mapping with a 'rules' list, got {type(data).__name__}")
+            raise RewardRuleError(
+                f"{_p(src)}the top level must be a mapping with a 'rules' list, got {type(data).__name__}"
+            )
         errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
         if errors:
-            raise RewardRuleError(f"{_p(src)}field {_where(errors[0].absolute_path)}: {errors[0].message}",
-                                  tuple(errors[0].absolute_path))
+            raise RewardRuleError(
+                f"{_p(src)}field {_where(errors[0].absolute_path)}: {errors[0].message}", tuple(errors[0].absolute_path)
+            )
         for i, raw in enumerate(data["rules"]):
             where = f"rules[{i}]"
             name = raw["name"]
             if name in seen:
-                raise RewardRuleError(f"{_p(src)}{where}.name = {name!r} is already defined in {seen[name]}; "
-                                      "rule names must be unique across reward rule files", ("rules", i, "name"))
+                raise RewardRuleError(
+                    f"{_p(src)}{where}.name = {name!r} is already defined in {seen[name]}; "
+                    "rule names must be unique across reward rule files",
+                    ("rules", i, "name"),
+                )
             seen[name] = src
             try:
                 pred = get_predicate(raw["predicate"])
@@ -118,12 +129,16 @@ def compile_rule_files(files: Mapping[str, Any], name_files: bool = True) -> tup
                 gyms_known = gyms_known if gyms_known is not None else _known_gyms()
                 bad = [g for g in raw["gyms"] if g not in gyms_known]
                 if bad:
-                    raise RewardRuleError(f"{_p(src)}{where}.gyms names unknown gym(s) {', '.join(bad)}; "
-                                          f"known gyms: {', '.join(gyms_known)}", ("rules", i, "gyms"))
+                    raise RewardRuleError(
+                        f"{_p(src)}{where}.gyms names unknown gym(s) {', '.join(bad)}; "
+                        f"known gyms: {', '.join(gyms_known)}",
+                        ("rules", i, "gyms"),
+                    )
                 gyms = frozenset(raw["gyms"])
             if not math.isfinite(raw["value"]):  # NaN passes the schema's range (every comparison is false)
-                raise RewardRuleError(f"{_p(src)}{where}.value = {raw['value']!r} is not a finite number",
-                                      ("rules", i, "value"))
+                raise RewardRuleError(
+                    f"{_p(src)}{where}.value = {raw['value']!r} is not a finite number", ("rules", i, "value")
+                )
             rules.append(RewardRule(name, pred, float(raw["value"]), gyms, params, src))
     return tuple(rules)
 
@@ -147,6 +162,9 @@ def check_unique_names(stem: str, data: Any, others: Mapping[str, Any]) -> None:
                     taken.setdefault(rule["name"], other)
     for i, rule in enumerate((data or {}).get("rules") or []):
         if rule["name"] in taken:
-            raise RewardRuleError(f"rules[{i}].name = {rule['name']!r} is already defined in "
-                                  f"knobs/rules/rewards/{taken[rule['name']]}.yaml; rule names must be unique across "
-                                  "reward rule files", ("rules", i, "name"))
+            raise RewardRuleError(
+                f"rules[{i}].name = {rule['name']!r} is already defined in "
+                f"knobs/rules/rewards/{taken[rule['name']]}.yaml; rule names must be unique across "
+                "reward rule files",
+                ("rules", i, "name"),
+            )

@@ -51,8 +51,9 @@ class SamplingParams:
 
 
 class GenerationBackend(Protocol):
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
-                 params: SamplingParams) -> list[list[int]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams
+    ) -> list[list[int]]:
         """Sampled continuation ids per prompt, each cut after its first stop id and at its budget."""
 
     def sync_weights(self, model: torch.nn.Module) -> None:
@@ -97,14 +98,22 @@ class HFBackend:
     start and end of a batch; weights change between batches).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, device: str | torch.device | None = None,
-                 reuse_cache: bool = True, continuous: bool = True):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        device: str | torch.device | None = None,
+        reuse_cache: bool = True,
+        continuous: bool = True,
+    ):
         self.model = model
         # the engine decodes with run_turns (continuous batching) when the row cache can serve the model
         self.row_cache_spec: MaskSpec | str = mask_spec(model)
         if continuous and isinstance(self.row_cache_spec, str):
-            logger.warning("continuous decoding off (one generate per turn instead): the row cache cannot "
-                           "serve this model: %s", self.row_cache_spec)
+            logger.warning(
+                "continuous decoding off (one generate per turn instead): the row cache cannot serve this model: %s",
+                self.row_cache_spec,
+            )
             continuous = False
         self.continuous = continuous
         self.tokenizer = tokenizer
@@ -139,8 +148,9 @@ class HFBackend:
         self._cache = None
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
-                 params: SamplingParams) -> list[list[int]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams
+    ) -> list[list[int]]:
         if not prompts:
             return []
         prompts = [list(p) for p in prompts]
@@ -151,8 +161,8 @@ class HFBackend:
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
         self.reused_tokens += int(mask[:, :cached].sum())
         self.encoded_tokens += int(mask[:, cached:].sum())
         budget = max(1, max(max_new_tokens))
@@ -161,9 +171,14 @@ class HFBackend:
         model.eval()
         try:
             kwargs: dict[str, Any] = dict(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=budget,
-                pad_token_id=self.pad_id, eos_token_id=list(params.stop_ids) or None, use_cache=True,
-                return_dict_in_generate=True)
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=budget,
+                pad_token_id=self.pad_id,
+                eos_token_id=list(params.stop_ids) or None,
+                use_cache=True,
+                return_dict_in_generate=True,
+            )
             if plan is not None:
                 kwargs["cache"] = plan.cache
             elif self.reuse_cache:
@@ -173,8 +188,7 @@ class HFBackend:
                 # sliding-window layers still get their window from the attention mask
                 kwargs["cache"] = DynamicCache()
             if params.temperature > 0:
-                kwargs.update(do_sample=True, temperature=float(params.temperature), top_p=float(params.top_p),
-                              top_k=0)
+                kwargs.update(do_sample=True, temperature=float(params.temperature), top_p=float(params.top_p), top_k=0)
             else:
                 kwargs.update(do_sample=False)
             out = model.generate(**kwargs)
@@ -192,8 +206,15 @@ class HFBackend:
         self.clear_cache()
 
     @torch.no_grad()
-    def run_turns(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams,
-                  on_turn_end: TurnEnd, with_stats: bool = False, seeds: Sequence[int] | None = None) -> int:
+    def run_turns(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: Sequence[int],
+        params: SamplingParams,
+        on_turn_end: TurnEnd,
+        with_stats: bool = False,
+        seeds: Sequence[int] | None = None,
+    ) -> int:
         """Continuous batching over whole episodes (docs/rollout.md): decode every live row one token per
         model call; when a row's turn ends (a stop id or its budget) hand its ids to ``on_turn_end(row,
         ids)`` at once; the returned ``(observation ids, next budget)`` are encoded in the next call,
@@ -224,8 +245,11 @@ class HFBackend:
         if seeds is not None and len(seeds) != len(rows):
             raise ValueError(f"one seed per prompt: {len(seeds)} seeds for {len(rows)} prompts")
         cache = RowKVCache(len(rows), self.kv_pool)
-        generators = None if seeds is None else \
-            {r: torch.Generator(device=self.device).manual_seed(int(sd)) for r, sd in zip(rows, seeds)}
+        generators = (
+            None
+            if seeds is None
+            else {r: torch.Generator(device=self.device).manual_seed(int(sd)) for r, sd in zip(rows, seeds)}
+        )
         calls = prefix_calls = 0
         was_training = self.model.training
         self.model.eval()
@@ -252,8 +276,13 @@ class HFBackend:
                     cache.copy_rows([computed[j] for j in source], batch)
                     logits = logits[source]
                     hidden = None if hidden is None else hidden[source]
-                tokens, lps, vals = self._sample(logits, hidden, warpers, params.temperature if with_stats else None,
-                                                 None if generators is None else [generators[rows[i]] for i in batch])
+                tokens, lps, vals = self._sample(
+                    logits,
+                    hidden,
+                    warpers,
+                    params.temperature if with_stats else None,
+                    None if generators is None else [generators[rows[i]] for i in batch],
+                )
                 calls += 1
                 done: list[int] = []
                 for j, (i, t) in enumerate(zip(batch, tokens)):
@@ -281,8 +310,9 @@ class HFBackend:
             cache.release()
         return calls + prefix_calls
 
-    def _encode_shared_prefix(self, computed: list[int], rows: list[int], pending: dict[int, list[int]],
-                              cache: RowKVCache, spec: MaskSpec) -> int:
+    def _encode_shared_prefix(
+        self, computed: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache, spec: MaskSpec
+    ) -> int:
         """Encode the prefix the distinct prompts ``computed`` share (the system prompt and tool
         descriptions every task of a gym starts with) once, on the first of them, copy its keys and
         values to the others and leave each its own rest in ``pending``: the prompt call then encodes
@@ -301,16 +331,24 @@ class HFBackend:
         self.shared_prefix_calls += 1
         return 1
 
-    def _forward(self, batch: list[int], rows: list[int], pending: dict[int, list[int]], cache: RowKVCache,
-                 spec: MaskSpec, want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _forward(
+        self,
+        batch: list[int],
+        rows: list[int],
+        pending: dict[int, list[int]],
+        cache: RowKVCache,
+        spec: MaskSpec,
+        want_hidden: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One model call on cache rows ``batch`` feeding their pending tokens (right-aligned in a block
         as wide as the longest; each row's tokens go to its own next columns of the cache). Returns the
         next-token logits (float32, one row per batch row) and, with ``want_hidden`` and a
         ``value_fn``, the last position's last hidden state (None otherwise)."""
         fed = [len(pending[rows[i]]) for i in batch]
         width = max(fed)
-        ids = torch.tensor([[self.pad_id] * (width - k) + pending[rows[i]] for i, k in zip(batch, fed)],
-                           dtype=torch.long)
+        ids = torch.tensor(
+            [[self.pad_id] * (width - k) + pending[rows[i]] for i, k in zip(batch, fed)], dtype=torch.long
+        )
         self.encoded_tokens += sum(fed)
         layout = cache.begin(batch if len(batch) < len(rows) else None, fed, width)
         want_hidden = want_hidden and self.value_fn is not None
@@ -319,15 +357,22 @@ class HFBackend:
             mask = {k: m.to(self.device) for k, m in mask.items()}
         else:
             mask = mask.to(self.device)
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask,
-                         position_ids=cache.positions(layout).to(self.device), cache=cache, use_cache=True,
-                         logits_to_keep=1, output_hidden_states=want_hidden)
+        out = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask,
+            position_ids=cache.positions(layout).to(self.device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+            output_hidden_states=want_hidden,
+        )
         cache.commit(layout)
         self.model_calls += 1
         return out.logits[:, -1, :].float(), (out.hidden_states[-1][:, -1] if want_hidden else None)
 
-    def _forward_packed(self, rows: list[int], pending: dict[int, list[int]], cache: RowKVCache, spec: MaskSpec,
-                        want_hidden: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _forward_packed(
+        self, rows: list[int], pending: dict[int, list[int]], cache: RowKVCache, spec: MaskSpec, want_hidden: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One packed model call on every cache row (:meth:`RowKVCache.begin_packed`): their pending
         tokens one row after another, no padding between them; same returns as :meth:`_forward`."""
         fed = [len(pending[r]) for r in rows]
@@ -341,16 +386,28 @@ class HFBackend:
         if self._packed_configs is None:
             self._packed_configs = attention_configs(self.model)
         with packed_attention(self.model, self._packed_configs):
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask,
-                             position_ids=layout.positions().to(self.device), cache=cache, use_cache=True,
-                             logits_to_keep=last, output_hidden_states=want_hidden, packed_rows=layout)
+            out = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=mask,
+                position_ids=layout.positions().to(self.device),
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=last,
+                output_hidden_states=want_hidden,
+                packed_rows=layout,
+            )
         cache.commit(layout)
         self.model_calls += 1
         return out.logits[0].float(), (out.hidden_states[-1][0, last] if want_hidden else None)
 
-    def _sample(self, logits: torch.Tensor, hidden: torch.Tensor | None, warpers: Any,
-                score_temperature: float | None, generators: list[torch.Generator] | None
-                ) -> tuple[list[int], list[float] | None, list[float] | None]:
+    def _sample(
+        self,
+        logits: torch.Tensor,
+        hidden: torch.Tensor | None,
+        warpers: Any,
+        score_temperature: float | None,
+        generators: list[torch.Generator] | None,
+    ) -> tuple[list[int], list[float] | None, list[float] | None]:
         """One token per row of ``logits``; with ``score_temperature``, also their log-probs at that
         temperature and the states' values (``value_fn(hidden)``; None without ``hidden``)."""
         sampled = _sample_next(logits, warpers, generators)
@@ -444,8 +501,7 @@ def _sample_next(logits: torch.Tensor, warpers: Any, generators: list[torch.Gene
     if generators is None:
         uniform = torch.rand((probs.shape[0], 1), device=probs.device, dtype=probs.dtype)
     else:
-        uniform = torch.stack([torch.rand(1, generator=g, device=probs.device, dtype=probs.dtype)
-                               for g in generators])
+        uniform = torch.stack([torch.rand(1, generator=g, device=probs.device, dtype=probs.dtype) for g in generators])
     return inverse_cdf_sample(probs, uniform)
 
 
@@ -480,8 +536,9 @@ class _RowCache:
         self.cache, self.known, self.slots = cache, known, slots
 
     @classmethod
-    def after_generate(cls, cache: Any, prompts: list[list[int]], results: list[list[int]],
-                       width: int) -> _RowCache | None:
+    def after_generate(
+        cls, cache: Any, prompts: list[list[int]], results: list[list[int]], width: int
+    ) -> _RowCache | None:
         from transformers.cache_utils import DynamicLayer
 
         layers = getattr(cache, "layers", None)
@@ -490,7 +547,7 @@ class _RowCache:
         length = cache.get_seq_length()
         known, slots = [], []
         for p, r in zip(prompts, results):
-            kept = r[:max(0, min(len(r), length - width))]
+            kept = r[: max(0, min(len(r), length - width))]
             known.append(p + r)
             slots.append(list(range(width - len(p), width)) + list(range(width, width + len(kept))))
         return cls(cache, known, slots)
@@ -504,7 +561,7 @@ class _RowCache:
             found = None
             for r in list(range(start, len(self.known))) + list(range(start)):
                 k = self.known[r]
-                if len(k) <= len(p) and p[:len(k)] == k:
+                if len(k) <= len(p) and p[: len(k)] == k:
                     found = r
                     break
             rows.append(found)
@@ -525,7 +582,7 @@ class _RowCache:
         for i, (r, k) in enumerate(zip(rows, reuse)):
             if r is not None and k:
                 source[i] = r
-                index[i, cached - k:] = torch.tensor(self.slots[r][:k], dtype=torch.long)
+                index[i, cached - k :] = torch.tensor(self.slots[r][:k], dtype=torch.long)
         relayout_cache(self.cache, source, index)
         return _ReusePlan(self.cache, cached, cached + encoded)
 
@@ -546,22 +603,37 @@ class VLLMBackend:
     (``gpu_memory_utilization`` caps its share); ``mode="server"``: a ``trl vllm-serve`` server at
     ``host:port`` reached through TRL's ``VLLMClient``. Weights are pushed after each PPO update."""
 
-    def __init__(self, model_path: str, mode: str = "colocate", gpu_memory_utilization: float = 0.5,
-                 host: str = "127.0.0.1", port: int = 8000, dtype: str = "bfloat16", max_model_len: int = 16384,
-                 seed: int = 0):
+    def __init__(
+        self,
+        model_path: str,
+        mode: str = "colocate",
+        gpu_memory_utilization: float = 0.5,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        dtype: str = "bfloat16",
+        max_model_len: int = 16384,
+        seed: int = 0,
+    ):
         if mode not in ("colocate", "server"):
             raise ValueError(f"vLLM mode must be colocate or server, got {mode!r}")
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
-            raise RuntimeError("the vllm backend needs `pip install 'eau-harness[vllm]'` and a GPU; use "
-                               "backend: hf on CPU") from exc
+            raise RuntimeError(
+                "the vllm backend needs `pip install 'eau-harness[vllm]'` and a GPU; use backend: hf on CPU"
+            ) from exc
         self.mode = mode
         if mode == "colocate":
             from vllm import LLM
 
-            self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, dtype=dtype,
-                           max_model_len=max_model_len, seed=seed, enable_prefix_caching=True)
+            self.llm = LLM(
+                model=model_path,
+                gpu_memory_utilization=gpu_memory_utilization,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                seed=seed,
+                enable_prefix_caching=True,
+            )
             self.client = None
         else:
             from trl.extras.vllm_client import VLLMClient
@@ -570,16 +642,24 @@ class VLLMBackend:
             self.client = VLLMClient(host=host, server_port=port)
             self.client.init_communicator()
 
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
-                 params: SamplingParams) -> list[list[int]]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams
+    ) -> list[list[int]]:
         if not prompts:
             return []
         if self.llm is not None:
             from vllm import SamplingParams as VSP
             from vllm.inputs import TokensPrompt
 
-            sps = [VSP(temperature=params.temperature, top_p=params.top_p, max_tokens=int(b),
-                       stop_token_ids=list(params.stop_ids)) for b in max_new_tokens]
+            sps = [
+                VSP(
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=int(b),
+                    stop_token_ids=list(params.stop_ids),
+                )
+                for b in max_new_tokens
+            ]
             outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sps, use_tqdm=False)
             gen = [list(o.outputs[0].token_ids) for o in outs]
         else:
@@ -587,8 +667,13 @@ class VLLMBackend:
             gen = [[] for _ in prompts]
             for b in sorted(set(int(x) for x in max_new_tokens)):
                 idx = [i for i, x in enumerate(max_new_tokens) if int(x) == b]
-                res = self.client.generate(prompts=[list(prompts[i]) for i in idx], n=1, temperature=params.temperature,
-                                           top_p=params.top_p, max_tokens=b)
+                res = self.client.generate(
+                    prompts=[list(prompts[i]) for i in idx],
+                    n=1,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=b,
+                )
                 completions = res["completion_ids"] if isinstance(res, dict) else res
                 for i, c in zip(idx, completions):
                     gen[i] = list(c)
@@ -614,16 +699,25 @@ def _merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     if hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter"):
         model.merge_adapter()
         try:
-            sd = {k.replace("base_model.model.", "").replace(".base_layer", ""): v.detach().clone()
-                  for k, v in model.state_dict().items() if "lora_" not in k}
+            sd = {
+                k.replace("base_model.model.", "").replace(".base_layer", ""): v.detach().clone()
+                for k, v in model.state_dict().items()
+                if "lora_" not in k
+            }
         finally:
             model.unmerge_adapter()
         return sd
     return {k: v.detach() for k, v in model.state_dict().items()}
 
 
-def make_backend(spec: dict[str, Any], policy: torch.nn.Module, tokenizer: Any, device: torch.device, seed: int,
-                 model_path: str | None = None) -> Any:
+def make_backend(
+    spec: dict[str, Any],
+    policy: torch.nn.Module,
+    tokenizer: Any,
+    device: torch.device,
+    seed: int,
+    model_path: str | None = None,
+) -> Any:
     """The generation backend a run config asks for: ``{name: hf, continuous: bool}`` (the policy in
     this process) or ``{name: vllm, ...}`` (vLLM on the weights at ``model_path``, or the spec's own
     ``model_path``)."""

@@ -44,8 +44,10 @@ def check_user_replies(rendering: str, user_replies: str) -> None:
     if user_replies not in USER_REPLIES:
         raise ValueError(f"user_replies must be user or tool, got {user_replies!r}")
     if user_replies == "tool" and rendering != "tool_call":
-        raise ValueError(f"user_replies=tool renders user replies as tool results, which needs "
-                         f"rendering=tool_call; got rendering={rendering!r}")
+        raise ValueError(
+            f"user_replies=tool renders user replies as tool results, which needs "
+            f"rendering=tool_call; got rendering={rendering!r}"
+        )
 
 
 @dataclass
@@ -83,8 +85,9 @@ class ChatFormat:
             kw: dict[str, Any] = {}
             if self.rendering == "tool_call" and self.tools:
                 kw["tools"] = list(self.tools)
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                      add_generation_prompt=generation_prompt, **kw)
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=generation_prompt, **kw
+            )
             if len(self._memo) >= RENDER_MEMO_SIZE:
                 del self._memo[next(iter(self._memo))]  # the oldest
             self._memo[key] = text
@@ -104,22 +107,27 @@ class ChatFormat:
         prefix = {"user": "", "tool": "[search] ", "env": "[environment] "}.get(role, "")
         return {"role": "user", "content": prefix + text}
 
-    def observation_ids(self, messages: list[dict[str, Any]], generated_ids: Sequence[int], assistant_text: str,
-                        obs: dict[str, Any]) -> list[int]:
+    def observation_ids(
+        self, messages: list[dict[str, Any]], generated_ids: Sequence[int], assistant_text: str, obs: dict[str, Any]
+    ) -> list[int]:
         """Ids that follow the generated ids: the end of the assistant block, the observation message and
         the next generation prompt. ``messages`` ends before the assistant message."""
         before = self.render(messages, generation_prompt=True)
-        with_assistant = self.render(messages + [{"role": "assistant", "content": assistant_text}],
-                                     generation_prompt=False)
+        with_assistant = self.render(
+            messages + [{"role": "assistant", "content": assistant_text}], generation_prompt=False
+        )
         full = self.render(messages + [{"role": "assistant", "content": assistant_text}, obs], generation_prompt=True)
         cut = _common_prefix_len(with_assistant, full)
         # the closing of the assistant block (after its content), minus what generation already produced
-        closing = with_assistant[len(before) + len(assistant_text):] if with_assistant.startswith(before + assistant_text) \
+        closing = (
+            with_assistant[len(before) + len(assistant_text) :]
+            if with_assistant.startswith(before + assistant_text)
             else ""
+        )
         if generated_ids and int(generated_ids[-1]) in self.stop_ids:
             stop_text = self.tokenizer.decode([int(generated_ids[-1])])
             if closing.startswith(stop_text):
-                closing = closing[len(stop_text):]
+                closing = closing[len(stop_text) :]
         return self.encode(closing + full[cut:])
 
     def decode_action(self, generated_ids: Sequence[int]) -> str:

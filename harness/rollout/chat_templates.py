@@ -52,8 +52,10 @@ def load_template(name_or_path: str) -> str:
         return path.read_text(encoding="utf-8")
     known = available_templates()
     if name_or_path not in known:
-        raise ValueError(f"unknown chat template {name_or_path!r}; valid: a path to a .jinja file or one of "
-                         f"{', '.join(sorted(known))}")
+        raise ValueError(
+            f"unknown chat template {name_or_path!r}; valid: a path to a .jinja file or one of "
+            f"{', '.join(sorted(known))}"
+        )
     return known[name_or_path].read_text(encoding="utf-8")
 
 

@@ -97,10 +97,20 @@ class RolloutEngine:
             raise ValueError(f"{type(backend).__name__} has no run_turns: it cannot decode continuously")
         self.continuous = continuous
 
-    def run(self, envs: Sequence[UserCentricEnv], reset_kwargs: Sequence[dict[str, Any]], groups: Sequence[str],
-            samples: Sequence[int], *, params: SamplingParams, max_new_tokens_per_turn: int, max_episode_tokens: int,
-            on_turn: Callable[[int, int], None] | None = None, with_stats: bool = False,
-            seeds: Sequence[int] | None = None) -> RolloutResult:
+    def run(
+        self,
+        envs: Sequence[UserCentricEnv],
+        reset_kwargs: Sequence[dict[str, Any]],
+        groups: Sequence[str],
+        samples: Sequence[int],
+        *,
+        params: SamplingParams,
+        max_new_tokens_per_turn: int,
+        max_episode_tokens: int,
+        on_turn: Callable[[int, int], None] | None = None,
+        with_stats: bool = False,
+        seeds: Sequence[int] | None = None,
+    ) -> RolloutResult:
         """Roll out one episode per env (``reset_kwargs[i]`` goes to ``envs[i].reset``).
 
         ``on_turn(turns, live)``: called after each batched turn (one ``generate`` call), or in
@@ -116,11 +126,15 @@ class RolloutEngine:
         alone or among others, up to float rounding). Default: the global torch RNG.
         """
         if seeds is not None and (not self.continuous or len(seeds) != len(envs)):
-            raise ValueError(f"seeds need continuous decoding and one seed per episode ({len(envs)}), got "
-                             f"{len(seeds)} with continuous={self.continuous}")
+            raise ValueError(
+                f"seeds need continuous decoding and one seed per episode ({len(envs)}), got "
+                f"{len(seeds)} with continuous={self.continuous}"
+            )
         if with_stats and not self.continuous:
-            raise ValueError("with_stats needs continuous decoding (run_turns): one generate per turn keeps no "
-                             "log-probs; score the batch after the rollout instead")
+            raise ValueError(
+                "with_stats needs continuous decoding (run_turns): one generate per turn keeps no "
+                "log-probs; score the batch after the rollout instead"
+            )
         want_values = with_stats and getattr(self.backend, "value_fn", None) is not None
         episodes: list[Episode] = []
         t_env = 0.0
@@ -191,6 +205,7 @@ class RolloutEngine:
         t_start = time.perf_counter()
         live = [ep for ep in episodes if not ep.done]
         if self.continuous and live:
+
             def on_turn_end(row: int, out: list[int], stats: TurnStats | None = None) -> tuple[list[int], int] | None:
                 obs_ids = timed_end_turn(live[row], out, stats)
                 if on_turn is not None:
@@ -198,8 +213,14 @@ class RolloutEngine:
                 return None if obs_ids is None else (obs_ids, budget(live[row]))
 
             live_seeds = None if seeds is None else [sd for sd, ep in zip(seeds, episodes) if not ep.done]
-            self.backend.run_turns([ep.ids for ep in live], [budget(ep) for ep in live], params, on_turn_end,
-                                   with_stats=with_stats, seeds=live_seeds)
+            self.backend.run_turns(
+                [ep.ids for ep in live],
+                [budget(ep) for ep in live],
+                params,
+                on_turn_end,
+                with_stats=with_stats,
+                seeds=live_seeds,
+            )
         while not self.continuous:
             live = [ep for ep in episodes if not ep.done]
             if not live:
@@ -223,11 +244,25 @@ class RolloutEngine:
             rec = dict(ep.env.episode_record())
         except Exception as exc:  # noqa: BLE001
             ep.error = ep.error or episode_error(exc, "episode_record", len(ep.turn_rewards))
-            rec = {"gym": getattr(ep.env, "name", "?"), "task": None, "turns": [], "reward": float(sum(ep.turn_rewards)),
-                   "success": False, "answered": False, "num_turns": len(ep.turn_rewards)}
-        rec.update({"group": ep.group, "sample": ep.sample, "prompt_tokens": ep.prompt_tokens,
-                    "response_tokens": list(ep.response_tokens), "episode_tokens": len(ep.ids),
-                    "token_truncated": ep.token_truncated})
+            rec = {
+                "gym": getattr(ep.env, "name", "?"),
+                "task": None,
+                "turns": [],
+                "reward": float(sum(ep.turn_rewards)),
+                "success": False,
+                "answered": False,
+                "num_turns": len(ep.turn_rewards),
+            }
+        rec.update(
+            {
+                "group": ep.group,
+                "sample": ep.sample,
+                "prompt_tokens": ep.prompt_tokens,
+                "response_tokens": list(ep.response_tokens),
+                "episode_tokens": len(ep.ids),
+                "token_truncated": ep.token_truncated,
+            }
+        )
         if ep.error is not None:
             rec["error"] = dict(ep.error)
             rec["success"] = False
@@ -240,5 +275,9 @@ def episode_error(exc: BaseException, where: str, turn: int) -> dict[str, Any]:
         message = str(exc)[:500]
     except Exception:  # noqa: BLE001 -- an exception whose __str__ fails
         message = ""
-    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": message, "where": where,
-            "turn": turn}
+    return {
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": message,
+        "where": where,
+        "turn": turn,
+    }

@@ -85,7 +85,9 @@ def mask_spec(model: torch.nn.Module) -> MaskSpec | str:
     dtype = next(model.parameters()).dtype
     n_layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     kinds = tuple(types) if types is not None else (distinct[0],) * n_layers
-    packable = bool(attention_configs(model)) and bool(getattr(_base_model(model), "_supports_attention_backend", False))
+    packable = bool(attention_configs(model)) and bool(
+        getattr(_base_model(model), "_supports_attention_backend", False)
+    )
     return MaskSpec(distinct, int(window) if window else None, dtype, as_dict, kinds, impl, packable)
 
 
@@ -182,9 +184,15 @@ class PackedLayout:
 PACKED_ATTENTION = "eau_packed_rows"  # the attention implementation packed calls switch the model to
 
 
-def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          attention_mask: Any, packed_rows: PackedLayout | None = None, **kwargs: Any
-                          ) -> tuple[torch.Tensor, None]:
+def packed_rows_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Any,
+    packed_rows: PackedLayout | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Attention of a packed call (registered with transformers as :data:`PACKED_ATTENTION`): ``query``
     (1, heads, T, dim); ``key``/``value`` are the layer's whole buffers (rows, kv heads, capacity,
     dim), already holding the call's tokens. Each query group runs the model's own kernel (sdpa or
@@ -200,10 +208,10 @@ def packed_rows_attention(module: torch.nn.Module, query: torch.Tensor, key: tor
     for g in lay.groups:
         gl = g.layout
         if gl.span is not None:
-            k, v = key[gl.span, :, :gl.kv_len], value[gl.span, :, :gl.kv_len]
+            k, v = key[gl.span, :, : gl.kv_len], value[gl.span, :, : gl.kv_len]
         else:
             rows = gl.index(key.shape[0], key.device)[0][:, 0]
-            k, v = key[rows, :, :gl.kv_len], value[rows, :, :gl.kv_len]
+            k, v = key[rows, :, : gl.kv_len], value[rows, :, : gl.kv_len]
         qg = q[:, g.query].permute(1, 0, 2, 3)  # (heads, n, w, dim) -> (n, heads, w, dim)
         if lay.spec.attention == "sdpa" and _grouped_sdpa_applies(module, qg, kwargs):
             o = _grouped_sdpa(module, qg, k, v, g, kind, kwargs)
@@ -218,13 +226,25 @@ def _grouped_sdpa_applies(module: torch.nn.Module, query: torch.Tensor, kwargs: 
     """Several queries per row on a grouped-query model, with nothing but a mask and a scale: there
     transformers' sdpa path copies every key and value head ``num_key_value_groups`` times
     (``repeat_kv``) where :func:`_grouped_sdpa` copies nothing."""
-    return (query.shape[2] > 1 and getattr(module, "num_key_value_groups", 1) > 1
-            and not kwargs.get("dropout") and kwargs.get("softcap") is None
-            and kwargs.get("position_bias") is None and not kwargs.get("output_attentions"))
+    return (
+        query.shape[2] > 1
+        and getattr(module, "num_key_value_groups", 1) > 1
+        and not kwargs.get("dropout")
+        and kwargs.get("softcap") is None
+        and kwargs.get("position_bias") is None
+        and not kwargs.get("output_attentions")
+    )
 
 
-def _grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  group: _QueryGroup, kind: str, kwargs: dict[str, Any]) -> torch.Tensor:
+def _grouped_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    group: _QueryGroup,
+    kind: str,
+    kwargs: dict[str, Any],
+) -> torch.Tensor:
     """sdpa with the query heads that share a key/value head folded into the query axis: query (n,
     heads, w, dim) -> (n, kv heads, groups * w, dim), each query row keeping its mask row (the mask
     tiled ``groups`` times, once per group and layer kind). Same result as repeating the keys and
@@ -236,8 +256,8 @@ def _grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tenso
     if mask is None:
         mask = group.folded[(kind, groups)] = group.masks[kind].repeat(1, 1, groups, 1)
     o = torch.nn.functional.scaled_dot_product_attention(
-        query.reshape(n, heads // groups, groups * w, dim), key, value, attn_mask=mask,
-        scale=kwargs.get("scaling"))
+        query.reshape(n, heads // groups, groups * w, dim), key, value, attn_mask=mask, scale=kwargs.get("scaling")
+    )
     return o.reshape(n, heads, w, dim).transpose(1, 2)
 
 
@@ -375,8 +395,7 @@ class RowKVCache(Cache):
             span = slice(rows[0], rows[-1] + 1) if rows[-1] - rows[0] == len(rows) - 1 else None
         return CallLayout(index, columns, real, k, int((start + width).max()), span)
 
-    def begin_packed(self, rows: list[int] | None, fed: list[int], spec: MaskSpec,
-                     device: Any = "cpu") -> PackedLayout:
+    def begin_packed(self, rows: list[int] | None, fed: list[int], spec: MaskSpec, device: Any = "cpu") -> PackedLayout:
         """Lay out a packed call (see :class:`PackedLayout`) feeding ``fed[j]`` tokens to cache row
         ``rows[j]`` (all rows in order when None); the tokens go in that order, row by row. Call the
         model on the packed ids (1, T) inside :func:`packed_attention` with ``packed_rows=layout``,
@@ -394,8 +413,14 @@ class RowKVCache(Cache):
         token_columns = torch.arange(int(k.sum())) + torch.repeat_interleave(start - first, k)
         last = first + k - 1
         # every row's last token: width 1 at its column, the cache rows as they are (a view for all rows)
-        lay_last = CallLayout(index, (start + k - 1)[:, None], torch.ones((k.shape[0], 1), dtype=torch.bool),
-                              k, int((start + k).max()), whole.span)
+        lay_last = CallLayout(
+            index,
+            (start + k - 1)[:, None],
+            torch.ones((k.shape[0], 1), dtype=torch.bool),
+            k,
+            int((start + k).max()),
+            whole.span,
+        )
         groups = [self._group(last[:, None], lay_last.real, lay_last, spec, device)]
         more = [j for j, n in enumerate(fed) if n > 1]
         if more:  # the other tokens of rows fed several (observations), right-aligned in one block
@@ -413,8 +438,9 @@ class RowKVCache(Cache):
         self._layout = None
         return self._packed
 
-    def _group(self, query: torch.Tensor, real: torch.Tensor, layout: CallLayout, spec: MaskSpec,
-               device: Any) -> _QueryGroup:
+    def _group(
+        self, query: torch.Tensor, real: torch.Tensor, layout: CallLayout, spec: MaskSpec, device: Any
+    ) -> _QueryGroup:
         masks = self.attention_mask(layout, spec)
         if not isinstance(masks, dict):
             masks = {spec.layer_types[0]: masks}
@@ -436,12 +462,14 @@ class RowKVCache(Cache):
             m = m[:, None]  # (n, 1, w, kv_len)
             if spec.additive_dtype is not None:
                 m = torch.zeros(m.shape, dtype=spec.additive_dtype).masked_fill(
-                    ~m, torch.finfo(spec.additive_dtype).min)
+                    ~m, torch.finfo(spec.additive_dtype).min
+                )
             masks[kind] = m
         return masks if spec.as_dict else masks[spec.layer_types[0]]
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
-               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the call's keys and values at their columns; return the called rows' first kv_len columns."""
         lay = self._layout
         if lay is None and self._packed is None:
@@ -455,8 +483,9 @@ class RowKVCache(Cache):
             packed = self._packed
             for name, new in (("keys", key_states), ("values", value_states)):
                 buf = self._reserve(layer, name, new, packed.kv_len)
-                buf[packed.token_rows.to(buf.device), :, packed.token_columns.to(buf.device)] = \
-                    new[0].transpose(0, 1).to(buf.dtype)  # (kv heads, T, dim) -> (T, kv heads, dim)
+                buf[packed.token_rows.to(buf.device), :, packed.token_columns.to(buf.device)] = (
+                    new[0].transpose(0, 1).to(buf.dtype)
+                )  # (kv heads, T, dim) -> (T, kv heads, dim)
             return layer.keys, layer.values
         for name, new in (("keys", key_states), ("values", value_states)):
             buf = self._reserve(layer, name, new, lay.kv_len)
@@ -464,9 +493,9 @@ class RowKVCache(Cache):
             # (n, heads, w, dim) -> (n, w, heads, dim), the layout of buf[rows, :, columns]
             buf[rows, :, columns] = new.transpose(1, 2).to(buf.dtype)
         if lay.span is not None:  # all rows, or neighbours (often one row): a view, nothing copied
-            return layer.keys[lay.span, :, :lay.kv_len], layer.values[lay.span, :, :lay.kv_len]
+            return layer.keys[lay.span, :, : lay.kv_len], layer.values[lay.span, :, : lay.kv_len]
         rows = lay.index(layer.keys.shape[0], layer.keys.device)[0][:, 0]
-        return layer.keys[rows, :, :lay.kv_len], layer.values[rows, :, :lay.kv_len]
+        return layer.keys[rows, :, : lay.kv_len], layer.values[rows, :, : lay.kv_len]
 
     def commit(self, layout: CallLayout | PackedLayout) -> None:
         """The call ran: its rows hold their fed tokens."""
@@ -489,9 +518,9 @@ class RowKVCache(Cache):
             else:
                 flat = self.pool.take(rows * heads * capacity * dim, new.dtype, new.device)
                 capacity = flat.numel() // (rows * heads * dim)  # a pooled tensor may hold more
-            grown = flat[:rows * heads * capacity * dim].view(rows, heads, capacity, dim)
+            grown = flat[: rows * heads * capacity * dim].view(rows, heads, capacity, dim)
             if buf is not None:
-                grown[:buf.shape[0], :, :buf.shape[2]] = buf
+                grown[: buf.shape[0], :, : buf.shape[2]] = buf
                 self._give(layer.flat.get(name))
             layer.flat[name] = flat
             setattr(layer, name, grown)

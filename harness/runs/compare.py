@@ -28,8 +28,20 @@ from harness.io import jsonl
 from harness.runs.reader import read_json, status
 
 AREAS = ("env", "user", "reward", "agent")
-HEADLINE = ("reward_mean", "success_rate", "task_score_mean", "turns_mean", "questions_mean", "answer_rate",
-            "deadlock_rate", "format_error_rate", "response_tokens_mean", "entropy", "kl", "value_loss")
+HEADLINE = (
+    "reward_mean",
+    "success_rate",
+    "task_score_mean",
+    "turns_mean",
+    "questions_mean",
+    "answer_rate",
+    "deadlock_rate",
+    "format_error_rate",
+    "response_tokens_mean",
+    "entropy",
+    "kl",
+    "value_loss",
+)
 SPLIT_SUFFIXES = ("reward_mean", "success_rate")
 IGNORED_CONFIG = ("run_id",)
 
@@ -56,12 +68,24 @@ def summary(run_dir: Path) -> dict[str, Any]:
     state = st.get("state", "unknown")
     if state == "running" and not is_live(st):
         state = "stale"  # says running, but its process is gone: crashed or killed
-    return {"run_id": run_dir.name, "state": state, "step": st.get("step"), "total_steps": st.get("total_steps"),
-            "preset": cfg.get("preset"), "gyms": cfg.get("gyms") or st.get("gyms"),
-            "parent": cfg.get("parent"), "parent_reason": cfg.get("parent_reason"), "lineage": lineage,
-            "generation": len(lineage), "max_lineage": cfg.get("max_lineage"),
-            "init_checkpoint": cfg.get("init_checkpoint"), "started": st.get("started"),
-            "reward_mean": m.get("reward_mean"), "success_rate": m.get("success_rate"), "last_step": m.get("step")}
+    return {
+        "run_id": run_dir.name,
+        "state": state,
+        "step": st.get("step"),
+        "total_steps": st.get("total_steps"),
+        "preset": cfg.get("preset"),
+        "gyms": cfg.get("gyms") or st.get("gyms"),
+        "parent": cfg.get("parent"),
+        "parent_reason": cfg.get("parent_reason"),
+        "lineage": lineage,
+        "generation": len(lineage),
+        "max_lineage": cfg.get("max_lineage"),
+        "init_checkpoint": cfg.get("init_checkpoint"),
+        "started": st.get("started"),
+        "reward_mean": m.get("reward_mean"),
+        "success_rate": m.get("success_rate"),
+        "last_step": m.get("step"),
+    }
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -80,8 +104,14 @@ def _diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
     for k in sorted(set(a) | set(b)):
         va, vb = a.get(k, missing), b.get(k, missing)
         if va != vb:
-            rows.append({"key": k, "a": None if va is missing else va, "b": None if vb is missing else vb,
-                         "only_in": "a" if vb is missing else "b" if va is missing else None})
+            rows.append(
+                {
+                    "key": k,
+                    "a": None if va is missing else va,
+                    "b": None if vb is missing else vb,
+                    "only_in": "a" if vb is missing else "b" if va is missing else None,
+                }
+            )
     return rows
 
 
@@ -148,8 +178,11 @@ def accepted_knob_events(run_dir: Path) -> list[dict[str, Any]]:
 
 def window_stats(rows: list[Mapping[str, Any]], key: str) -> tuple[float | None, float | None, int]:
     """(mean, std, n) of ``key`` over ``rows`` (None when no row has it)."""
-    vals = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
-            and math.isfinite(float(r[key]))]
+    vals = [
+        float(r[key])
+        for r in rows
+        if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool) and math.isfinite(float(r[key]))
+    ]
     if not vals:
         return None, None, 0
     mean = sum(vals) / len(vals)
@@ -160,8 +193,9 @@ def window_stats(rows: list[Mapping[str, Any]], key: str) -> tuple[float | None,
 def metric_keys(rows_a: list[Mapping[str, Any]], rows_b: list[Mapping[str, Any]]) -> list[str]:
     """Headline metrics, then per-gym and per-arm reward/success splits seen in either run."""
     seen = {k for r in rows_a + rows_b for k in r}
-    splits = sorted(k for k in seen if (k.startswith("gym/") or k.startswith("arm/"))
-                    and k.rsplit("/", 1)[-1] in SPLIT_SUFFIXES)
+    splits = sorted(
+        k for k in seen if (k.startswith("gym/") or k.startswith("arm/")) and k.rsplit("/", 1)[-1] in SPLIT_SUFFIXES
+    )
     return [k for k in HEADLINE if k in seen] + splits
 
 
@@ -182,22 +216,38 @@ def compare_runs(run_a: Path, run_b: Path, window: int = 5) -> dict[str, Any]:
         b_mean, b_std, b_n = window_stats(mb, key)
         delta = b_mean - a_mean if a_mean is not None and b_mean is not None else None
         noise = max(a_std or 0.0, b_std or 0.0)
-        metrics.append({"metric": key, "a": a_mean, "b": b_mean, "delta": delta, "a_std": a_std, "b_std": b_std,
-                        "a_steps": a_n, "b_steps": b_n,
-                        # None: unknown (a run with fewer than 2 steps in the window has no noise estimate)
-                        "beyond_noise": None if delta is None or min(a_n, b_n) < 2 else abs(delta) > noise})
+        metrics.append(
+            {
+                "metric": key,
+                "a": a_mean,
+                "b": b_mean,
+                "delta": delta,
+                "a_std": a_std,
+                "b_std": b_std,
+                "a_steps": a_n,
+                "b_steps": b_n,
+                # None: unknown (a run with fewer than 2 steps in the window has no noise estimate)
+                "beyond_noise": None if delta is None or min(a_n, b_n) < 2 else abs(delta) > noise,
+            }
+        )
     relation = None
     if run_a.name in (cb.get("lineage") or []):
         relation = f"{run_b.name} descends from {run_a.name}"
     elif run_b.name in (ca.get("lineage") or []):
         relation = f"{run_a.name} descends from {run_b.name}"
-    return {"a": run_a.name, "b": run_b.name, "relation": relation, "window": window,
-            "summary": {"a": summary(run_a), "b": summary(run_b)},
-            "config": config,
-            "knobs": {"end": _diff(knob_cells(ka["values"]), knob_cells(kb["values"])),
-                      "start": _diff(knob_cells(sa["values"]), knob_cells(sb["values"])),
-                      "rules_end": _rule_diff(ka["rules"], kb["rules"]),
-                      "rules_start": _rule_diff(sa["rules"], sb["rules"]),
-                      "accepted_events": {"a": len(accepted_knob_events(run_a)),
-                                          "b": len(accepted_knob_events(run_b))}},
-            "metrics": metrics}
+    return {
+        "a": run_a.name,
+        "b": run_b.name,
+        "relation": relation,
+        "window": window,
+        "summary": {"a": summary(run_a), "b": summary(run_b)},
+        "config": config,
+        "knobs": {
+            "end": _diff(knob_cells(ka["values"]), knob_cells(kb["values"])),
+            "start": _diff(knob_cells(sa["values"]), knob_cells(sb["values"])),
+            "rules_end": _rule_diff(ka["rules"], kb["rules"]),
+            "rules_start": _rule_diff(sa["rules"], sb["rules"]),
+            "accepted_events": {"a": len(accepted_knob_events(run_a)), "b": len(accepted_knob_events(run_b))},
+        },
+        "metrics": metrics,
+    }

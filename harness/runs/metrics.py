@@ -64,7 +64,9 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "questions_mean": _mean([float(e.get("questions", 0)) for e in episodes]),
         "question_rate": asks / turns_total if turns_total else 0.0,
         "answer_rate": _mean([1.0 if e.get("answered") else 0.0 for e in episodes]),
-        "format_error_rate": sum(int(e.get("format_errors", 0)) for e in episodes) / turns_total if turns_total else 0.0,
+        "format_error_rate": sum(int(e.get("format_errors", 0)) for e in episodes) / turns_total
+        if turns_total
+        else 0.0,
         "deadlock_rate": _mean([1.0 if e.get("deadlock") else 0.0 for e in episodes]),
         "disclosures_mean": _mean([float(e.get("disclosures", 0)) for e in episodes]),
         "tool_failure_rate": fails / turns_total if turns_total else 0.0,
@@ -105,36 +107,69 @@ def episode_metrics(episodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, Any]) -> dict[str, float]:
     """The optimisation part of a ``metrics.jsonl`` line: the update's statistics (averaged over
     processes) under their documented names, and the knob values the step ran with."""
-    upd = {key: float(sum(u[key] for u in updates if key in u) / sum(1 for u in updates if key in u))
-           for key in updates[0]} if updates else {}
+    upd = (
+        {
+            key: float(sum(u[key] for u in updates if key in u) / sum(1 for u in updates if key in u))
+            for key in updates[0]
+        }
+        if updates
+        else {}
+    )
     return {
-        "entropy": upd.get("actor/entropy", 0.0), "kl": upd.get("actor/kl", 0.0),
-        "policy_loss": upd.get("actor/pg_loss", 0.0), "value_loss": upd.get("critic/vf_loss", 0.0),
-        "clip_frac": upd.get("actor/clip_frac", 0.0), "approx_kl": upd.get("actor/approx_kl", 0.0),
-        "grad_norm": upd.get("grad_norm", 0.0), "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
-        "value_mean": upd.get("critic/vpred_mean", 0.0), "explained_var": upd.get("critic/explained_var", 0.0),
-        "lr": knobs["lr"], "critic_lr": knobs["critic_lr"], "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
-        "entropy_coeff": knobs["entropy_coeff"], "kl_coef": knobs["kl_coef"], "temperature": knobs["temperature"],
+        "entropy": upd.get("actor/entropy", 0.0),
+        "kl": upd.get("actor/kl", 0.0),
+        "policy_loss": upd.get("actor/pg_loss", 0.0),
+        "value_loss": upd.get("critic/vf_loss", 0.0),
+        "clip_frac": upd.get("actor/clip_frac", 0.0),
+        "approx_kl": upd.get("actor/approx_kl", 0.0),
+        "grad_norm": upd.get("grad_norm", 0.0),
+        "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
+        "value_mean": upd.get("critic/vpred_mean", 0.0),
+        "explained_var": upd.get("critic/explained_var", 0.0),
+        "lr": knobs["lr"],
+        "critic_lr": knobs["critic_lr"],
+        "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
+        "entropy_coeff": knobs["entropy_coeff"],
+        "kl_coef": knobs["kl_coef"],
+        "temperature": knobs["temperature"],
         "update_skipped": upd.get("update_skipped", 0.0),  # 1: non-finite numbers, no update (harness/ppo/guards.py)
     }
 
 
-def step_metrics(step: int, records: Sequence[Mapping[str, Any]], updates: Sequence[Mapping[str, float]],
-                 knobs: Mapping[str, Any], score_stats: Mapping[str, float], rollout_t: Mapping[str, float],
-                 time_update: float, knob_version: int, knob_changes: int) -> dict[str, Any]:
+def step_metrics(
+    step: int,
+    records: Sequence[Mapping[str, Any]],
+    updates: Sequence[Mapping[str, float]],
+    knobs: Mapping[str, Any],
+    score_stats: Mapping[str, float],
+    rollout_t: Mapping[str, float],
+    time_update: float,
+    knob_version: int,
+    knob_changes: int,
+) -> dict[str, Any]:
     """One step's line of ``metrics.jsonl`` (before the harness and step times are added): the
     episodes', the update's and the scoring pass's metrics, the step's timings and the knob version."""
-    return {"step": step, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            **episode_metrics(records), **update_metrics(updates, knobs), **score_stats,
-            "time_rollout_s": rollout_t["time_rollout_s"], "time_generate_s": rollout_t["time_generate_s"],
-            "time_env_s": rollout_t["time_env_s"], "time_update_s": time_update,
-            "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
-            "knob_version": knob_version, "knob_changes": knob_changes,
-            "episode_errors": sum(1 for r in records if r.get("error"))}
+    return {
+        "step": step,
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **episode_metrics(records),
+        **update_metrics(updates, knobs),
+        **score_stats,
+        "time_rollout_s": rollout_t["time_rollout_s"],
+        "time_generate_s": rollout_t["time_generate_s"],
+        "time_env_s": rollout_t["time_env_s"],
+        "time_update_s": time_update,
+        "rollout_tokens_per_s": rollout_t["generated_tokens"] / max(rollout_t["time_generate_s"], 1e-9),
+        "knob_version": knob_version,
+        "knob_changes": knob_changes,
+        "episode_errors": sum(1 for r in records if r.get("error")),
+    }
 
 
 def step_line(m: Mapping[str, Any]) -> str:
     """A step's line in ``log.txt``."""
-    return (f"step {m['step']}: reward {m['reward_mean']:.3f} success {m['success_rate']:.2f} "
-            f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
-            f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)")
+    return (
+        f"step {m['step']}: reward {m['reward_mean']:.3f} success {m['success_rate']:.2f} "
+        f"turns {m['turns_mean']:.1f} entropy {m['entropy']:.3f} kl {m['kl']:.4f} "
+        f"vloss {m['value_loss']:.4f} ({m['time_step_s']:.1f}s)"
+    )

@@ -113,8 +113,13 @@ class Progress:
     """Phases shown on ``stream`` (stderr by default). ``enabled=False`` shows nothing at all;
     ``terminal`` forces (True) or forbids (False) the rich display (None: ask the stream)."""
 
-    def __init__(self, enabled: bool = True, stream: TextIO | None = None, terminal: bool | None = None,
-                 plain_every_s: float = 30.0):
+    def __init__(
+        self,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        terminal: bool | None = None,
+        plain_every_s: float = 30.0,
+    ):
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.plain_every_s = plain_every_s
@@ -123,8 +128,9 @@ class Progress:
             return
         from rich.console import Console
 
-        console = Console(file=self.stream, force_terminal=terminal) if terminal is not None \
-            else Console(file=self.stream)
+        console = (
+            Console(file=self.stream, force_terminal=terminal) if terminal is not None else Console(file=self.stream)
+        )
         if console.is_terminal:
             from rich.progress import (
                 BarColumn,
@@ -136,10 +142,18 @@ class Progress:
             )
             from rich.progress import Progress as RichProgress
 
-            self.bar = RichProgress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
-                                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                                    TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
-                                    transient=False)
+            self.bar = RichProgress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=console,
+                transient=False,
+            )
             self.bar.start()
 
     @property

@@ -65,24 +65,44 @@ class RunWriter:
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def create(cls, run_dir: Path, config: Mapping[str, Any], knobs_dir: Path, gyms: list[str],
-               total_steps: int, echo: bool = False) -> RunWriter:
+    def create(
+        cls,
+        run_dir: Path,
+        config: Mapping[str, Any],
+        knobs_dir: Path,
+        gyms: list[str],
+        total_steps: int,
+        echo: bool = False,
+    ) -> RunWriter:
         run_dir = Path(run_dir)
         if run_dir.exists() and any(run_dir.iterdir()):
-            raise FileExistsError(f"run folder {run_dir} exists and is not empty; choose another --run-id "
-                                  f"or resume it with --resume {run_dir.name}")
+            raise FileExistsError(
+                f"run folder {run_dir} exists and is not empty; choose another --run-id "
+                f"or resume it with --resume {run_dir.name}"
+            )
         (run_dir / "trajectories").mkdir(parents=True, exist_ok=True)
         (run_dir / "checkpoints").mkdir(exist_ok=True)
         (run_dir / "meta").mkdir(exist_ok=True)
         w = cls(run_dir, echo=echo)
         for name in LOGS:
             (run_dir / name).touch()
-        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)),
-                                                                  sort_keys=False))
+        atomic_write_text(
+            run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)), sort_keys=False)
+        )
         shutil.copytree(knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".*.tmp"))
-        w.status_doc = {"run_id": run_dir.name, "state": "running", "step": 0, "total_steps": total_steps,
-                        "pid": os.getpid(), "host": socket.gethostname(), "knobs_dir": str(Path(knobs_dir).resolve()),
-                        "gyms": gyms, "started": now_iso(), "started_unix": time.time(), "argv": sys.argv}
+        w.status_doc = {
+            "run_id": run_dir.name,
+            "state": "running",
+            "step": 0,
+            "total_steps": total_steps,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "knobs_dir": str(Path(knobs_dir).resolve()),
+            "gyms": gyms,
+            "started": now_iso(),
+            "started_unix": time.time(),
+            "argv": sys.argv,
+        }
         w.write_status()
         w.event("started", config=config.get("preset"), gyms=gyms, total_steps=total_steps)
         return w
@@ -109,8 +129,15 @@ class RunWriter:
         from harness.runs.reader import status
 
         w.status_doc = status(run_dir) or {"run_id": run_dir.name}
-        w.status_doc.update({"state": "running", "pid": os.getpid(), "host": socket.gethostname(), "step": next_step,
-                             "resumed": now_iso()})
+        w.status_doc.update(
+            {
+                "state": "running",
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "step": next_step,
+                "resumed": now_iso(),
+            }
+        )
         w.write_status()
         return w
 
@@ -129,8 +156,11 @@ class RunWriter:
     def event(self, kind: str, **data: Any) -> str:
         """Append one lifecycle event (durable); returns its id (``e-`` + 10 hex)."""
         eid = new_event_id("e-")
-        jsonl.append(self.dir / "events.jsonl", {"id": eid, "time": now_iso(), "event": kind,
-                                                  "step": self.status_doc.get("step"), **data}, durable=True)
+        jsonl.append(
+            self.dir / "events.jsonl",
+            {"id": eid, "time": now_iso(), "event": kind, "step": self.status_doc.get("step"), **data},
+            durable=True,
+        )
         return eid
 
     def alert(self, name: str, message: str, **data: Any) -> str:
@@ -145,8 +175,10 @@ class RunWriter:
             err = r.get("error")
             if err:
                 self.event("episode_error", episode_id=r.get("episode_id"), gym=r.get("gym"), error=err)
-                self.log(f"step {step}: episode {r.get('episode_id')} ({r.get('gym')}) ended by an error in "
-                         f"{err.get('where')}: {err.get('type')}: {str(err.get('message'))[:200]}")
+                self.log(
+                    f"step {step}: episode {r.get('episode_id')} ({r.get('gym')}) ended by an error in "
+                    f"{err.get('where')}: {err.get('type')}: {str(err.get('message'))[:200]}"
+                )
 
     def metrics(self, record: Mapping[str, Any]) -> None:
         jsonl.append(self.dir / "metrics.jsonl", dict(record), durable=True)

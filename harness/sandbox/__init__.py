@@ -127,32 +127,71 @@ class Limits:
     tmp_root: str | None = None
 
     def __post_init__(self) -> None:
-        positive = {"call_time", "module_time", "total_time", "startup_time", "cpu_time", "memory_bytes",
-                    "max_processes", "file_size_bytes", "workdir_bytes", "open_files", "output_bytes",
-                    "result_bytes", "value_bytes", "recursion_limit"}
+        positive = {
+            "call_time",
+            "module_time",
+            "total_time",
+            "startup_time",
+            "cpu_time",
+            "memory_bytes",
+            "max_processes",
+            "file_size_bytes",
+            "workdir_bytes",
+            "open_files",
+            "output_bytes",
+            "result_bytes",
+            "value_bytes",
+            "recursion_limit",
+        }
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in positive:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
                     raise ValueError(f"sandbox Limits.{f.name} must be a positive number, got {v!r}")
-        for name in ("cpu_time", "memory_bytes", "max_processes", "file_size_bytes", "workdir_bytes",
-                     "open_files", "output_bytes", "result_bytes", "value_bytes", "recursion_limit"):
+        for name in (
+            "cpu_time",
+            "memory_bytes",
+            "max_processes",
+            "file_size_bytes",
+            "workdir_bytes",
+            "open_files",
+            "output_bytes",
+            "result_bytes",
+            "value_bytes",
+            "recursion_limit",
+        ):
             if not isinstance(getattr(self, name), int):
                 raise ValueError(f"sandbox Limits.{name} must be an integer, got {getattr(self, name)!r}")
         if not isinstance(self.keep_output_bytes, int) or self.keep_output_bytes < 0:
-            raise ValueError(f"sandbox Limits.keep_output_bytes must be an integer >= 0, got {self.keep_output_bytes!r}")
+            raise ValueError(
+                f"sandbox Limits.keep_output_bytes must be an integer >= 0, got {self.keep_output_bytes!r}"
+            )
         if self.isolation not in ISOLATION_MODES:
-            raise ValueError(f"sandbox Limits.isolation must be one of {', '.join(ISOLATION_MODES)}, "
-                             f"got {self.isolation!r}")
-        if not isinstance(self.allow_paths, tuple) or not all(isinstance(p, str) and os.path.isabs(p)
-                                                               for p in self.allow_paths):
-            raise ValueError(f"sandbox Limits.allow_paths must be a tuple of absolute folder paths, "
-                             f"got {self.allow_paths!r}")
+            raise ValueError(
+                f"sandbox Limits.isolation must be one of {', '.join(ISOLATION_MODES)}, got {self.isolation!r}"
+            )
+        if not isinstance(self.allow_paths, tuple) or not all(
+            isinstance(p, str) and os.path.isabs(p) for p in self.allow_paths
+        ):
+            raise ValueError(
+                f"sandbox Limits.allow_paths must be a tuple of absolute folder paths, got {self.allow_paths!r}"
+            )
 
     def child_limits(self) -> dict[str, Any]:
         """The limits the child applies itself."""
-        keys = ("call_time", "module_time", "cpu_time", "memory_bytes", "max_processes", "file_size_bytes",
-                "workdir_bytes", "open_files", "value_bytes", "recursion_limit", "seed")
+        keys = (
+            "call_time",
+            "module_time",
+            "cpu_time",
+            "memory_bytes",
+            "max_processes",
+            "file_size_bytes",
+            "workdir_bytes",
+            "open_files",
+            "value_bytes",
+            "recursion_limit",
+            "seed",
+        )
         return {k: getattr(self, k) for k in keys}
 
 
@@ -289,7 +328,7 @@ def remove_stale_workdirs(root: str) -> list[str]:
     for entry in entries:
         if not entry.name.startswith(WORKDIR_PREFIX):
             continue
-        pid_text = entry.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        pid_text = entry.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
         if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
@@ -313,8 +352,11 @@ def _describe_exit(code: int | None) -> str:
             name = signal.Signals(sig).name
         except ValueError:
             name = f"signal {sig}"
-        hint = {"SIGKILL": " (CPU limit, memory or a kill)", "SIGXCPU": " (CPU limit)",
-                "SIGSEGV": " (crash, e.g. C stack overflow)"}.get(name, "")
+        hint = {
+            "SIGKILL": " (CPU limit, memory or a kill)",
+            "SIGXCPU": " (CPU limit)",
+            "SIGSEGV": " (crash, e.g. C stack overflow)",
+        }.get(name, "")
         return f"killed by {name}{hint}"
     return f"exited with code {code}"
 
@@ -340,8 +382,9 @@ class _Fds:
 class _Attempt:
     """One child process running the source and calls ``start..``; the caller reads outcomes."""
 
-    def __init__(self, source: str, calls: Sequence[str], start: int, limits: Limits, total_deadline: float,
-                 output_budget: int):
+    def __init__(
+        self, source: str, calls: Sequence[str], start: int, limits: Limits, total_deadline: float, output_budget: int
+    ):
         self.source, self.calls, self.start, self.limits = source, list(calls), start, limits
         self.total_deadline = total_deadline
         self.output_budget = output_budget
@@ -369,20 +412,34 @@ class _Attempt:
         # The caller's pid in the name: a later caller removes it if this one is killed (see above).
         workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-", dir=root)
         os.chmod(workdir, 0o700)
-        job = {"source": self.source, "calls": self.calls, "start": self.start, "limits": lim.child_limits(),
-               "workdir": os.path.realpath(workdir), "uid": UID_BASE + secrets.randbelow(UID_SPAN),
-               "isolation": lim.isolation, "python_guards": lim.python_guards,
-               "allow_paths": [os.path.realpath(p) for p in lim.allow_paths], "site_dirs": _site_dirs(),
-               "project_packages": list(PROJECT_PACKAGES)}
+        job = {
+            "source": self.source,
+            "calls": self.calls,
+            "start": self.start,
+            "limits": lim.child_limits(),
+            "workdir": os.path.realpath(workdir),
+            "uid": UID_BASE + secrets.randbelow(UID_SPAN),
+            "isolation": lim.isolation,
+            "python_guards": lim.python_guards,
+            "allow_paths": [os.path.realpath(p) for p in lim.allow_paths],
+            "site_dirs": _site_dirs(),
+            "project_packages": list(PROJECT_PACKAGES),
+        }
         job_bytes = marshal.dumps(job)  # caller -> child only; results come back as JSON
         fds = _Fds(*os.pipe(), *os.pipe())  # job_r, job_w, res_r, res_w
         proc = None
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-s", "-S", "-c", _runner_source(), str(fds.job_r), str(fds.res_w), str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(fds.job_r, fds.res_w), cwd="/", env=_child_env(job["workdir"]),
-                start_new_session=True, close_fds=True)
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(fds.job_r, fds.res_w),
+                cwd="/",
+                env=_child_env(job["workdir"]),
+                start_new_session=True,
+                close_fds=True,
+            )
             # The child holds its own copies; ours must go so that EOF means the child is done.
             fds.close("job_r")
             fds.close("res_w")
@@ -494,8 +551,11 @@ class _Attempt:
     def _stop(self, status: str, message: str = "") -> None:
         flight = self.in_flight()
         if flight == "startup":
-            self.fatal = f"sandbox child did not start within {self.limits.startup_time}s" if status == TIMEOUT \
+            self.fatal = (
+                f"sandbox child did not start within {self.limits.startup_time}s"
+                if status == TIMEOUT
                 else f"sandbox child failed while starting ({status})"
+            )
             return
         if status == TIMEOUT and not message:
             budget = self.limits.module_time if flight == "module" else self.limits.call_time
@@ -521,12 +581,20 @@ class _Attempt:
         if kind == "module" and flight == "module" and isinstance(rec.get("ok"), bool):
             # Forgeable by code at module level: only well-typed, short fields are kept.
             status = rec.get("status", RAISED)
-            self.module = {"ok": rec["ok"], "status": status if status in STATUSES else RAISED,
-                           "error": None if rec.get("error") is None else str(rec["error"])[:200],
-                           "message": str(rec.get("message", ""))[:1000]}
+            self.module = {
+                "ok": rec["ok"],
+                "status": status if status in STATUSES else RAISED,
+                "error": None if rec.get("error") is None else str(rec["error"])[:200],
+                "message": str(rec.get("message", ""))[:1000],
+            }
             return True
-        if kind == "call" and isinstance(flight, int) and rec.get("index") == flight and rec.get("status") in STATUSES \
-                and (rec["status"] != OK or well_formed(rec.get("value"))):
+        if (
+            kind == "call"
+            and isinstance(flight, int)
+            and rec.get("index") == flight
+            and rec.get("status") in STATUSES
+            and (rec["status"] != OK or well_formed(rec.get("value")))
+        ):
             # Text fields are only displayed; keep them short and of the right type.
             rec["error"] = None if rec.get("error") is None else str(rec["error"])[:200]
             rec["message"] = str(rec.get("message", ""))[:1000]
@@ -573,7 +641,11 @@ def run_source(source: str, calls: Sequence[str] = (), limits: Limits | None = N
         isolation = dict(att.hello.get("isolation", {})) if att.hello else isolation
         if att.module is None or not att.module["ok"]:
             if att.module is not None:
-                status, err, msg = att.module.get("status", RAISED), att.module.get("error"), att.module.get("message", "")
+                status, err, msg = (
+                    att.module.get("status", RAISED),
+                    att.module.get("error"),
+                    att.module.get("message", ""),
+                )
             else:
                 status, err, msg = att.failure or (CRASHED, "Crashed", "stopped without a reason")
             if start == 0:
@@ -586,14 +658,21 @@ def run_source(source: str, calls: Sequence[str] = (), limits: Limits | None = N
             break
         module_status = OK
         for i, rec in att.records.items():
-            results[i] = CallResult(calls[i], rec["status"], rec.get("value"), rec.get("error"),
-                                    rec.get("message", ""), float(rec.get("seconds", 0.0)))
+            results[i] = CallResult(
+                calls[i],
+                rec["status"],
+                rec.get("value"),
+                rec.get("error"),
+                rec.get("message", ""),
+                float(rec.get("seconds", 0.0)),
+            )
         flight = att.in_flight()
         if flight is None:
             break
         status, err, msg = att.failure or (CRASHED, "Crashed", "stopped without a reason")
-        results[flight] = CallResult(calls[flight], status, error=err, message=msg,
-                                     seconds=limits.call_time if status == TIMEOUT else 0.0)
+        results[flight] = CallResult(
+            calls[flight], status, error=err, message=msg, seconds=limits.call_time if status == TIMEOUT else 0.0
+        )
         start = flight + 1
         if start >= len(calls):
             break
@@ -602,11 +681,17 @@ def run_source(source: str, calls: Sequence[str] = (), limits: Limits | None = N
             for i in range(start, len(calls)):
                 results[i] = CallResult(calls[i], NOT_RUN, error="NotRun", message=why)
             break
-    return RunResult(module_status, module_error, module_message,
-                     [r if r is not None else CallResult(calls[i], NOT_RUN, error="NotRun")
-                      for i, r in enumerate(results)],
-                     output=bytes(output).decode("utf-8", errors="replace"), output_bytes=output_seen,
-                     processes=processes, isolation=isolation, wall_seconds=time.monotonic() - t0)
+    return RunResult(
+        module_status,
+        module_error,
+        module_message,
+        [r if r is not None else CallResult(calls[i], NOT_RUN, error="NotRun") for i, r in enumerate(results)],
+        output=bytes(output).decode("utf-8", errors="replace"),
+        output_bytes=output_seen,
+        processes=processes,
+        isolation=isolation,
+        wall_seconds=time.monotonic() - t0,
+    )
 
 
 def run_calls(source: str, calls: Sequence[str], limits: Limits | None = None) -> list[CallResult]:

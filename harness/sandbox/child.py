@@ -141,7 +141,7 @@ class _Libc:
         self._check(self.lib.unshare(flags), "unshare")
 
     def mount(self, src: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-        enc = (lambda s: None if s is None else s.encode())
+        enc = lambda s: None if s is None else s.encode()
         self._check(self.lib.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
     def umount_detach(self, target: str) -> None:
@@ -215,8 +215,13 @@ def _build_root(job: dict, libc: _Libc, report: dict) -> None:
     os.makedirs(root + "/proc", mode=0o555)
     libc.mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
     os.makedirs(root + workdir, mode=0o755)
-    libc.mount("tmpfs", root + workdir, "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={int(lim['workdir_bytes'])},mode=0700,uid={uid},gid={uid}")
+    libc.mount(
+        "tmpfs",
+        root + workdir,
+        "tmpfs",
+        _MS_NOSUID | _MS_NODEV,
+        f"size={int(lim['workdir_bytes'])},mode=0700,uid={uid},gid={uid}",
+    )
     os.chdir(root)
     libc.pivot_root(".", ".")
     libc.umount_detach(".")  # the old root, stacked under the new one by pivot_root(".", ".")
@@ -235,7 +240,9 @@ def _hide_project_package(libc: _Libc, job: dict) -> dict:
         for name in job.get("project_packages", []):
             path = os.path.join(site, name)
             if os.path.isdir(path):
-                libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555")
+                libc.mount(
+                    "tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,mode=0555"
+                )
                 covered.append(path)
     return {"covered": covered} if covered else {}
 
@@ -339,18 +346,56 @@ def _set_limits(lim: dict, nproc: bool) -> None:
 
 
 # --------------------------------------------------------------------------- python guards
-_BLOCKED_EVENTS = frozenset({
-    "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile",
-    "subprocess.Popen", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill",
-    "socket.__new__", "socket.bind", "socket.connect", "socket.getaddrinfo", "socket.gethostbyname",
-    "socket.gethostbyaddr", "socket.sethostname", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle",
-    "ctypes.call_function", "ctypes.cdata", "ctypes.addressof", "os.chroot", "os.setuid",
-})
+_BLOCKED_EVENTS = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "os.startfile",
+        "subprocess.Popen",
+        "pty.spawn",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+        "socket.__new__",
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.sethostname",
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.call_function",
+        "ctypes.cdata",
+        "ctypes.addressof",
+        "os.chroot",
+        "os.setuid",
+    }
+)
 # _posixsubprocess.fork_exec starts processes without an audit event, so the module itself is refused
 # (which makes `import subprocess` fail: sandboxed code has no business starting programs).
 _BLOCKED_IMPORTS = frozenset({"_posixsubprocess", "_ctypes", "ctypes"})
-_PATH_EVENTS = frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.chmod", "os.chown",
-                          "os.link", "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "os.chflags"})
+_PATH_EVENTS = frozenset(
+    {
+        "os.remove",
+        "os.rmdir",
+        "os.mkdir",
+        "os.rename",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+        "os.chflags",
+    }
+)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
@@ -364,8 +409,15 @@ def _install_guards(workdir: str) -> None:
         p = _real(_fs(path))
         return p == _wd or p.startswith(_wd + "/")
 
-    def hook(event, args, _blocked=_BLOCKED_EVENTS, _imports=_BLOCKED_IMPORTS, _paths=_PATH_EVENTS,
-             _wflags=_WRITE_FLAGS, _inside=_inside):
+    def hook(
+        event,
+        args,
+        _blocked=_BLOCKED_EVENTS,
+        _imports=_BLOCKED_IMPORTS,
+        _paths=_PATH_EVENTS,
+        _wflags=_WRITE_FLAGS,
+        _inside=_inside,
+    ):
         if event in _blocked:
             raise PermissionError(f"sandbox: {event} is not allowed")
         if event == "import":
@@ -374,7 +426,8 @@ def _install_guards(workdir: str) -> None:
         elif event == "open":
             path, mode, flags = args[0], args[1], args[2]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
-                isinstance(flags, int) and flags & _wflags)
+                isinstance(flags, int) and flags & _wflags
+            )
             if writing and path is not None and not _inside(path):
                 raise PermissionError(f"sandbox: writing outside the working directory is not allowed: {path!r}")
         elif event in _paths:
@@ -460,7 +513,9 @@ def encode_number(x, t) -> list | None:
         if x.is_nan():
             return _num(False, "nan", "nan", "0x0.0p+0", shown)
         if x.is_infinite():
-            return _num(False, "-inf" if x.is_signed() else "inf", "-inf" if x.is_signed() else "inf", "0x0.0p+0", shown)
+            return _num(
+                False, "-inf" if x.is_signed() else "inf", "-inf" if x.is_signed() else "inf", "0x0.0p+0", shown
+            )
         exponent = x.as_tuple().exponent
         if type(exponent) is not int or abs(exponent) > MAX_DECIMAL_EXPONENT:
             raise TooLarge(f"Decimal exponent beyond ±{MAX_DECIMAL_EXPONENT}")
@@ -534,7 +589,10 @@ def encode(x, budget: list[int] | None = None, _depth: int = 0, _stack: set | No
             if t is tuple:
                 return ["t", [encode(e, budget, _depth + 1, stack) for e in tuple.__iter__(x)]]
             if t is set or t is frozenset:
-                items = [encode(e, budget, _depth + 1, stack) for e in (set.__iter__(x) if t is set else frozenset.__iter__(x))]
+                items = [
+                    encode(e, budget, _depth + 1, stack)
+                    for e in (set.__iter__(x) if t is set else frozenset.__iter__(x))
+                ]
                 return ["S", sorted(([key_of(e), e] for e in items), key=lambda ke: ke[0])]
             triples = []
             for k, v in dict.items(x):
@@ -656,11 +714,21 @@ def _execute(job: dict, chan: _Channel) -> None:
             _timer(0)
         module = {"kind": MODULE, "ok": True}
     except _CallTimeout:
-        module = {"kind": MODULE, "ok": False, "status": "timeout", "error": "Timeout",
-                  "message": f"module execution exceeded {lim['module_time']}s"}
+        module = {
+            "kind": MODULE,
+            "ok": False,
+            "status": "timeout",
+            "error": "Timeout",
+            "message": f"module execution exceeded {lim['module_time']}s",
+        }
     except BaseException as exc:  # SystemExit, SyntaxError, ImportError ... are outcomes
-        module = {"kind": MODULE, "ok": False, "status": "raised", "error": _error_name(exc),
-                  "message": _safe_short(exc)}
+        module = {
+            "kind": MODULE,
+            "ok": False,
+            "status": "raised",
+            "error": _error_name(exc),
+            "message": _safe_short(exc),
+        }
     module["seconds"] = time.perf_counter() - t0
     chan.send(module)
     if not module["ok"]:
@@ -704,14 +772,25 @@ def _encoded(value, seconds_left: float, value_bytes: int) -> dict:
             raise TooLarge(f"encoded value has {len(text)} bytes (limit {value_bytes})")
         return {"status": "ok", "value": enc}
     except _CallTimeout:
-        return {"status": "timeout", "error": "Timeout", "message": "encoding the returned value exceeded the call's budget"}
+        return {
+            "status": "timeout",
+            "error": "Timeout",
+            "message": "encoding the returned value exceeded the call's budget",
+        }
     except TooLarge as exc:
         return {"status": "too_large", "error": "TooLarge", "message": _safe_short(exc)}
     except Unsupported as exc:
-        return {"status": "unsupported", "error": "Unsupported", "message": f"returned a value of type {_safe_short(exc)}"}
+        return {
+            "status": "unsupported",
+            "error": "Unsupported",
+            "message": f"returned a value of type {_safe_short(exc)}",
+        }
     except BaseException as exc:
-        return {"status": "unsupported", "error": "Unsupported",
-                "message": f"the returned value could not be encoded ({_error_name(exc)}: {_safe_short(exc)})"}
+        return {
+            "status": "unsupported",
+            "error": "Unsupported",
+            "message": f"the returned value could not be encoded ({_error_name(exc)}: {_safe_short(exc)})",
+        }
 
 
 def _safe_short(exc: BaseException) -> str:

@@ -69,8 +69,16 @@ def _well_formed(v: Any, depth: int) -> bool:
     if tag == "N":
         return n == 1
     if tag == "n":
-        return (n == 6 and type(v[1]) is bool and isinstance(v[2], str) and bool(v[2]) and _float_text(v[3])
-                and _float_text(v[4]) and isinstance(v[5], str) and len(v[5]) <= 200)
+        return (
+            n == 6
+            and type(v[1]) is bool
+            and isinstance(v[2], str)
+            and bool(v[2])
+            and _float_text(v[3])
+            and _float_text(v[4])
+            and isinstance(v[5], str)
+            and len(v[5]) <= 200
+        )
     if tag in ("s", "T", "y", "dt", "da", "ti"):
         return n == 2 and isinstance(v[1], str)
     if tag == "td":
@@ -78,16 +86,31 @@ def _well_formed(v: Any, depth: int) -> bool:
     if tag in ("l", "t"):
         return n == 2 and isinstance(v[1], list) and all(_well_formed(x, depth + 1) for x in v[1])
     if tag == "S":
-        return n == 2 and isinstance(v[1], list) and all(
-            isinstance(km, list) and len(km) == 2 and isinstance(km[0], str) and _well_formed(km[1], depth + 1)
-            for km in v[1])
+        return (
+            n == 2
+            and isinstance(v[1], list)
+            and all(
+                isinstance(km, list) and len(km) == 2 and isinstance(km[0], str) and _well_formed(km[1], depth + 1)
+                for km in v[1]
+            )
+        )
     if tag == "d":
-        return n == 2 and isinstance(v[1], list) and all(
-            isinstance(kv, list) and len(kv) == 3 and isinstance(kv[0], str) and _well_formed(kv[1], depth + 1)
-            and _well_formed(kv[2], depth + 1) for kv in v[1])
+        return (
+            n == 2
+            and isinstance(v[1], list)
+            and all(
+                isinstance(kv, list)
+                and len(kv) == 3
+                and isinstance(kv[0], str)
+                and _well_formed(kv[1], depth + 1)
+                and _well_formed(kv[2], depth + 1)
+                for kv in v[1]
+            )
+        )
     if tag == "nd":
-        return (n == 3 and isinstance(v[1], list) and all(_small_int(x, 0) for x in v[1])
-                and _well_formed(v[2], depth + 1))
+        return (
+            n == 3 and isinstance(v[1], list) and all(_small_int(x, 0) for x in v[1]) and _well_formed(v[2], depth + 1)
+        )
     return False
 
 
@@ -178,18 +201,25 @@ def _render(v: list, out: _Text) -> None:
     elif tag == "y":
         out.add(f"bytes.fromhex({v[1][: out.left]!r})")
     elif tag in ("l", "t"):
-        _seq(out, v[1], "[" if tag == "l" else "(", "]" if tag == "l" else ("," if len(v[1]) == 1 else "") + ")",
-             lambda x: _render(x, out))
+        _seq(
+            out,
+            v[1],
+            "[" if tag == "l" else "(",
+            "]" if tag == "l" else ("," if len(v[1]) == 1 else "") + ")",
+            lambda x: _render(x, out),
+        )
     elif tag == "S":
         if not v[1]:
             out.add("set()")
         else:
             _seq(out, v[1], "{", "}", lambda km: _render(km[1], out))
     elif tag == "d":
+
         def entry(kv: list) -> None:
             _render(kv[1], out)
             out.add(": ")
             _render(kv[2], out)
+
         _seq(out, v[1], "{", "}", entry)
     elif tag in ("dt", "da", "ti"):
         out.add(v[1])

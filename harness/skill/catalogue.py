@@ -73,8 +73,10 @@ def _requires_text(req: dict[str, Any]) -> str:
     metric = f"gym/<gym>/{req['metric']}" if req.get("per_gym") else req["metric"]
     scope = " for each gym the write affects" if req.get("per_gym") else ""
     why = f" ({req['why']})" if req.get("why") else ""
-    return (f"{direction} needs mean `{metric}` {req['op']} {_fmt_num(req['value'])} "
-            f"over the last {req.get('window', 5)} steps{scope}{why}")
+    return (
+        f"{direction} needs mean `{metric}` {req['op']} {_fmt_num(req['value'])} "
+        f"over the last {req.get('window', 5)} steps{scope}{why}"
+    )
 
 
 def _allowed_text(spec: KnobSpec) -> str:
@@ -97,11 +99,16 @@ def _allowed_text(spec: KnobSpec) -> str:
 
 
 def _knob_section(spec: KnobSpec) -> list[str]:
-    lines = [f"### `{spec.full_name}`", "", spec.description, "",
-             f"- allowed: {_allowed_text(spec)}",
-             f"- applies: {'live' if spec.hot else 'next run'}",
-             f"- gyms: {_gyms_text(spec)}",
-             f"- per write: {_per_write_text(spec)}"]
+    lines = [
+        f"### `{spec.full_name}`",
+        "",
+        spec.description,
+        "",
+        f"- allowed: {_allowed_text(spec)}",
+        f"- applies: {'live' if spec.hot else 'next run'}",
+        f"- gyms: {_gyms_text(spec)}",
+        f"- per write: {_per_write_text(spec)}",
+    ]
     lines += [f"- requires: {_requires_text(r)}" for r in spec.requires]
     return lines + [""]
 
@@ -113,8 +120,10 @@ def _area_section(area: AreaSchema) -> list[str]:
         lines += [desc, ""]
     lines += ["| knob | allowed | applies | gyms | per write |", "|---|---|---|---|---|"]
     for spec in area.knobs.values():
-        lines.append(f"| [`{spec.full_name}`](#{_anchor(spec.full_name)}) | {_allowed_text(spec)} | "
-                     f"{'live' if spec.hot else 'next run'} | {_gyms_text(spec)} | {_per_write_text(spec)} |")
+        lines.append(
+            f"| [`{spec.full_name}`](#{_anchor(spec.full_name)}) | {_allowed_text(spec)} | "
+            f"{'live' if spec.hot else 'next run'} | {_gyms_text(spec)} | {_per_write_text(spec)} |"
+        )
     lines.append("")
     for spec in area.knobs.values():
         lines += _knob_section(spec)
@@ -156,16 +165,25 @@ def _walk_fields(node: dict[str, Any], prefix: str) -> Iterable[tuple[str, dict[
             yield from _walk_fields(child, path)
         elif child.get("type") == "array" and isinstance(child.get("items"), dict) and "properties" in child["items"]:
             yield from _walk_fields(child["items"], path + "[]")
-        elif child.get("type") == "object" and isinstance(child.get("additionalProperties"), dict) \
-                and "properties" in child["additionalProperties"]:
+        elif (
+            child.get("type") == "object"
+            and isinstance(child.get("additionalProperties"), dict)
+            and "properties" in child["additionalProperties"]
+        ):
             yield from _walk_fields(child["additionalProperties"], path + ".<key>")
 
 
 def _rule_schema_section(knobs_dir: Path, stem: str, where: str) -> list[str]:
     path = Path(knobs_dir) / "schema" / f"{stem}.schema.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
-    lines = [f"## {raw.get('title', stem)} (`{where}`)", "", str(raw.get("description", "")).strip(), "",
-             "| field | type | required | meaning |", "|---|---|---|---|"]
+    lines = [
+        f"## {raw.get('title', stem)} (`{where}`)",
+        "",
+        str(raw.get("description", "")).strip(),
+        "",
+        "| field | type | required | meaning |",
+        "|---|---|---|---|",
+    ]
     for field_path, node, req in _walk_fields(raw, ""):
         desc = str(node.get("description", "")).replace("|", "\\|").replace("\n", " ")
         lines.append(f"| `{field_path}` | {_type_text(node)} | {'yes' if req else ''} | {desc} |")
@@ -175,9 +193,14 @@ def _rule_schema_section(knobs_dir: Path, stem: str, where: str) -> list[str]:
 def _predicate_section() -> list[str]:
     from harness.rewards.predicates import PREDICATES
 
-    lines = ["## Reward predicates (for `predicate:` in reward rules)", "",
-             "A rule pays its `value` on every turn where its predicate holds.", "",
-             "| predicate | parameters | holds when |", "|---|---|---|"]
+    lines = [
+        "## Reward predicates (for `predicate:` in reward rules)",
+        "",
+        "A rule pays its `value` on every turn where its predicate holds.",
+        "",
+        "| predicate | parameters | holds when |",
+        "|---|---|---|",
+    ]
     for name in sorted(PREDICATES):
         p = PREDICATES[name]
         params = ", ".join(f"`{k}` ({t.__name__})" for k, t in p.params.items()) or ""

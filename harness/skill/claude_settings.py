@@ -22,8 +22,19 @@ from typing import Any
 # The harness commands a meta-agent session may run without asking. Not listed on purpose:
 # `eau eval` (denied below), `eau supervise` / `eau autopilot` (they launch meta-agents themselves),
 # `eau skill` (installation is a human's decision), `eau play`.
-ALLOWED_COMMANDS = ("status", "diagnose", "sample", "effect", "gate", "knobs", "finding", "runs", "plot",
-                    "train", "tasks")
+ALLOWED_COMMANDS = (
+    "status",
+    "diagnose",
+    "sample",
+    "effect",
+    "gate",
+    "knobs",
+    "finding",
+    "runs",
+    "plot",
+    "train",
+    "tasks",
+)
 
 ALLOW_RULES: tuple[str, ...] = (
     *(f"Bash(eau {cmd}:*)" for cmd in ALLOWED_COMMANDS),
@@ -61,8 +72,10 @@ class MergeResult:
 def _rule_list(perms: dict[str, Any], key: str, where: str) -> list[Any]:
     value = perms.setdefault(key, [])
     if not isinstance(value, list):
-        raise SettingsError(f"{where}: permissions.{key} must be a list of rule strings, "
-                            f"got {type(value).__name__}; fix it by hand and re-run `eau skill install`")
+        raise SettingsError(
+            f"{where}: permissions.{key} must be a list of rule strings, "
+            f"got {type(value).__name__}; fix it by hand and re-run `eau skill install`"
+        )
     return value
 
 
@@ -102,8 +115,10 @@ def load_settings(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8") or "{}")
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                            f"fix it by hand and re-run `eau skill install` (the file was not changed)") from None
+        raise SettingsError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            f"fix it by hand and re-run `eau skill install` (the file was not changed)"
+        ) from None
     if not isinstance(doc, dict):
         raise SettingsError(f"{path}: the settings file must hold a JSON object")
     return doc

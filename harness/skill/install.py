@@ -68,12 +68,14 @@ def skill_front_matter(skill_dir: Path) -> dict[str, Any]:
 
 def pointer_block(name: str, skills_dir: str) -> str:
     """The marked block added to AGENTS.md / CLAUDE.md (``skills_dir``: .claude/skills or .agents/skills)."""
-    return (f"{BEGIN_MARK}\n"
-            f"## EAU training harness\n\n"
-            f"To supervise a training run (diagnose it, change knobs or rule files, record findings) use the\n"
-            f"`{name}` skill: `{skills_dir}/{name}/SKILL.md`. Start with `eau status` and `eau diagnose`.\n"
-            f"Never run `eau eval` or read `eval_results/`: interventions use training-side data only.\n"
-            f"{END_MARK}\n")
+    return (
+        f"{BEGIN_MARK}\n"
+        f"## EAU training harness\n\n"
+        f"To supervise a training run (diagnose it, change knobs or rule files, record findings) use the\n"
+        f"`{name}` skill: `{skills_dir}/{name}/SKILL.md`. Start with `eau status` and `eau diagnose`.\n"
+        f"Never run `eau eval` or read `eval_results/`: interventions use training-side data only.\n"
+        f"{END_MARK}\n"
+    )
 
 
 def upsert_block(text: str, block: str) -> str:
@@ -154,8 +156,14 @@ class InstallReport:
     settings: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "name": self.name, "target": str(self.target), "mode": self.mode,
-                "paths": self.paths, "settings": self.settings}
+        return {
+            "ok": True,
+            "name": self.name,
+            "target": str(self.target),
+            "mode": self.mode,
+            "paths": self.paths,
+            "settings": self.settings,
+        }
 
 
 def install(target: str | Path, source: str | Path | None = None, mode: str = "link") -> InstallReport:
@@ -178,7 +186,9 @@ def install(target: str | Path, source: str | Path | None = None, mode: str = "l
             if mode != "link":
                 raise
             # No symlinks here (some file systems, Windows without privilege): copy instead.
-            report.paths[f"{skills_dir}/{name}"] = _place(source, dest, "copy", name) + " (copied: " + exc.strerror + ")"
+            report.paths[f"{skills_dir}/{name}"] = (
+                _place(source, dest, "copy", name) + " (copied: " + exc.strerror + ")"
+            )
     for fname, skills_dir in (("AGENTS.md", ".agents/skills"), ("CLAUDE.md", ".claude/skills")):
         path = target / fname
         old = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -187,9 +197,14 @@ def install(target: str | Path, source: str | Path | None = None, mode: str = "l
     if merged.changed or not settings_path.exists():
         settings_path.parent.mkdir(parents=True, exist_ok=True)
         report.paths[".claude/settings.json"] = _write_if_changed(
-            settings_path, json.dumps(merged.settings, indent=2, ensure_ascii=False) + "\n")
+            settings_path, json.dumps(merged.settings, indent=2, ensure_ascii=False) + "\n"
+        )
     else:  # nothing to add: leave the user's file byte for byte as it is
         report.paths[".claude/settings.json"] = "unchanged"
-    report.settings = {"added_allow": merged.added_allow, "added_deny": merged.added_deny,
-                       "skipped_allow": merged.skipped, "conflicts": merged.conflicts}
+    report.settings = {
+        "added_allow": merged.added_allow,
+        "added_deny": merged.added_deny,
+        "skipped_allow": merged.skipped,
+        "conflicts": merged.conflicts,
+    }
     return report

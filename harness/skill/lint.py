@@ -164,8 +164,11 @@ def check_mention(root: Any, m: Mention) -> list[str]:
     if not res.path:
         return []
     known = option_names(res.command)
-    return [f"{m.where}: `eau {' '.join(res.path)}` has no option {opt} (options: {', '.join(sorted(known))})"
-            for opt in m.options if opt not in known]
+    return [
+        f"{m.where}: `eau {' '.join(res.path)}` has no option {opt} (options: {', '.join(sorted(known))})"
+        for opt in m.options
+        if opt not in known
+    ]
 
 
 def check_commands(skill_dir: Path, root: Any) -> list[str]:
@@ -200,8 +203,10 @@ def check_format(skill_dir: Path, installed_name: str | None = None) -> list[str
         return [f"{skill_md}: must start with YAML front matter (name, description) between '---' lines"]
     name, desc = fm.get("name"), fm.get("description")
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > NAME_MAX:
-        problems.append(f"{skill_md}: name {name!r} must be lowercase letters/digits with single hyphens, "
-                        f"at most {NAME_MAX} characters")
+        problems.append(
+            f"{skill_md}: name {name!r} must be lowercase letters/digits with single hyphens, "
+            f"at most {NAME_MAX} characters"
+        )
     elif installed_name is not None and name != installed_name:
         problems.append(f"{skill_md}: name {name!r} differs from its folder name {installed_name!r}")
     if not isinstance(desc, str) or not desc.strip():

@@ -68,8 +68,10 @@ class AgentOptions:
         if self.max_budget_usd is not None and self.max_budget_usd <= 0:
             raise ValueError(f"--max-budget-usd must be positive, got {self.max_budget_usd}")
         if self.permission_mode not in CLAUDE_PERMISSION_MODES:
-            raise ValueError(f"--permission-mode {self.permission_mode!r} is not allowed; use one of "
-                             f"{', '.join(CLAUDE_PERMISSION_MODES)}")
+            raise ValueError(
+                f"--permission-mode {self.permission_mode!r} is not allowed; use one of "
+                f"{', '.join(CLAUDE_PERMISSION_MODES)}"
+            )
         if self.output_format not in CLAUDE_OUTPUT_FORMATS:
             raise ValueError(f"--output-format {self.output_format!r} is not allowed; use json or stream-json")
 
@@ -106,8 +108,15 @@ def claude_allowed_tools(session_dir: Path) -> list[str]:
     return [*CLAUDE_READ_TOOLS, *ALLOW_RULES, *CLAUDE_GATE_TOOLS, scratch]
 
 
-def build_command(agent: str, prompt: str, *, cwd: Path, session_dir: Path, writable: Sequence[Path] = (),
-                  opts: AgentOptions | None = None) -> AgentCommand:
+def build_command(
+    agent: str,
+    prompt: str,
+    *,
+    cwd: Path,
+    session_dir: Path,
+    writable: Sequence[Path] = (),
+    opts: AgentOptions | None = None,
+) -> AgentCommand:
     """The command line for one session. ``writable``: folders the agent must be able to write
     (knobs, runs, experience pool); codex gets ``--add-dir`` for those outside ``cwd``."""
     opts = opts or AgentOptions()
@@ -128,8 +137,16 @@ def build_command(agent: str, prompt: str, *, cwd: Path, session_dir: Path, writ
             argv += ["--model", opts.model]
         return AgentCommand(kind, argv + list(opts.extra_args), prompt_on_stdin=False)
     if kind == "codex":
-        argv = ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check",
-                "-C", str(Path(cwd).resolve())]
+        argv = [
+            "codex",
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "-C",
+            str(Path(cwd).resolve()),
+        ]
         outside = [Path(d).resolve() for d in [*writable, session_dir] if not _inside(Path(d), cwd)]
         added: list[Path] = []
         for d in outside:  # one --add-dir per folder not already inside another one
@@ -140,8 +157,11 @@ def build_command(agent: str, prompt: str, *, cwd: Path, session_dir: Path, writ
         if opts.model:
             argv += ["-m", opts.model]
         argv += ["-o", str(Path(session_dir).resolve() / "last_message.txt"), *opts.extra_args, prompt]
-        notes = ["codex exec has no spending cap: --max-budget-usd is not passed; the timeout bounds the session"] \
-            if opts.max_budget_usd is not None else []
+        notes = (
+            ["codex exec has no spending cap: --max-budget-usd is not passed; the timeout bounds the session"]
+            if opts.max_budget_usd is not None
+            else []
+        )
         return AgentCommand(kind, argv, prompt_on_stdin=False, notes=notes)
     try:
         argv = shlex.split(agent)
@@ -153,13 +173,26 @@ def build_command(agent: str, prompt: str, *, cwd: Path, session_dir: Path, writ
     return AgentCommand(kind, argv + list(opts.extra_args), prompt_on_stdin=True, notes=notes)
 
 
-def session_env(base: dict[str, str], *, run: str, runs_dir: Path, knobs_dir: Path | None, pool_dir: Path | None,
-                session_dir: Path, prompt_file: Path, step: int) -> tuple[dict[str, str], dict[str, str]]:
+def session_env(
+    base: dict[str, str],
+    *,
+    run: str,
+    runs_dir: Path,
+    knobs_dir: Path | None,
+    pool_dir: Path | None,
+    session_dir: Path,
+    prompt_file: Path,
+    step: int,
+) -> tuple[dict[str, str], dict[str, str]]:
     """(full environment, the variables this module set). The ``EAU_*`` folders make every ``eau``
     command the agent runs use the run's folders without flags."""
-    added = {"EAU_RUN": run, "EAU_RUNS_DIR": str(Path(runs_dir).resolve()),
-             "EAU_SESSION_DIR": str(Path(session_dir).resolve()),
-             "EAU_SESSION_PROMPT_FILE": str(Path(prompt_file).resolve()), "EAU_SESSION_STEP": str(step)}
+    added = {
+        "EAU_RUN": run,
+        "EAU_RUNS_DIR": str(Path(runs_dir).resolve()),
+        "EAU_SESSION_DIR": str(Path(session_dir).resolve()),
+        "EAU_SESSION_PROMPT_FILE": str(Path(prompt_file).resolve()),
+        "EAU_SESSION_STEP": str(step),
+    }
     if knobs_dir is not None:
         added["EAU_KNOBS_DIR"] = str(Path(knobs_dir).resolve())
     if pool_dir is not None:
@@ -175,7 +208,9 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
         return []
     try:
         doc = json.loads(text)
-        return [doc] if isinstance(doc, dict) else [d for d in doc if isinstance(d, dict)] if isinstance(doc, list) else []
+        return (
+            [doc] if isinstance(doc, dict) else [d for d in doc if isinstance(d, dict)] if isinstance(doc, list) else []
+        )
     except json.JSONDecodeError:
         pass
     out = []
@@ -226,8 +261,12 @@ def parse_output(kind: str, stdout: str) -> dict[str, Any]:
         cost = r.get("total_cost_usd", r.get("cost_usd"))
         if isinstance(cost, (int, float)):
             out["cost_usd"] = float(cost)
-        for src, dst in (("num_turns", "num_turns"), ("session_id", "agent_session_id"), ("is_error", "is_error"),
-                         ("usage", "usage")):
+        for src, dst in (
+            ("num_turns", "num_turns"),
+            ("session_id", "agent_session_id"),
+            ("is_error", "is_error"),
+            ("usage", "usage"),
+        ):
             if src in r:
                 out[dst] = r[src]
         if isinstance(r.get("result"), str):

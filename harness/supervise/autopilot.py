@@ -161,15 +161,23 @@ class Autopilot:
         atomic_write(self.state_path, json.dumps(self.state, indent=2, default=str) + "\n")
 
     def _lag_window(self, e: Intervention) -> tuple[int, int]:
-        return (self.cfg.lag if self.cfg.lag is not None else e.lag,
-                self.cfg.effect_window if self.cfg.effect_window is not None else e.window)
+        return (
+            self.cfg.lag if self.cfg.lag is not None else e.lag,
+            self.cfg.effect_window if self.cfg.effect_window is not None else e.window,
+        )
 
     # ------------------------------------------------------------------ one turn
     def tick(self) -> dict[str, Any]:
         """One turn of the protocol; the record says what it did (``action``) and which commands it ran."""
         self.state = self.load_state()
-        rec: dict[str, Any] = {"tick": self.state["ticks"] + 1, "time": now_iso(), "run": self.run_dir.name,
-                               "dry_run": self.cfg.dry_run, "action": "none", "skipped": []}
+        rec: dict[str, Any] = {
+            "tick": self.state["ticks"] + 1,
+            "time": now_iso(),
+            "run": self.run_dir.name,
+            "dry_run": self.cfg.dry_run,
+            "action": "none",
+            "skipped": [],
+        }
         try:
             st = self.cli.run("status", "--run", self.cfg.run, "--no-detectors").doc
             last = st.get("last_metrics_step")
@@ -231,9 +239,13 @@ class Autopilot:
         res = self.cli.run("finding", "search", f"{e.knob} {e.detector}", "--limit", "0", ok=(0, 5))
         if res.rc == 5:  # no pool yet
             return []
-        return [r["id"] for r in res.doc.get("results", [])
-                if r.get("verdict") == "harmed" and e.knob in (r.get("knobs") or [])
-                and change_direction(r) in (None, e.direction)]
+        return [
+            r["id"]
+            for r in res.doc.get("results", [])
+            if r.get("verdict") == "harmed"
+            and e.knob in (r.get("knobs") or [])
+            and change_direction(r) in (None, e.direction)
+        ]
 
     def _candidate_dir(self) -> Path:
         if self.cfg.dry_run:
@@ -264,8 +276,12 @@ class Autopilot:
             if self.cfg.dry_run:
                 shutil.rmtree(folder, ignore_errors=True)
         refusals = [r for c in g.doc.get("candidates", []) for r in c.get("refusals", [])]
-        return g.rc == 0, {"candidate": None if self.cfg.dry_run else str(path), "ok": g.rc == 0,
-                           "refusals": refusals, "replays": len(g.doc.get("replays", []))}
+        return g.rc == 0, {
+            "candidate": None if self.cfg.dry_run else str(path),
+            "ok": g.rc == 0,
+            "refusals": refusals,
+            "replays": len(g.doc.get("replays", [])),
+        }
 
     def _try(self, e: Intervention, st: dict[str, Any], rec: dict[str, Any]) -> bool:
         """Gate and apply ``e``; True when applied (or, dry, when it would be)."""
@@ -289,12 +305,21 @@ class Autopilot:
             return skip("gate refused: " + "; ".join(f"[{r.get('rule')}] {r.get('message')}" for r in gate["refusals"]))
         lag, window = self._lag_window(e)
         reason = f"autopilot: {e.detector}: {e.predicted} (lag {lag}, window {window})"
-        change = {"detector": e.detector, "knob": e.knob, "gym": gym, "old": current, "new": new,
-                  "direction": e.direction, "reason": reason}
+        change = {
+            "detector": e.detector,
+            "knob": e.knob,
+            "gym": gym,
+            "old": current,
+            "new": new,
+            "direction": e.direction,
+            "reason": reason,
+        }
         if self.cfg.dry_run:
             rec.update({"action": "would_apply", **change})
             if not st.get("live"):
-                rec["message"] = f"run is {st.get('state')}: a real turn would not apply this (it would not reach the run)"
+                rec["message"] = (
+                    f"run is {st.get('state')}: a real turn would not apply this (it would not reach the run)"
+                )
             return True
         args = ["knobs", "set", e.knob, cli_value(new), "--author", "agent", "--reason", reason, "--run", self.cfg.run]
         if gym:
@@ -303,10 +328,19 @@ class Autopilot:
         if res.rc in (3, 5):
             ev = (res.doc or {}).get("event") or {}
             return skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
-        self.state["pending"] = {**change, "event": None, "written_step": rec.get("step"), "written": now_iso(),
-                                 "metric": e.metric, "better": e.better, "guards": [list(g) for g in e.guards],
-                                 "lag": lag, "window": window,
-                                 "predicted": e.predicted, "why": e.why}
+        self.state["pending"] = {
+            **change,
+            "event": None,
+            "written_step": rec.get("step"),
+            "written": now_iso(),
+            "metric": e.metric,
+            "better": e.better,
+            "guards": [list(g) for g in e.guards],
+            "lag": lag,
+            "window": window,
+            "predicted": e.predicted,
+            "why": e.why,
+        }
         self.state["interventions"] += 1
         rec.update({"action": "applied", **change})
         return True
@@ -318,15 +352,32 @@ class Autopilot:
     def _find_event(self, p: dict[str, Any]) -> dict[str, Any] | None:
         evs = self.cli.run("knobs", "history", p["knob"], "--run", self.cfg.run, "--limit", "0").doc["events"]
         for e in reversed(evs):
-            if (e.get("author") == "agent" and e.get("reason") == p["reason"] and e.get("new") == p["new"]
-                    and e.get("gym") == p["gym"] and (e.get("status") == "rejected"
-                                                      or isinstance(e.get("step_effective"), int))):
+            if (
+                e.get("author") == "agent"
+                and e.get("reason") == p["reason"]
+                and e.get("new") == p["new"]
+                and e.get("gym") == p["gym"]
+                and (e.get("status") == "rejected" or isinstance(e.get("step_effective"), int))
+            ):
                 return e
         return None
 
     def _effect(self, p: dict[str, Any], metric: str, better: str) -> dict[str, Any]:
-        return self.cli.run("effect", "--event", p["event"], "--metric", metric, "--direction", better,
-                            "--lag", str(p["lag"]), "--window", str(p["window"]), "--run", self.cfg.run).doc
+        return self.cli.run(
+            "effect",
+            "--event",
+            p["event"],
+            "--metric",
+            metric,
+            "--direction",
+            better,
+            "--lag",
+            str(p["lag"]),
+            "--window",
+            str(p["window"]),
+            "--run",
+            self.cfg.run,
+        ).doc
 
     def _measure(self, st: dict[str, Any], rec: dict[str, Any]) -> None:
         p = self.state["pending"]
@@ -341,8 +392,12 @@ class Autopilot:
                 self._close(p, None)
                 return
             if ev.get("status") == "rejected":
-                rec.update({"action": "refused", "message": f"the run refused it at its step boundary "
-                                                            f"([{ev.get('rule')}] {ev.get('message')})"})
+                rec.update(
+                    {
+                        "action": "refused",
+                        "message": f"the run refused it at its step boundary ([{ev.get('rule')}] {ev.get('message')})",
+                    }
+                )
                 self._close(p, None)
                 return
             p.update({"event": ev["id"], "step_effective": ev["step_effective"]})
@@ -353,8 +408,11 @@ class Autopilot:
             if not self.cfg.dry_run:
                 self.save_state()
             return
-        guards = ([self._effect(p, self._metric(m, p["gym"]), b) for m, b in p.get("guards") or []]
-                  if main.get("state") == "ok" else [])
+        guards = (
+            [self._effect(p, self._metric(m, p["gym"]), b) for m, b in p.get("guards") or []]
+            if main.get("state") == "ok"
+            else []
+        )
         verdict = main["verdict"] if main.get("state") == "ok" else "inconclusive"
         if any(g.get("verdict") == "harmed" for g in guards):
             verdict = "harmed"
@@ -366,10 +424,23 @@ class Autopilot:
             return
         revert = None
         if not keep:
-            r = self.cli.run("knobs", "revert", p["event"], "--author", "agent", "--run", self.cfg.run,
-                             "--reason", f"autopilot: {verdict}: {measured}"[:500], ok=(0, 3, 5))
-            revert = {"ok": r.rc == 0, "pending": (r.doc or {}).get("pending"),
-                      "message": ((r.doc or {}).get("event") or {}).get("message") or r.error}
+            r = self.cli.run(
+                "knobs",
+                "revert",
+                p["event"],
+                "--author",
+                "agent",
+                "--run",
+                self.cfg.run,
+                "--reason",
+                f"autopilot: {verdict}: {measured}"[:500],
+                ok=(0, 3, 5),
+            )
+            revert = {
+                "ok": r.rc == 0,
+                "pending": (r.doc or {}).get("pending"),
+                "message": ((r.doc or {}).get("event") or {}).get("message") or r.error,
+            }
         finding = self._record(p, main, verdict, measured, revert)
         rec.update({"action": "measured", "reverted": revert, "finding": finding})
         self._close(p, {"verdict": verdict, "measured": measured, "reverted": revert, "finding": finding})
@@ -378,33 +449,64 @@ class Autopilot:
         def one(d: dict[str, Any]) -> str:
             if d.get("state") != "ok":
                 return f"{d.get('metric')}: not enough data ({d.get('explanation')})"
-            return (f"{d['metric']} {d['pre']['mean']:.4f} -> {d['post']['mean']:.4f}, difference "
-                    f"{d['difference']:+.4f}, noise floor {d['noise_floor']:.4f} ({d['verdict']})")
+            return (
+                f"{d['metric']} {d['pre']['mean']:.4f} -> {d['post']['mean']:.4f}, difference "
+                f"{d['difference']:+.4f}, noise floor {d['noise_floor']:.4f} ({d['verdict']})"
+            )
+
         return "; ".join([one(main)] + [f"guard {one(g)}" for g in guards])
 
-    def _record(self, p: dict[str, Any], main: dict[str, Any], verdict: str, measured: str,
-                revert: dict[str, Any] | None) -> str | None:
+    def _record(
+        self, p: dict[str, Any], main: dict[str, Any], verdict: str, measured: str, revert: dict[str, Any] | None
+    ) -> str | None:
         """``eau finding add`` for the measured change; its id."""
         where = f"gym {p['gym']}" if p.get("gym") else "all gyms"
         pre, post = (main.get("pre") or {}).get("steps") or [], (main.get("post") or {}).get("steps") or []
         steps = f"{(pre or post)[0]}:{(post or pre)[-1]}" if (pre or post) else None
         title = f"autopilot: {p['knob']} {p['old']} -> {p['new']} for {p['detector']}: {verdict}"[:120]
-        body = "\n".join([
-            f"Detector `{p['detector']}` was flagged at step {p.get('written_step')}; the intervention table's entry "
-            f"for it: {p.get('why') or '-'}.",
-            "",
-            f"- change: `{p['knob']}` {p['old']} -> {p['new']} ({where}), event {p['event']}, effective from step "
-            f"{p.get('step_effective')}",
-            f"- reason written: {p['reason']}",
-            f"- measured with eau effect (lag {p['lag']}, window {p['window']}): {measured}",
-            f"- decision: {'kept' if verdict == 'improved' else 'reverted'}"
-            + (f" ({revert.get('message')})" if revert else ""),
-        ])
-        args = ["finding", "add", "--title", title, "--change", f"{p['old']} -> {p['new']} ({where})",
-                "--verdict", verdict, "--knob", p["knob"], "--run", self.run_dir.name,
-                "--predicted", f"{p['predicted']} (lag {p['lag']}, window {p['window']})", "--measured", measured,
-                "--tag", "autopilot", "--tag", p["detector"], "--tag", p["direction"], "--event", p["event"],
-                "--author", "agent", "--body", "-"]
+        body = "\n".join(
+            [
+                f"Detector `{p['detector']}` was flagged at step {p.get('written_step')}; the intervention table's entry "
+                f"for it: {p.get('why') or '-'}.",
+                "",
+                f"- change: `{p['knob']}` {p['old']} -> {p['new']} ({where}), event {p['event']}, effective from step "
+                f"{p.get('step_effective')}",
+                f"- reason written: {p['reason']}",
+                f"- measured with eau effect (lag {p['lag']}, window {p['window']}): {measured}",
+                f"- decision: {'kept' if verdict == 'improved' else 'reverted'}"
+                + (f" ({revert.get('message')})" if revert else ""),
+            ]
+        )
+        args = [
+            "finding",
+            "add",
+            "--title",
+            title,
+            "--change",
+            f"{p['old']} -> {p['new']} ({where})",
+            "--verdict",
+            verdict,
+            "--knob",
+            p["knob"],
+            "--run",
+            self.run_dir.name,
+            "--predicted",
+            f"{p['predicted']} (lag {p['lag']}, window {p['window']})",
+            "--measured",
+            measured,
+            "--tag",
+            "autopilot",
+            "--tag",
+            p["detector"],
+            "--tag",
+            p["direction"],
+            "--event",
+            p["event"],
+            "--author",
+            "agent",
+            "--body",
+            "-",
+        ]
         if steps:
             args += ["--steps", steps]
         res = self.cli.run(*args, stdin=body)
@@ -417,8 +519,9 @@ class Autopilot:
         self.state["pending"] = None
 
 
-def run_loop(ap: Autopilot, every: int, poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep
-             ) -> dict[str, Any]:
+def run_loop(
+    ap: Autopilot, every: int, poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, Any]:
     """Tick each time the run completes a multiple of ``every`` steps, until it is no longer live
     (then one last tick measures a change still pending, with the data there is) or SIGINT/SIGTERM.
     Ticks run in this process; the trainer never waits on them."""
@@ -449,7 +552,16 @@ def run_loop(ap: Autopilot, every: int, poll_s: float = 2.0, sleep: Callable[[fl
             signal.signal(s, h)
     state = ap.load_state()
     findings = [t["finding"] for t in ticks if t.get("finding")]
-    return {"ok": True, "run": ap.run_dir.name, "stopped": why, "dry_run": ap.cfg.dry_run, "every": every,
-            "ticks": ticks, "applied": sum(1 for t in ticks if t["action"] == "applied"), "findings": findings,
-            "pending": state["pending"], "schedule": schedule.to_json(),
-            "state_file": None if ap.cfg.dry_run else str(ap.state_path)}
+    return {
+        "ok": True,
+        "run": ap.run_dir.name,
+        "stopped": why,
+        "dry_run": ap.cfg.dry_run,
+        "every": every,
+        "ticks": ticks,
+        "applied": sum(1 for t in ticks if t["action"] == "applied"),
+        "findings": findings,
+        "pending": state["pending"],
+        "schedule": schedule.to_json(),
+        "state_file": None if ap.cfg.dry_run else str(ap.state_path),
+    }

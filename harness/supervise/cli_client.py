@@ -26,8 +26,10 @@ class CommandFailed(RuntimeError):
 
     def __init__(self, call: Call):
         self.call = call
-        super().__init__(f"`{' '.join(call.argv[len(call.base):])}` exited {call.rc}: "
-                         f"{(call.error or call.stderr.strip() or '(no output)')[:800]}")
+        super().__init__(
+            f"`{' '.join(call.argv[len(call.base) :])}` exited {call.rc}: "
+            f"{(call.error or call.stderr.strip() or '(no output)')[:800]}"
+        )
 
 
 @dataclass
@@ -49,14 +51,19 @@ class Call:
 
     def brief(self) -> dict[str, Any]:
         """The call as a log record (the command as typed after ``eau``)."""
-        return {"command": ["eau", *self.argv[len(self.base):]], "rc": self.rc, "elapsed_s": round(self.elapsed_s, 3)}
+        return {"command": ["eau", *self.argv[len(self.base) :]], "rc": self.rc, "elapsed_s": round(self.elapsed_s, 3)}
 
 
 class EauCLI:
     """Runs ``eau ARGS --json`` with the given folders in the environment; keeps a log of calls."""
 
-    def __init__(self, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 base: Sequence[str] = DEFAULT_EAU, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        base: Sequence[str] = DEFAULT_EAU,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ):
         self.env = {**os.environ, **(env or {})}
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.base = tuple(base)
@@ -68,8 +75,9 @@ class EauCLI:
         argv = [*self.base, *args, "--json"]
         t0 = time.monotonic()
         try:
-            p = subprocess.run(argv, cwd=self.cwd, env=self.env, input=stdin, capture_output=True, text=True,
-                               timeout=self.timeout_s)
+            p = subprocess.run(
+                argv, cwd=self.cwd, env=self.env, input=stdin, capture_output=True, text=True, timeout=self.timeout_s
+            )
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as exc:
             rc, out, err = 124, exc.stdout or "", f"timed out after {self.timeout_s:g}s"

@@ -54,8 +54,11 @@ class Intervention:
         return self.knob.split(".", 1)[1]
 
     def step_text(self) -> str:
-        return f"{'+' if self.direction == 'raise' else '-'}{self.delta:g}" if self.delta is not None else \
-            f"{'x' if self.direction == 'raise' else '/'}{self.factor:g}"
+        return (
+            f"{'+' if self.direction == 'raise' else '-'}{self.delta:g}"
+            if self.delta is not None
+            else f"{'x' if self.direction == 'raise' else '/'}{self.factor:g}"
+        )
 
 
 def _entry(raw: Any, where: str) -> Intervention:
@@ -95,12 +98,20 @@ def _entry(raw: Any, where: str) -> Intervention:
         v = raw.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
             raise TableError(f"{where}: {f} must be an integer >= {lo}, got {v!r}")
-    return Intervention(detector=str(raw["detector"]), knob=knob, direction=raw["direction"],
-                        delta=float(val) if kind == "delta" else None, factor=float(val) if kind == "factor" else None,
-                        metric=str(raw["metric"]), better=raw["better"], predicted=str(raw["predicted"]).strip(),
-                        guards=tuple((str(m), str(b)) for m, b in guards.items()),
-                        lag=int(raw.get("lag", DEFAULT_LAG)), window=int(raw.get("window", DEFAULT_WINDOW)),
-                        why=str(raw.get("why", "")).strip())
+    return Intervention(
+        detector=str(raw["detector"]),
+        knob=knob,
+        direction=raw["direction"],
+        delta=float(val) if kind == "delta" else None,
+        factor=float(val) if kind == "factor" else None,
+        metric=str(raw["metric"]),
+        better=raw["better"],
+        predicted=str(raw["predicted"]).strip(),
+        guards=tuple((str(m), str(b)) for m, b in guards.items()),
+        lag=int(raw.get("lag", DEFAULT_LAG)),
+        window=int(raw.get("window", DEFAULT_WINDOW)),
+        why=str(raw.get("why", "")).strip(),
+    )
 
 
 def load_table(path: Path | None = None) -> list[Intervention]:

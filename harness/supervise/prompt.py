@@ -22,8 +22,7 @@ import string
 from pathlib import Path
 from typing import Mapping
 
-PLACEHOLDERS = ("run", "step", "total_steps", "session", "session_dir", "skill", "runs_dir", "knobs_dir",
-                "timeout_min")
+PLACEHOLDERS = ("run", "step", "total_steps", "session", "session_dir", "skill", "runs_dir", "knobs_dir", "timeout_min")
 
 DEFAULT_TEMPLATE = """\
 You are the meta-agent of the live EAU training run `$run` (session $session of `eau supervise`).
@@ -69,8 +68,10 @@ def check_template(text: str, where: str = "<template>") -> string.Template:
         raise TemplateError(f"{where}: invalid placeholder syntax (use $name or $${{name}}; $$ for a dollar sign)")
     unknown = sorted(set(tpl.get_identifiers()) - set(PLACEHOLDERS))
     if unknown:
-        raise TemplateError(f"{where}: unknown placeholder(s) {', '.join('$' + u for u in unknown)}; "
-                            f"allowed: {', '.join('$' + p for p in PLACEHOLDERS)}")
+        raise TemplateError(
+            f"{where}: unknown placeholder(s) {', '.join('$' + u for u in unknown)}; "
+            f"allowed: {', '.join('$' + p for p in PLACEHOLDERS)}"
+        )
     return tpl
 
 

@@ -51,12 +51,14 @@ def progress(run_dir: Path) -> RunProgress:
     step = last[0].get("step") if last else None
     completed = step + 1 if isinstance(step, int) else 0
     total = st.get("total_steps") if isinstance(st.get("total_steps"), int) else None
-    return RunProgress(completed=completed, total=total, state=st.get("state"), live=reader.is_live(st),
-                       knobs_dir=st.get("knobs_dir"))
+    return RunProgress(
+        completed=completed, total=total, state=st.get("state"), live=reader.is_live(st), knobs_dir=st.get("knobs_dir")
+    )
 
 
-def wait_for_run(runs_dir: Path, run: str, timeout_s: float, poll_s: float = 1.0,
-                 sleep: Callable[[float], None] = time.sleep) -> Path | None:
+def wait_for_run(
+    runs_dir: Path, run: str, timeout_s: float, poll_s: float = 1.0, sleep: Callable[[float], None] = time.sleep
+) -> Path | None:
     """The run folder once it exists with a ``status.json`` (the trainer may still be starting); None
     after ``timeout_s`` seconds."""
     t_end = time.monotonic() + max(0.0, timeout_s)

@@ -80,9 +80,23 @@ def _same_write(event: dict[str, Any], write: dict[str, Any]) -> bool:
 class Session:
     """A started agent session. ``poll()`` until it returns True, then ``finish()``."""
 
-    def __init__(self, number: int, folder: Path, command: AgentCommand, prompt: str, *, cwd: Path,
-                 env: dict[str, str], env_added: dict[str, str], timeout_s: float, run_dir: Path, step: int,
-                 knobs_dir: Path | None, pool_dir: Path, kill_grace_s: float = KILL_GRACE_S):
+    def __init__(
+        self,
+        number: int,
+        folder: Path,
+        command: AgentCommand,
+        prompt: str,
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        env_added: dict[str, str],
+        timeout_s: float,
+        run_dir: Path,
+        step: int,
+        knobs_dir: Path | None,
+        pool_dir: Path,
+        kill_grace_s: float = KILL_GRACE_S,
+    ):
         self.number, self.dir, self.command, self.prompt = number, Path(folder), command, prompt
         self.cwd, self.env, self.env_added = Path(cwd), env, env_added
         self.timeout_s, self.run_dir, self.step = float(timeout_s), Path(run_dir), step
@@ -112,17 +126,33 @@ class Session:
         self.started_iso, self.started_unix, self._t0 = now_iso(), time.time(), time.monotonic()
         self._events_offset = len(jsonl.read(self._events_path()))
         self._findings_before = _finding_files(self.pool_dir)
-        cmd_doc = {"session": self.number, "kind": self.command.kind, "argv": self.command.argv,
-                   "cwd": str(self.cwd.resolve()), "prompt_on_stdin": self.command.prompt_on_stdin,
-                   "env_set": self.env_added, "env_keys": sorted(self.env), "timeout_s": self.timeout_s,
-                   "notes": self.command.notes, "started": self.started_iso, "step": self.step}
+        cmd_doc = {
+            "session": self.number,
+            "kind": self.command.kind,
+            "argv": self.command.argv,
+            "cwd": str(self.cwd.resolve()),
+            "prompt_on_stdin": self.command.prompt_on_stdin,
+            "env_set": self.env_added,
+            "env_keys": sorted(self.env),
+            "timeout_s": self.timeout_s,
+            "notes": self.command.notes,
+            "started": self.started_iso,
+            "step": self.step,
+        }
         atomic_write(self.dir / "command.json", json.dumps(cmd_doc, indent=2) + "\n")
         stdin = open(self.prompt_file, "rb") if self.command.prompt_on_stdin else subprocess.DEVNULL
         out = open(self.dir / "transcript.stdout", "wb")
         err = open(self.dir / "transcript.stderr", "wb")
         try:
-            self.proc = subprocess.Popen(self.command.argv, cwd=self.cwd, env=self.env, stdin=stdin, stdout=out,
-                                         stderr=err, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=stdin,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
         except OSError as exc:  # not found, not executable: recorded as a failed session
             self.error = f"could not start {self.command.argv[0]!r}: {exc.strerror or exc}"
         finally:
@@ -182,12 +212,20 @@ class Session:
         found = sorted(_finding_files(self.pool_dir) - self._findings_before)
         stdout = (self.dir / "transcript.stdout").read_text(encoding="utf-8", errors="replace")
         res: dict[str, Any] = {
-            "session": self.number, "kind": self.command.kind, "run": self.run_dir.name,
-            "step_at_start": self.step, "step_at_end": self.step_at_end,
-            "started": self.started_iso, "ended": self.ended_iso, "duration_s": self.duration_s,
+            "session": self.number,
+            "kind": self.command.kind,
+            "run": self.run_dir.name,
+            "step_at_start": self.step,
+            "step_at_end": self.step_at_end,
+            "started": self.started_iso,
+            "ended": self.ended_iso,
+            "duration_s": self.duration_s,
             "exit_code": self.proc.returncode if self.proc is not None else None,
-            "timed_out": self.timed_out, "stopped": self.stopped, "error": self.error,
-            "knob_events": [], "pending_writes": [],
+            "timed_out": self.timed_out,
+            "stopped": self.stopped,
+            "error": self.error,
+            "knob_events": [],
+            "pending_writes": [],
             "findings": [m.group(1) for n in found if (m := FILE_RE.match(n))],
             "transcript": {"stdout": "transcript.stdout", "stderr": "transcript.stderr"},
         }
@@ -209,7 +247,7 @@ class Session:
         assert res is not None
         if initial:  # read before the log: a write applied in between then shows up in the log
             res["pending_writes"] = _pending_writes(self.knobs_dir, self.started_unix)
-        events = [e for e in jsonl.read(self._events_path())[self._events_offset:] if e.get("author") == "agent"]
+        events = [e for e in jsonl.read(self._events_path())[self._events_offset :] if e.get("author") == "agent"]
         known = {e.get("id") for e in res["knob_events"]}
         changed = initial
         for e in events:

@@ -145,8 +145,9 @@ class Supervisor:
 
     def check_agent(self) -> None:
         """Fail early when the agent's program is not on PATH (claude/codex are not installed everywhere)."""
-        probe = build_command(self.cfg.agent, "probe", cwd=Path(self.cfg.cwd), session_dir=Path(self.cfg.cwd),
-                              opts=self.cfg.agent_opts)
+        probe = build_command(
+            self.cfg.agent, "probe", cwd=Path(self.cfg.cwd), session_dir=Path(self.cfg.cwd), opts=self.cfg.agent_opts
+        )
         exe = probe.argv[0]
         if not (shutil.which(exe) or (Path(self.cfg.cwd) / exe).is_file() or Path(exe).is_file()):
             raise SuperviseError(f"--agent {self.cfg.agent!r}: {exe!r} is not installed or not on PATH")
@@ -156,20 +157,51 @@ class Supervisor:
         assert self.run_dir is not None
         number, folder = allocate_dir(self.run_dir / "meta")
         kdir = self._knobs_dir(prog)
-        fields = {"run": self.run_dir.name, "step": prog.completed, "total_steps": prog.total or "?",
-                  "session": number, "session_dir": str(folder.resolve()), "skill": self.cfg.skill,
-                  "runs_dir": str(Path(self.cfg.runs_dir).resolve()), "knobs_dir": str(kdir.resolve()) if kdir else "?",
-                  "timeout_min": f"{self.cfg.timeout_s / 60:.0f}"}
+        fields = {
+            "run": self.run_dir.name,
+            "step": prog.completed,
+            "total_steps": prog.total or "?",
+            "session": number,
+            "session_dir": str(folder.resolve()),
+            "skill": self.cfg.skill,
+            "runs_dir": str(Path(self.cfg.runs_dir).resolve()),
+            "knobs_dir": str(kdir.resolve()) if kdir else "?",
+            "timeout_min": f"{self.cfg.timeout_s / 60:.0f}",
+        }
         text = prompt_mod.render(self.template, fields)
         writable = [Path(self.cfg.runs_dir), self._pool_dir()] + ([kdir] if kdir else [])
-        command = build_command(self.cfg.agent, text, cwd=Path(self.cfg.cwd), session_dir=folder, writable=writable,
-                                opts=self.cfg.agent_opts)
-        env, added = session_env(dict(os.environ), run=self.run_dir.name, runs_dir=Path(self.cfg.runs_dir),
-                                 knobs_dir=kdir, pool_dir=self.cfg.pool_dir, session_dir=folder,
-                                 prompt_file=folder / "prompt.txt", step=prog.completed)
-        s = Session(number, folder, command, text, cwd=Path(self.cfg.cwd), env=env, env_added=added,
-                    timeout_s=self.cfg.timeout_s, run_dir=self.run_dir, step=prog.completed, knobs_dir=kdir,
-                    pool_dir=self._pool_dir())
+        command = build_command(
+            self.cfg.agent,
+            text,
+            cwd=Path(self.cfg.cwd),
+            session_dir=folder,
+            writable=writable,
+            opts=self.cfg.agent_opts,
+        )
+        env, added = session_env(
+            dict(os.environ),
+            run=self.run_dir.name,
+            runs_dir=Path(self.cfg.runs_dir),
+            knobs_dir=kdir,
+            pool_dir=self.cfg.pool_dir,
+            session_dir=folder,
+            prompt_file=folder / "prompt.txt",
+            step=prog.completed,
+        )
+        s = Session(
+            number,
+            folder,
+            command,
+            text,
+            cwd=Path(self.cfg.cwd),
+            env=env,
+            env_added=added,
+            timeout_s=self.cfg.timeout_s,
+            run_dir=self.run_dir,
+            step=prog.completed,
+            knobs_dir=kdir,
+            pool_dir=self._pool_dir(),
+        )
         s.start()
         self._log("session_started", session=number, step=prog.completed, folder=folder.name, argv0=command.argv[0])
         return s
@@ -177,15 +209,25 @@ class Supervisor:
     def _end_session(self, s: Session) -> None:
         res = s.finish()
         self.sessions.append(s)
-        self._log("session_ended", session=s.number, exit_code=res["exit_code"], timed_out=res["timed_out"],
-                  duration_s=res["duration_s"], knob_events=[e.get("id") for e in res["knob_events"]],
-                  findings=res["findings"], cost_usd=res.get("cost_usd"))
+        self._log(
+            "session_ended",
+            session=s.number,
+            exit_code=res["exit_code"],
+            timed_out=res["timed_out"],
+            duration_s=res["duration_s"],
+            knob_events=[e.get("id") for e in res["knob_events"]],
+            findings=res["findings"],
+            cost_usd=res.get("cost_usd"),
+        )
 
     def _settle(self) -> None:
         for s in self.sessions:
             if s.unsettled and s.settle():
-                self._log("session_settled", session=s.number,
-                          knob_events=[e.get("id") for e in (s.result or {}).get("knob_events", [])])
+                self._log(
+                    "session_settled",
+                    session=s.number,
+                    knob_events=[e.get("id") for e in (s.result or {}).get("knob_events", [])],
+                )
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop_signal = signal.Signals(signum).name
@@ -194,18 +236,28 @@ class Supervisor:
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
         self.check_agent()
-        self.run_dir = wait_for_run(Path(cfg.runs_dir), cfg.run, cfg.wait_s, poll_s=min(cfg.poll_s, 1.0),
-                                    sleep=self.sleep)
+        self.run_dir = wait_for_run(
+            Path(cfg.runs_dir), cfg.run, cfg.wait_s, poll_s=min(cfg.poll_s, 1.0), sleep=self.sleep
+        )
         if self.run_dir is None:
-            raise SuperviseError(f"no run {cfg.run!r} in {cfg.runs_dir} after waiting {cfg.wait_s:g}s "
-                                 "(start it with eau train --run-id, or pass --runs-dir)")
+            raise SuperviseError(
+                f"no run {cfg.run!r} in {cfg.runs_dir} after waiting {cfg.wait_s:g}s "
+                "(start it with eau train --run-id, or pass --runs-dir)"
+            )
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in old:
             signal.signal(s, self._on_signal)
         schedule = Schedule(cfg.every)
         stopped = None
-        self._log("supervise_started", every=cfg.every, agent=cfg.agent, cwd=str(Path(cfg.cwd).resolve()),
-                  timeout_s=cfg.timeout_s, max_sessions=cfg.max_sessions, template=self.template_source)
+        self._log(
+            "supervise_started",
+            every=cfg.every,
+            agent=cfg.agent,
+            cwd=str(Path(cfg.cwd).resolve()),
+            timeout_s=cfg.timeout_s,
+            max_sessions=cfg.max_sessions,
+            template=self.template_source,
+        )
         try:
             while True:
                 prog = progress(self.run_dir)
@@ -249,7 +301,16 @@ class Supervisor:
         assert self.run_dir is not None
         results = [s.result for s in self.sessions if s.result]
         costs = [r["cost_usd"] for r in results if isinstance(r.get("cost_usd"), (int, float))]
-        return {"ok": True, "run": self.run_dir.name, "stopped": stopped, "agent": self.cfg.agent,
-                "every": self.cfg.every, "sessions": results, "sessions_run": len(results),
-                "schedule": schedule.to_json(), "total_cost_usd": round(sum(costs), 6) if costs else None,
-                "meta_dir": str((self.run_dir / "meta").resolve()), "final_progress": dataclasses.asdict(progress(self.run_dir))}
+        return {
+            "ok": True,
+            "run": self.run_dir.name,
+            "stopped": stopped,
+            "agent": self.cfg.agent,
+            "every": self.cfg.every,
+            "sessions": results,
+            "sessions_run": len(results),
+            "schedule": schedule.to_json(),
+            "total_cost_usd": round(sum(costs), 6) if costs else None,
+            "meta_dir": str((self.run_dir / "meta").resolve()),
+            "final_progress": dataclasses.asdict(progress(self.run_dir)),
+        }

@@ -11,6 +11,14 @@ from harness.users.symbolic import SymbolicUser
 
 register_rule_check("users", lambda gym, value: validate_rule_file(value, gym=gym))
 
-__all__ = ["UserFactory", "SimulatedUser", "SymbolicUser", "LeakGuard", "PERSONA_NAMES", "RuleFileError",
-           "compile_user_rules", "load_user_rules_file",
-           "validate_rule_file"]
+__all__ = [
+    "UserFactory",
+    "SimulatedUser",
+    "SymbolicUser",
+    "LeakGuard",
+    "PERSONA_NAMES",
+    "RuleFileError",
+    "compile_user_rules",
+    "load_user_rules_file",
+    "validate_rule_file",
+]

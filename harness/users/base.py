@@ -43,8 +43,9 @@ class SimulatedUser(ABC):
         self.rng = np.random.default_rng(0)
         self._last_disclosure_turn = -1
 
-    def reset(self, task: Task, user_knobs: Mapping[str, Any], env_knobs: Mapping[str, Any],
-              rng: np.random.Generator) -> None:
+    def reset(
+        self, task: Task, user_knobs: Mapping[str, Any], env_knobs: Mapping[str, Any], rng: np.random.Generator
+    ) -> None:
         """Start an episode on ``task`` with the knobs in force; ``rng`` seeds the user's draws."""
         self.task = task
         self.user_knobs = dict(user_knobs)
@@ -111,8 +112,11 @@ class SimulatedUser(ABC):
         fact = policy.next_unrevealed(task.facts, state, guard)
         if fact is None:
             return None
-        reply = self.guarded(UserReply(self.fill(self.choose(self.rules.volunteer), [fact]), [fact],
-                                       {"intent": "volunteer", "arm": self.arm}))
+        reply = self.guarded(
+            UserReply(
+                self.fill(self.choose(self.rules.volunteer), [fact]), [fact], {"intent": "volunteer", "arm": self.arm}
+            )
+        )
         if reply.revealed:
             self._last_disclosure_turn = state.turn - 1
             return reply

@@ -22,8 +22,9 @@ from harness.users.matching import rank_facts
 USER_KNOBS = ("facts_per_reply", "match_threshold", "volunteer_interval", "max_reveals", "reveal_kinds", "persona")
 
 
-def _knob(knobs: Mapping[str, Any], name: str, kind: type | tuple[type, ...], lo: float | None = None,
-          hi: float | None = None) -> Any:
+def _knob(
+    knobs: Mapping[str, Any], name: str, kind: type | tuple[type, ...], lo: float | None = None, hi: float | None = None
+) -> Any:
     if name not in knobs:
         raise ValueError(f"user knob {name!r} is missing (knobs/user.yaml); the user needs: {', '.join(USER_KNOBS)}")
     v = knobs[name]
@@ -64,8 +65,9 @@ class DisclosurePolicy:
         """Disclosures left in this episode (repeats count)."""
         return max(0, self.max_reveals - state.disclosures)
 
-    def matched(self, question: str, facts: Sequence[Fact], dynamic: list[Fact] | None,
-                guard: LeakGuard | None) -> list[tuple[Fact, float]]:
+    def matched(
+        self, question: str, facts: Sequence[Fact], dynamic: list[Fact] | None, guard: LeakGuard | None
+    ) -> list[tuple[Fact, float]]:
         """Candidate facts for ``question`` with their scores, best first, filtered by kind and leak check.
 
         dynamic: the gym's facts computed from the question; when not None they replace matching of
@@ -79,8 +81,9 @@ class DisclosurePolicy:
     def pick(self, candidates: Sequence[tuple[Fact, float]], state: EpisodeState) -> list[Fact]:
         """At most ``facts_per_reply`` candidates within the remaining budget: best score first and,
         among equal scores, facts not yet revealed before repeats (then candidate order)."""
-        order = sorted(range(len(candidates)),
-                       key=lambda i: (-candidates[i][1], candidates[i][0].key in state.revealed, i))
+        order = sorted(
+            range(len(candidates)), key=lambda i: (-candidates[i][1], candidates[i][0].key in state.revealed, i)
+        )
         n = min(self.facts_per_reply, self.remaining(state))
         return [candidates[i][0] for i in order[:n]]
 

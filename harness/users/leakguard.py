@@ -66,8 +66,15 @@ class LeakReport:
 
     def reasons(self) -> list[str]:
         """Names of the measures that fired."""
-        out = [n for n, v in (("token_span", self.token_span), ("char_span", self.char_span),
-                              ("whole_secret", self.whole_secret)) if v]
+        out = [
+            n
+            for n, v in (
+                ("token_span", self.token_span),
+                ("char_span", self.char_span),
+                ("whole_secret", self.whole_secret),
+            )
+            if v
+        ]
         if self.leaked and not out:
             out.append("ngram_coverage")
         return out
@@ -80,9 +87,18 @@ class LeakReport:
 class LeakGuard:
     """Checks texts against one secret (see the module docstring for the measures)."""
 
-    def __init__(self, secret: str, public: str = "", *, max_span_tokens: int = 8, max_span_chars: int = 40,
-                 ngram: int = 4, max_ngram_coverage: float = 0.3, min_ngrams: int = 5,
-                 min_secret_chars: int = 3):
+    def __init__(
+        self,
+        secret: str,
+        public: str = "",
+        *,
+        max_span_tokens: int = 8,
+        max_span_chars: int = 40,
+        ngram: int = 4,
+        max_ngram_coverage: float = 0.3,
+        min_ngrams: int = 5,
+        min_secret_chars: int = 3,
+    ):
         if max_span_tokens < 2 or max_span_chars < 4 or ngram < 1:
             raise ValueError("LeakGuard: max_span_tokens >= 2, max_span_chars >= 4 and ngram >= 1 are required")
         if not 0.0 < max_ngram_coverage <= 1.0:
@@ -112,7 +128,8 @@ class LeakGuard:
         token_span = any(tuple(t_toks[i : i + n]) in self._span_grams for i in range(len(t_toks) - n + 1))
         c = self.max_span_chars
         char_span = bool(self._char_grams) and any(
-            t_norm[i : i + c] in self._char_grams for i in range(len(t_norm) - c + 1))
+            t_norm[i : i + c] in self._char_grams for i in range(len(t_norm) - c + 1)
+        )
         coverage = 0.0
         if self._cov_grams:
             coverage = len(_grams(t_toks, self.ngram) & self._cov_grams) / len(self._cov_grams)

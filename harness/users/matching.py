@@ -50,21 +50,42 @@ KEYWORD_SATURATION = 2  # keyword hits that give full keyword credit
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _TOKEN_RE = re.compile(r"[a-z]+|[0-9]+(?:\.[0-9]+)?")
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a an the and or but if then else of to in on at by for with from into onto about as is are was were be been
 being am do does did doing done have has had having i me my mine we us our you your yours he him his she her
 it its they them their this that these those there here what which who whom whose when where why how can could
 would should will shall may might must not no nor so too very just also any some all each every both either
 neither other such only own same than s t ll d re ve m please tell know want wanted like would let lets
 ok okay yes yeah hi hello hey thanks thank one thing things something anything get got give go going make
-""".split())
+""".split()
+)
 
 # Longest suffix first; each entry: (suffix, replacement). A stem keeps at least 3 characters.
 _SUFFIXES = (
-    ("ational", "ate"), ("ization", "ize"), ("fulness", "ful"), ("iveness", "ive"), ("ousness", "ous"),
-    ("ations", "ate"), ("ation", "ate"), ("ments", ""), ("ment", ""), ("ness", ""), ("ings", ""), ("ing", ""),
-    ("iest", "y"), ("ies", "y"), ("ied", "y"), ("est", ""), ("ers", ""), ("er", ""), ("ed", ""), ("ly", ""),
-    ("sses", "ss"), ("es", "e"), ("s", ""),
+    ("ational", "ate"),
+    ("ization", "ize"),
+    ("fulness", "ful"),
+    ("iveness", "ive"),
+    ("ousness", "ous"),
+    ("ations", "ate"),
+    ("ation", "ate"),
+    ("ments", ""),
+    ("ment", ""),
+    ("ness", ""),
+    ("ings", ""),
+    ("ing", ""),
+    ("iest", "y"),
+    ("ies", "y"),
+    ("ied", "y"),
+    ("est", ""),
+    ("ers", ""),
+    ("er", ""),
+    ("ed", ""),
+    ("ly", ""),
+    ("sses", "ss"),
+    ("es", "e"),
+    ("s", ""),
 )
 _MIN_STEM = 3
 _VOWEL_RE = re.compile(r"[aeiouy]")

@@ -48,7 +48,8 @@ class UserFactory:
             raise RuntimeError(
                 f"user_strategy_mix={mix} drew the LLM user, but no LLM user is configured. Set `user_llm` in "
                 "the run config (a local transformers model path, or an OpenAI-compatible endpoint: base_url, "
-                "model, api_key) or set user_strategy_mix: 1.0 in knobs/user.yaml for the symbolic user only.")
+                "model, api_key) or set user_strategy_mix: 1.0 in knobs/user.yaml for the symbolic user only."
+            )
         return arm
 
     def make(self, arm: str, env: Any) -> SimulatedUser:
@@ -61,13 +62,16 @@ class UserFactory:
         if data is None:
             raise RuleFileError(
                 f"gym {env.name!r} has no symbolic-user rule file knobs/rules/users/{env.name}.yaml; both user arms "
-                "need one (start from knobs/rules/users/travel.yaml; schema knobs/schema/user_rules.schema.json)")
+                "need one (start from knobs/rules/users/travel.yaml; schema knobs/schema/user_rules.schema.json)"
+            )
         rules = compile_user_rules(data, f"knobs/rules/users/{env.name}.yaml", gym=env.name)
         if arm == "symbolic":
             return SymbolicUser(rules, env.dynamic_facts)
         if self.llm is None:
-            raise RuntimeError("the LLM user arm was requested but UserFactory has no LLM backend (llm=None); "
-                               "configure `user_llm` in the run config")
+            raise RuntimeError(
+                "the LLM user arm was requested but UserFactory has no LLM backend (llm=None); "
+                "configure `user_llm` in the run config"
+            )
         from harness.users.llm import LLMUser  # local: keeps the symbolic-only path free of openai/torch imports
 
         return LLMUser(rules, self.llm, env.dynamic_facts)

@@ -58,34 +58,50 @@ class Persona:
 
 DEFAULT_PERSONAS: dict[str, Persona] = {
     "neutral": Persona("neutral", "You answer plainly and politely."),
-    "terse": Persona("terse", "You answer in as few words as possible, no greetings or small talk.",
-                     bare=True),
+    "terse": Persona("terse", "You answer in as few words as possible, no greetings or small talk.", bare=True),
     "verbose": Persona(
-        "verbose", "You are chatty: you add context and a remark or two around every answer.",
-        prefixes=("Well, let me think about that for a moment.", "That's a good question, actually.",
-                  "Okay, so, here is how I see it."),
-        suffixes=("I hope that gives you a clearer picture of what I have in mind.",
-                  "Let me know if you want me to say more about it.")),
+        "verbose",
+        "You are chatty: you add context and a remark or two around every answer.",
+        prefixes=(
+            "Well, let me think about that for a moment.",
+            "That's a good question, actually.",
+            "Okay, so, here is how I see it.",
+        ),
+        suffixes=(
+            "I hope that gives you a clearer picture of what I have in mind.",
+            "Let me know if you want me to say more about it.",
+        ),
+    ),
     "impatient": Persona(
-        "impatient", "You are in a hurry and want the assistant to get on with the task.",
+        "impatient",
+        "You are in a hurry and want the assistant to get on with the task.",
         prefixes=("Come on.", "Quickly:", "Look,"),
-        suffixes=("Can we move on?", "Let's get this done.", "")),
+        suffixes=("Can we move on?", "Let's get this done.", ""),
+    ),
     "friendly": Persona(
-        "friendly", "You are warm and encouraging.",
+        "friendly",
+        "You are warm and encouraging.",
         prefixes=("Happy to help!", "Sure thing!", "Great question!"),
-        suffixes=("Thanks for checking!", "You're doing great.", "")),
+        suffixes=("Thanks for checking!", "You're doing great.", ""),
+    ),
     "vague": Persona(
-        "vague", "You are a little unsure and hedge what you say, but you never invent facts.",
+        "vague",
+        "You are a little unsure and hedge what you say, but you never invent facts.",
         prefixes=("Hmm, I think", "I'm not totally sure, but", "If I remember right,"),
-        suffixes=("I guess.", "or something like that.", "")),
+        suffixes=("I guess.", "or something like that.", ""),
+    ),
     "precise": Persona(
-        "precise", "You answer exactly and in a structured way, one point per line.",
-        prefixes=("Precisely:", "To be exact:"), fact_joiner="\n- "),
+        "precise",
+        "You answer exactly and in a structured way, one point per line.",
+        prefixes=("Precisely:", "To be exact:"),
+        fact_joiner="\n- ",
+    ),
     "skeptical": Persona(
-        "skeptical", "You are skeptical of the assistant and want it to justify its questions.",
-        prefixes=("Why do you need that? Anyway,", "I'm not sure this is the right question, but",
-                  "Fine,"),
-        suffixes=("I hope you know what you're doing.", "Do you really need more than that?", "")),
+        "skeptical",
+        "You are skeptical of the assistant and want it to justify its questions.",
+        prefixes=("Why do you need that? Anyway,", "I'm not sure this is the right question, but", "Fine,"),
+        suffixes=("I hope you know what you're doing.", "Do you really need more than that?", ""),
+    ),
 }
 
 _OVERRIDABLE = ("description", "prefixes", "suffixes", "fact_joiner", "bare")

@@ -57,8 +57,12 @@ def search_bounded(pattern: regex.Pattern[str], text: str, timeout: float = SEAR
     except TimeoutError:
         if pattern.pattern not in _timed_out:
             _timed_out.add(pattern.pattern)
-            _log.warning("user-rule pattern %r took longer than %.0f ms on a %d-character question: counted as "
-                         "no match", pattern.pattern, timeout * 1000, len(text))
+            _log.warning(
+                "user-rule pattern %r took longer than %.0f ms on a %d-character question: counted as no match",
+                pattern.pattern,
+                timeout * 1000,
+                len(text),
+            )
         return False
 
 
@@ -79,7 +83,7 @@ def _probes(pattern: str) -> list[str]:
     """Strings that make a backtracking pattern explode: long runs of one character (or of a pair of
     adjacent letters of the pattern) followed by a character that makes the match fail."""
     letters = sorted({c for c in pattern if c.isalnum()})[:16]
-    pairs = sorted({pattern[i:i + 2] for i in range(len(pattern) - 1) if pattern[i:i + 2].isalnum()})[:16]
+    pairs = sorted({pattern[i : i + 2] for i in range(len(pattern) - 1) if pattern[i : i + 2].isalnum()})[:16]
     units = [*letters, "a", "1", " ", "a ", "a1", *pairs]
     return [u * (PROBE_CHARS // len(u)) + end for u in dict.fromkeys(units) for end in ("!", "\n")]
 
@@ -137,13 +141,17 @@ def _check_templates(source: str, path: tuple[Any, ...], templates: list[str], w
         names = set(_PLACEHOLDER_RE.findall(t))
         unknown = names - {"facts"}
         if unknown:
-            raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} uses unknown placeholder(s) "
-                                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists", at)
+            raise RuleFileError(
+                f"{_p(source)}{field}[{i}] = {t!r} uses unknown placeholder(s) "
+                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists",
+                at,
+            )
         if with_facts and FACTS_SLOT not in t:
             raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} must contain {FACTS_SLOT} (it discloses facts)", at)
         if not with_facts and FACTS_SLOT in t:
-            raise RuleFileError(f"{_p(source)}{field}[{i}] = {t!r} must not contain {FACTS_SLOT} (it discloses nothing)",
-                                at)
+            raise RuleFileError(
+                f"{_p(source)}{field}[{i}] = {t!r} must not contain {FACTS_SLOT} (it discloses nothing)", at
+            )
 
 
 def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = False) -> UserRules:
@@ -158,45 +166,59 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
     for i, raw in enumerate(data["intents"]):
         name = raw["name"]
         if name in seen:
-            raise RuleFileError(f"{_p(source)}intents[{i}].name = {name!r} is a duplicate; intent names must be unique",
-                                ("intents", i, "name"))
+            raise RuleFileError(
+                f"{_p(source)}intents[{i}].name = {name!r} is a duplicate; intent names must be unique",
+                ("intents", i, "name"),
+            )
         seen.add(name)
         pats = []
         for j, pat in enumerate(raw["patterns"]):
             try:
                 compiled = regex.compile(pat, regex.IGNORECASE | regex.V0)
             except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-                raise RuleFileError(f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} is not a valid regular "
-                                    f"expression: {exc}", ("intents", i, "patterns", j)) from None
+                raise RuleFileError(
+                    f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} is not a valid regular expression: {exc}",
+                    ("intents", i, "patterns", j),
+                ) from None
             if probe and (bad := backtracking_probe(compiled)) is not None:
-                raise RuleFileError(f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} backtracks catastrophically: "
-                                    f"no result within {PROBE_TIMEOUT_S * 1000:.0f} ms on {bad!r}; rewrite it without "
-                                    "nested repetition such as (a+)+", ("intents", i, "patterns", j))
+                raise RuleFileError(
+                    f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} backtracks catastrophically: "
+                    f"no result within {PROBE_TIMEOUT_S * 1000:.0f} ms on {bad!r}; rewrite it without "
+                    "nested repetition such as (a+)+",
+                    ("intents", i, "patterns", j),
+                )
             pats.append(compiled)
         _check_templates(source, ("intents", i, "replies"), raw["replies"], raw["disclosure"] != "none")
         intents.append(Intent(name, tuple(pats), raw["disclosure"], tuple(raw["replies"])))
     by_name = {it.name: it for it in intents}
     fb = data["fallback_intent"]
     if fb not in by_name:
-        raise RuleFileError(f"{_p(source)}field fallback_intent = {fb!r} names no intent; intents: {', '.join(by_name)}",
-                            ("fallback_intent",))
+        raise RuleFileError(
+            f"{_p(source)}field fallback_intent = {fb!r} names no intent; intents: {', '.join(by_name)}",
+            ("fallback_intent",),
+        )
     rep = data["replies"]
     _check_templates(source, ("replies", "no_match"), rep["no_match"], False)
     _check_templates(source, ("replies", "budget_exhausted"), rep["budget_exhausted"], False)
     _check_templates(source, ("replies", "volunteer"), rep["volunteer"], True)
     redacted = rep.get("redacted", list(DEFAULT_REDACTED))
     _check_templates(source, ("replies", "redacted"), redacted, False)
-    return UserRules(gym=data["gym"], intents=tuple(intents), fallback=by_name[fb], no_match=tuple(rep["no_match"]),
-                     budget_exhausted=tuple(rep["budget_exhausted"]), volunteer=tuple(rep["volunteer"]),
-                     redacted=tuple(redacted),
-                     personas=persona_table(data.get("personas")))
+    return UserRules(
+        gym=data["gym"],
+        intents=tuple(intents),
+        fallback=by_name[fb],
+        no_match=tuple(rep["no_match"]),
+        budget_exhausted=tuple(rep["budget_exhausted"]),
+        volunteer=tuple(rep["volunteer"]),
+        redacted=tuple(redacted),
+        personas=persona_table(data.get("personas")),
+    )
 
 
 _CACHE: dict[str, UserRules] = {}
 
 
-def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = None,
-                       probe: bool = False) -> UserRules:
+def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = None, probe: bool = False) -> UserRules:
     """Validate and compile a parsed rule file; results are cached by content.
 
     source: names the file in error messages (e.g. ``knobs/rules/users/travel.yaml``).

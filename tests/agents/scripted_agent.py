@@ -58,8 +58,14 @@ def main() -> int:
     turns = 0
     eau("status", "--run", run, "--no-detectors")
     history = eau("knobs", "history", KNOB, "--run", run, "--limit", "0")["events"]
-    mine = [e for e in history if e.get("author") == "agent" and e.get("reason") == REASON
-            and e.get("status") == "accepted" and isinstance(e.get("step_effective"), int)]
+    mine = [
+        e
+        for e in history
+        if e.get("author") == "agent"
+        and e.get("reason") == REASON
+        and e.get("status") == "accepted"
+        and isinstance(e.get("step_effective"), int)
+    ]
     pool = eau("finding", "list", "--limit", "0", ok=(0, 5))
     recorded = {ev for f in pool.get("findings", []) for ev in f.get("events", [])}
     summary = "no intervention: a change of mine is waiting for the run's next step boundary"
@@ -71,13 +77,36 @@ def main() -> int:
             summary = f"measuring {ev['id']}: {eff['explanation']}"
         else:
             verdict = eff["verdict"] if eff["verdict"] in ("improved", "harmed", "inconclusive") else "inconclusive"
-            measured = (f"{eff['metric']} {eff['pre']['mean']:.4f} -> {eff['post']['mean']:.4f}, difference "
-                        f"{eff['difference']:+.4f}, noise floor {eff['noise_floor']:.4f}")
-            f = eau("finding", "add", "--title", f"scripted agent: {KNOB} {ev['old']} -> {ev['new']}: {verdict}",
-                    "--change", f"{ev['old']} -> {ev['new']} (all gyms)", "--verdict", verdict, "--knob", KNOB,
-                    "--run", run, "--steps", f"{eff['pre']['steps'][0]}:{eff['post']['steps'][-1]}",
-                    "--predicted", "entropy higher after lag 1", "--measured", measured, "--event", ev["id"],
-                    "--tag", "scripted", "--body", "Measured by the scripted test agent.")
+            measured = (
+                f"{eff['metric']} {eff['pre']['mean']:.4f} -> {eff['post']['mean']:.4f}, difference "
+                f"{eff['difference']:+.4f}, noise floor {eff['noise_floor']:.4f}"
+            )
+            f = eau(
+                "finding",
+                "add",
+                "--title",
+                f"scripted agent: {KNOB} {ev['old']} -> {ev['new']}: {verdict}",
+                "--change",
+                f"{ev['old']} -> {ev['new']} (all gyms)",
+                "--verdict",
+                verdict,
+                "--knob",
+                KNOB,
+                "--run",
+                run,
+                "--steps",
+                f"{eff['pre']['steps'][0]}:{eff['post']['steps'][-1]}",
+                "--predicted",
+                "entropy higher after lag 1",
+                "--measured",
+                measured,
+                "--event",
+                ev["id"],
+                "--tag",
+                "scripted",
+                "--body",
+                "Measured by the scripted test agent.",
+            )
             summary = f"recorded {f['finding']['id']} for {ev['id']} ({verdict})"
     elif not mine and not any(e.get("reason") == REASON for e in history):
         eau("diagnose", "--run", run, "--window", "3")
@@ -91,8 +120,18 @@ def main() -> int:
             start = completed(run)
             while completed(run) < start + wait_steps and eau("status", "--run", run, "--no-detectors")["live"]:
                 time.sleep(2)
-    print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": summary,
-                      "num_turns": turns, "total_cost_usd": 0.0}))
+    print(
+        json.dumps(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "result": summary,
+                "num_turns": turns,
+                "total_cost_usd": 0.0,
+            }
+        )
+    )
     return 0
 
 

@@ -75,11 +75,18 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "name": self.name, "flagged": self.flagged, "severity": self.severity if self.flagged else "none",
-            "component": self.component, "summary": self.summary,
-            "evidence": {"metrics": self.metrics, "episodes": self.evidence_episodes,
-                         "matching_episodes": len(self.matches)},
-            "suggestion": self.suggestion, "thresholds": self.thresholds,
+            "name": self.name,
+            "flagged": self.flagged,
+            "severity": self.severity if self.flagged else "none",
+            "component": self.component,
+            "summary": self.summary,
+            "evidence": {
+                "metrics": self.metrics,
+                "episodes": self.evidence_episodes,
+                "matching_episodes": len(self.matches),
+            },
+            "suggestion": self.suggestion,
+            "thresholds": self.thresholds,
         }
         if self.skipped:
             out["skipped"] = self.skipped
@@ -124,7 +131,9 @@ class Detector:
 DETECTORS: dict[str, Detector] = {}
 
 
-def detector(name: str, component: str, thresholds: Mapping[str, tuple[float, str]]) -> Callable[[DetectorFn], DetectorFn]:
+def detector(
+    name: str, component: str, thresholds: Mapping[str, tuple[float, str]]
+) -> Callable[[DetectorFn], DetectorFn]:
     """Register ``fn`` as detector ``name`` (default ``component``) with ``{key: (default, doc)}`` thresholds;
     the function's docstring is the detector's documentation."""
 
@@ -133,8 +142,13 @@ def detector(name: str, component: str, thresholds: Mapping[str, tuple[float, st
             raise ValueError(f"detector {name!r} is registered twice")
         if component not in COMPONENTS:
             raise ValueError(f"detector {name!r}: component {component!r} not in {COMPONENTS}")
-        DETECTORS[name] = Detector(name, component, (fn.__doc__ or "").strip(),
-                                   {k: Threshold(k, float(v), d) for k, (v, d) in thresholds.items()}, fn)
+        DETECTORS[name] = Detector(
+            name,
+            component,
+            (fn.__doc__ or "").strip(),
+            {k: Threshold(k, float(v), d) for k, (v, d) in thresholds.items()},
+            fn,
+        )
         return fn
 
     return deco

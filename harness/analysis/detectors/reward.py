@@ -31,18 +31,27 @@ RH_FAILED_SHARE = 0.05
 
 
 def _series(lines: list[dict[str, Any]], name: str) -> list[tuple[int, float]]:
-    return [(int(m["step"]), v) for m in lines if (v := num(m.get(name))) is not None and isinstance(m.get("step"), int)]
+    return [
+        (int(m["step"]), v) for m in lines if (v := num(m.get(name))) is not None and isinstance(m.get("step"), int)
+    ]
 
 
-@detector("reward_hacking", "reward", {
-    "min_steps": (RH_MIN_STEPS, "steps with reward and success needed for the trend test"),
-    "reward_rise": (RH_REWARD_RISE, "rise of mean reward over the window (fitted slope x span)"),
-    "success_rise_max": (RH_SUCCESS_RISE_MAX, "largest success rise over the window that counts as flat"),
-    "reward_t": (RH_REWARD_T, "t statistic the reward slope needs"),
-    "rule_share": (RH_RULE_SHARE, "share of all |reward| earned by one positive rule"),
-    "min_turns": (RH_MIN_TURNS, "turns needed for the per-rule shares"),
-    "failed_share": (RH_FAILED_SHARE, "share of a rule's positive reward earned in failed episodes it needs to count"),
-})
+@detector(
+    "reward_hacking",
+    "reward",
+    {
+        "min_steps": (RH_MIN_STEPS, "steps with reward and success needed for the trend test"),
+        "reward_rise": (RH_REWARD_RISE, "rise of mean reward over the window (fitted slope x span)"),
+        "success_rise_max": (RH_SUCCESS_RISE_MAX, "largest success rise over the window that counts as flat"),
+        "reward_t": (RH_REWARD_T, "t statistic the reward slope needs"),
+        "rule_share": (RH_RULE_SHARE, "share of all |reward| earned by one positive rule"),
+        "min_turns": (RH_MIN_TURNS, "turns needed for the per-rule shares"),
+        "failed_share": (
+            RH_FAILED_SHARE,
+            "share of a rule's positive reward earned in failed episodes it needs to count",
+        ),
+    },
+)
 def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """Reward that rises while task success stays flat or falls (fitted slopes over the window), and
     one shaping rule earning a dominant share of all |reward| (from every turn's reward_breakdown);
@@ -59,9 +68,16 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         span_s = suc[-1][0] - suc[0][0]
         r_rise = (rs or 0.0) * span_r
         s_rise = (ss or 0.0) * span_s
-        metrics.update({"reward_slope": round(rs or 0.0, 5), "reward_slope_t": round(rt, 3) if rt is not None else None,
-                        "success_slope": round(ss or 0.0, 5),
-                        "reward_rise": round(r_rise, 4), "success_rise": round(s_rise, 4), "trend_steps": len(rew)})
+        metrics.update(
+            {
+                "reward_slope": round(rs or 0.0, 5),
+                "reward_slope_t": round(rt, 3) if rt is not None else None,
+                "success_slope": round(ss or 0.0, 5),
+                "reward_rise": round(r_rise, 4),
+                "success_rise": round(s_rise, 4),
+                "trend_steps": len(rew),
+            }
+        )
         if r_rise >= th["reward_rise"] and s_rise <= th["success_rise_max"] and (rt or 0.0) >= th["reward_t"]:
             trend_flag = True
             problems.append(f"mean reward rose by {r_rise:+.2f} over the window while success changed by {s_rise:+.2f}")
@@ -99,31 +115,55 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     rule_flag = False
     if turns >= th["min_turns"] and total > 0:
         shares = {k: round(v / total, 4) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
-        metrics.update({"turns": turns, "task_share": round(task_abs / total, 4),
-                        "builtin_share": round(builtin_abs / total, 4), "rule_shares": shares,
-                        "rule_totals": {k: round(v, 4) for k, v in signed.items()}})
+        metrics.update(
+            {
+                "turns": turns,
+                "task_share": round(task_abs / total, 4),
+                "builtin_share": round(builtin_abs / total, 4),
+                "rule_shares": shares,
+                "rule_totals": {k: round(v, 4) for k, v in signed.items()},
+            }
+        )
         in_failed = {k: round(pos_failed[k] / v, 4) for k, v in pos_all.items() if v > 0}
         metrics["rule_failed_episode_share"] = in_failed
-        dominant = [k for k, s in shares.items() if s >= th["rule_share"] and signed[k] > 0
-                    and in_failed.get(k, 0.0) >= th["failed_share"]]
+        dominant = [
+            k
+            for k, s in shares.items()
+            if s >= th["rule_share"] and signed[k] > 0 and in_failed.get(k, 0.0) >= th["failed_share"]
+        ]
         if dominant:
             rule_flag = True
-            problems.append(f"rule {dominant[0]!r} earns {shares[dominant[0]]:.0%} of all |reward| "
-                            f"(task reward {task_abs / total:.0%})")
+            problems.append(
+                f"rule {dominant[0]!r} earns {shares[dominant[0]]:.0%} of all |reward| "
+                f"(task reward {task_abs / total:.0%})"
+            )
     elif turns:
         metrics["rule_shares"] = f"skipped: only {turns} turns with a reward breakdown"
     trend_ran = "trend" not in metrics
     shares_ran = isinstance(metrics.get("rule_shares"), dict)
     if not trend_ran and not shares_ran:
-        return skipped("reward_hacking", "reward",
-                       f"fewer than {int(th['min_steps'])} steps with reward_mean and success_rate and fewer than "
-                       f"{int(th['min_turns'])} turns with a reward breakdown in the window", th)
+        return skipped(
+            "reward_hacking",
+            "reward",
+            f"fewer than {int(th['min_steps'])} steps with reward_mean and success_rate and fewer than "
+            f"{int(th['min_turns'])} turns with a reward breakdown in the window",
+            th,
+        )
     flagged = trend_flag or rule_flag
     failed = [str(e.get("episode_id")) for e in data.episodes if not e.get("success")]
     examples = sorted((eid for eid in failed if eid in ep_rule), key=lambda eid: -ep_rule[eid])
     summary = "; ".join(problems) if flagged else "reward moves with success and no rule dominates"
-    return Finding("reward_hacking", flagged, "reward", summary, severity="high" if trend_flag and rule_flag else "medium",
-                   metrics=metrics, matches=examples if flagged else [],
-                   suggestion=("the dominant rule in knobs/rules/rewards/*.yaml (lower its value or add a cap such as "
-                               "questions_over), reward.per_gym_scale; check the change first with eau gate FILE; "
-                               "eau sample --flag reward_hacking"))
+    return Finding(
+        "reward_hacking",
+        flagged,
+        "reward",
+        summary,
+        severity="high" if trend_flag and rule_flag else "medium",
+        metrics=metrics,
+        matches=examples if flagged else [],
+        suggestion=(
+            "the dominant rule in knobs/rules/rewards/*.yaml (lower its value or add a cap such as "
+            "questions_over), reward.per_gym_scale; check the change first with eau gate FILE; "
+            "eau sample --flag reward_hacking"
+        ),
+    )

@@ -27,15 +27,21 @@ LEAK_BULK_SHARE = 0.6
 LEAK_BULK_MIN_FACTS = 3
 
 
-@detector("user_leakage", "user", {
-    "secret_episodes": (LEAK_SECRET_EPISODES, "episodes with a read reply that gives away the hidden answer"),
-    "filtered_episodes": (LEAK_FILTERED_EPISODES, "episodes disclosing a fact kind outside reveal_kinds"),
-    "redacted_rate": (LEAK_REDACTED_RATE, "share of user replies the leak guard had to redact"),
-    "overdisclosure_rate": (LEAK_OVERDISCLOSURE_RATE,
-                            "share of disclosing replies over facts_per_reply or in bulk"),
-    "bulk_share": (LEAK_BULK_SHARE, "share of a task's facts in one reply that counts as bulk"),
-    "bulk_min_facts": (LEAK_BULK_MIN_FACTS, "facts a bulk reply must carry"),
-})
+@detector(
+    "user_leakage",
+    "user",
+    {
+        "secret_episodes": (LEAK_SECRET_EPISODES, "episodes with a read reply that gives away the hidden answer"),
+        "filtered_episodes": (LEAK_FILTERED_EPISODES, "episodes disclosing a fact kind outside reveal_kinds"),
+        "redacted_rate": (LEAK_REDACTED_RATE, "share of user replies the leak guard had to redact"),
+        "overdisclosure_rate": (
+            LEAK_OVERDISCLOSURE_RATE,
+            "share of disclosing replies over facts_per_reply or in bulk",
+        ),
+        "bulk_share": (LEAK_BULK_SHARE, "share of a task's facts in one reply that counts as bulk"),
+        "bulk_min_facts": (LEAK_BULK_MIN_FACTS, "facts a bulk reply must carry"),
+    },
+)
 def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """User replies that give away the hidden answer (checked against the task rebuilt from the gym
     registry), disclose fact kinds the reveal filter excludes, exceed facts_per_reply or hand over most
@@ -85,12 +91,20 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     red_rate = redacted / replies
     over_rate = over / disclosing if disclosing else 0.0
     metrics = {
-        "episodes": len(eps), "user_replies": replies, "secret_checked_episodes": checked,
+        "episodes": len(eps),
+        "user_replies": replies,
+        "secret_checked_episodes": checked,
         "no_hidden_answer_episodes": no_secret,
-        "secret_unchecked": dict(unchecked), "secret_leak_episodes": len(secret_eps), "secret_leak_measures": dict(reasons),
-        "filtered_kind_episodes": len(filtered_eps), "filtered_kinds_disclosed": sorted(kinds),
-        "redacted_replies": redacted, "redacted_rate": round(red_rate, 4),
-        "disclosing_replies": disclosing, "overdisclosed_replies": over, "overdisclosure_rate": round(over_rate, 4),
+        "secret_unchecked": dict(unchecked),
+        "secret_leak_episodes": len(secret_eps),
+        "secret_leak_measures": dict(reasons),
+        "filtered_kind_episodes": len(filtered_eps),
+        "filtered_kinds_disclosed": sorted(kinds),
+        "redacted_replies": redacted,
+        "redacted_rate": round(red_rate, 4),
+        "disclosing_replies": disclosing,
+        "overdisclosed_replies": over,
+        "overdisclosure_rate": round(over_rate, 4),
         "bulk_episodes": len(bulk_eps),
         "overdisclosure_rate_by_arm": {a: round(o / d, 4) for a, (o, d) in sorted(by_arm.items()) if d},
     }
@@ -98,10 +112,14 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     if len(secret_eps) >= th["secret_episodes"]:
         problems.append(f"{len(secret_eps)} episode(s) where a reply the agent read gives away the hidden answer")
     if len(filtered_eps) >= th["filtered_episodes"]:
-        problems.append(f"{len(filtered_eps)} episode(s) disclose fact kinds outside reveal_kinds ({', '.join(sorted(kinds))})")
+        problems.append(
+            f"{len(filtered_eps)} episode(s) disclose fact kinds outside reveal_kinds ({', '.join(sorted(kinds))})"
+        )
     if disclosing and over_rate >= th["overdisclosure_rate"]:
-        problems.append(f"{over_rate:.0%} of disclosing replies exceed facts_per_reply or hand over most facts at once "
-                        f"({len(bulk_eps)} episode(s) with bulk replies)")
+        problems.append(
+            f"{over_rate:.0%} of disclosing replies exceed facts_per_reply or hand over most facts at once "
+            f"({len(bulk_eps)} episode(s) with bulk replies)"
+        )
     if red_rate >= th["redacted_rate"]:
         problems.append(f"the leak guard redacted {red_rate:.0%} of replies")
     flagged = bool(problems)
@@ -109,14 +127,22 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     examples = (secret_eps or filtered_eps or bulk_eps or over_eps or redacted_eps)[:5]
     note = f"; hidden answer not checked for {sum(unchecked.values())} episode(s)" if unchecked else ""
     return Finding(
-        "user_leakage", flagged, "user",
-        ("; ".join(problems) + note) if flagged else
-        f"no leak over {replies} user replies in {len(eps)} episodes (answer checked in {checked}){note}",
-        severity=severity, metrics=metrics, evidence_episodes=examples,
+        "user_leakage",
+        flagged,
+        "user",
+        ("; ".join(problems) + note)
+        if flagged
+        else f"no leak over {replies} user replies in {len(eps)} episodes (answer checked in {checked}){note}",
+        severity=severity,
+        metrics=metrics,
+        evidence_episodes=examples,
         matches=secret_eps + filtered_eps + over_eps + redacted_eps,
-        suggestion=("user.facts_per_reply (1 keeps elicitation multi-turn), user.reveal_kinds (exclude the kinds "
-                    "listed in filtered_kinds_disclosed or that carry the answer), rules/users/<gym>.yaml, the LLM "
-                    "user's model and prompt; eau sample --flag user_leakage; eau gate a candidate user.yaml"))
+        suggestion=(
+            "user.facts_per_reply (1 keeps elicitation multi-turn), user.reveal_kinds (exclude the kinds "
+            "listed in filtered_kinds_disclosed or that carry the answer), rules/users/<gym>.yaml, the LLM "
+            "user's model and prompt; eau sample --flag user_leakage; eau gate a candidate user.yaml"
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- arm disparity
@@ -143,11 +169,14 @@ def _arm_stats(eps: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         n = len(group)
         rewards = [float(e.get("reward", 0.0)) for e in group]
         mean = sum(rewards) / n
-        out[arm] = {"episodes": n, "success_rate": sum(1 for e in group if e.get("success")) / n,
-                    "reward_mean": mean,
-                    "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(n - 1, 1)),
-                    "disclosures_mean": sum(float(e.get("disclosures", 0)) for e in group) / n,
-                    "questions_mean": sum(float(e.get("questions", 0)) for e in group) / n}
+        out[arm] = {
+            "episodes": n,
+            "success_rate": sum(1 for e in group if e.get("success")) / n,
+            "reward_mean": mean,
+            "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(n - 1, 1)),
+            "disclosures_mean": sum(float(e.get("disclosures", 0)) for e in group) / n,
+            "questions_mean": sum(float(e.get("questions", 0)) for e in group) / n,
+        }
     return out
 
 
@@ -162,8 +191,15 @@ def _arm_stats_from_metrics(lines: list[dict[str, Any]]) -> dict[str, dict[str, 
                     acc[arm]["episodes"] += n
                     acc[arm]["s"] += s * n
                     acc[arm]["r"] += (r or 0.0) * n
-    return {a: {"episodes": int(v["episodes"]), "success_rate": v["s"] / v["episodes"], "reward_mean": v["r"] / v["episodes"]}
-            for a, v in acc.items() if v["episodes"]}
+    return {
+        a: {
+            "episodes": int(v["episodes"]),
+            "success_rate": v["s"] / v["episodes"],
+            "reward_mean": v["r"] / v["episodes"],
+        }
+        for a, v in acc.items()
+        if v["episodes"]
+    }
 
 
 def _gap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float]:
@@ -192,12 +228,16 @@ def _reward_gap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float,
     return round(gap, 4), round(max(se, 1e-9), 4), round(d, 4)
 
 
-@detector("arm_disparity", "user", {
-    "min_episodes": (ARM_MIN_EPISODES, "episodes each arm needs in the window (overall and per gym)"),
-    "gap": (ARM_GAP, "absolute success-rate gap between the symbolic and LLM arms"),
-    "z": (ARM_Z, "standard errors the gap must exceed (success and reward)"),
-    "reward_effect": (ARM_REWARD_EFFECT, "standardised episode-reward gap (Cohen's d) that flags on its own"),
-})
+@detector(
+    "arm_disparity",
+    "user",
+    {
+        "min_episodes": (ARM_MIN_EPISODES, "episodes each arm needs in the window (overall and per gym)"),
+        "gap": (ARM_GAP, "absolute success-rate gap between the symbolic and LLM arms"),
+        "z": (ARM_Z, "standard errors the gap must exceed (success and reward)"),
+        "reward_effect": (ARM_REWARD_EFFECT, "standardised episode-reward gap (Cohen's d) that flags on its own"),
+    },
+)
 def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     """Success and episode reward of the symbolic and the LLM user arms compared overall and per gym:
     a large gap in either means the arms pose different tasks and a blended metric hides it. The
@@ -211,8 +251,12 @@ def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         source = "metrics"
     if "llm" not in overall or overall["llm"]["episodes"] < th["min_episodes"]:
         n = int(overall.get("llm", {}).get("episodes", 0))
-        return skipped("arm_disparity", "user", f"no LLM-arm episodes to compare ({n} in the window; "
-                       f"user_strategy_mix 1.0 uses the symbolic user only)", th)
+        return skipped(
+            "arm_disparity",
+            "user",
+            f"no LLM-arm episodes to compare ({n} in the window; user_strategy_mix 1.0 uses the symbolic user only)",
+            th,
+        )
     if "symbolic" not in overall or overall["symbolic"]["episodes"] < th["min_episodes"]:
         return skipped("arm_disparity", "user", "too few symbolic-arm episodes in the window to compare", th)
     results = {"all": overall}
@@ -230,9 +274,12 @@ def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         if min(st["llm"]["episodes"], st["symbolic"]["episodes"]) < th["min_episodes"]:
             continue
         gap, se = _gap(st["symbolic"], st["llm"])
-        gaps[where] = {"symbolic_minus_llm": round(gap, 4), "se": round(se, 4),
-                       "symbolic": {k: round(v, 4) for k, v in st["symbolic"].items()},
-                       "llm": {k: round(v, 4) for k, v in st["llm"].items()}}
+        gaps[where] = {
+            "symbolic_minus_llm": round(gap, 4),
+            "se": round(se, 4),
+            "symbolic": {k: round(v, 4) for k, v in st["symbolic"].items()},
+            "llm": {k: round(v, 4) for k, v in st["llm"].items()},
+        }
         by_success = abs(gap) >= th["gap"] and abs(gap) >= th["z"] * se
         rg = _reward_gap(st["symbolic"], st["llm"])
         by_reward = False
@@ -246,23 +293,45 @@ def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     flagged = bool(flagged_where)
     worst = max((abs(v["symbolic_minus_llm"]) for v in gaps.values()), default=0.0)
     worst_d = max((abs(v.get("reward_effect", 0.0)) for v in gaps.values()), default=0.0)
-    llm_eps = [str(e.get("episode_id")) for e in data.episodes if e.get("arm") == "llm"
-               and (("all" in flagged_where) or str(e.get("gym")) in flagged_where) and not e.get("success")]
+    llm_eps = [
+        str(e.get("episode_id"))
+        for e in data.episodes
+        if e.get("arm") == "llm"
+        and (("all" in flagged_where) or str(e.get("gym")) in flagged_where)
+        and not e.get("success")
+    ]
     if flagged:
         g = gaps[flagged_where[0]]
-        summary = (f"symbolic and LLM user arms differ ({flagged_where[0]}: success symbolic "
-                   f"{g['symbolic']['success_rate']:.2f} vs LLM {g['llm']['success_rate']:.2f}, "
-                   f"{g['symbolic_minus_llm']:+.2f}")
+        summary = (
+            f"symbolic and LLM user arms differ ({flagged_where[0]}: success symbolic "
+            f"{g['symbolic']['success_rate']:.2f} vs LLM {g['llm']['success_rate']:.2f}, "
+            f"{g['symbolic_minus_llm']:+.2f}"
+        )
         if "reward_effect" in g:
-            summary += (f"; reward {g['symbolic']['reward_mean']:.2f} vs {g['llm']['reward_mean']:.2f}, "
-                        f"effect {g['reward_effect']:+.2f} sd")
-        summary += (f"; {g['symbolic']['episodes']:.0f} and {g['llm']['episodes']:.0f} episodes); "
-                    f"flagged in {', '.join(flagged_where)} by {'+'.join(g['flagged_by'])}")
+            summary += (
+                f"; reward {g['symbolic']['reward_mean']:.2f} vs {g['llm']['reward_mean']:.2f}, "
+                f"effect {g['reward_effect']:+.2f} sd"
+            )
+        summary += (
+            f"; {g['symbolic']['episodes']:.0f} and {g['llm']['episodes']:.0f} episodes); "
+            f"flagged in {', '.join(flagged_where)} by {'+'.join(g['flagged_by'])}"
+        )
     else:
-        summary = (f"largest arm gap: success {worst:.2f} (threshold {th['gap']:.2f}), reward effect "
-                   f"{worst_d:.2f} sd (threshold {th['reward_effect']:.2f})")
-    return Finding("arm_disparity", flagged, "user", summary, severity="high" if worst >= 2 * th["gap"] or worst_d >= 2 * th["reward_effect"] else "medium",
-                   metrics={"source": source, "gaps": gaps}, matches=llm_eps,
-                   suggestion=("read metrics per arm (arm/<arm>/*), never blended; inspect the LLM user (model, "
-                               "prompt, user.temperature, user.persona) with eau sample --arm llm; "
-                               "user.user_strategy_mix changes the share, not the gap"))
+        summary = (
+            f"largest arm gap: success {worst:.2f} (threshold {th['gap']:.2f}), reward effect "
+            f"{worst_d:.2f} sd (threshold {th['reward_effect']:.2f})"
+        )
+    return Finding(
+        "arm_disparity",
+        flagged,
+        "user",
+        summary,
+        severity="high" if worst >= 2 * th["gap"] or worst_d >= 2 * th["reward_effect"] else "medium",
+        metrics={"source": source, "gaps": gaps},
+        matches=llm_eps,
+        suggestion=(
+            "read metrics per arm (arm/<arm>/*), never blended; inspect the LLM user (model, "
+            "prompt, user.temperature, user.persona) with eau sample --arm llm; "
+            "user.user_strategy_mix changes the share, not the gap"
+        ),
+    )

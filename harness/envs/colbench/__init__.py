@@ -48,7 +48,7 @@ def extract_code(content: str) -> str:
     blocks = [(lang.lower(), body) for lang, body in _FENCE_RE.findall(content or "")]
     if not blocks:
         text = (content or "").strip("\n")
-        return text[len("python\n"):] if text.startswith("python\n") else text
+        return text[len("python\n") :] if text.startswith("python\n") else text
     for lang, body in blocks:
         if lang in ("", "python", "py", "python3") and re.search(r"^\s*(def|class|import|from)\s", body, re.M):
             return body
@@ -77,24 +77,54 @@ class CodeTask:
 
     @classmethod
     def from_record(cls, rec: ColbenchRecord) -> CodeTask:
-        return cls(task_id=f"{GYM}-data-{rec.index}-{rec.content_key[:8]}", split=split_of(rec.content_key),
-                   origin="data", index=rec.index, prompt=rec.problem_description, reference=rec.ground_truth,
-                   hidden=rec.hidden_information, function=rec.function_name, calls=rec.tests,
-                   test_names=rec.test_names)
+        return cls(
+            task_id=f"{GYM}-data-{rec.index}-{rec.content_key[:8]}",
+            split=split_of(rec.content_key),
+            origin="data",
+            index=rec.index,
+            prompt=rec.problem_description,
+            reference=rec.ground_truth,
+            hidden=rec.hidden_information,
+            function=rec.function_name,
+            calls=rec.tests,
+            test_names=rec.test_names,
+        )
 
     @classmethod
     def from_family(cls, ft: FamilyTask, split: str, index: int) -> CodeTask:
-        return cls(task_id=f"{GYM}-{ft.family}-{ft.content_key[:10]}", split=split, origin="procedural",
-                   index=index, prompt=ft.description, reference=ft.reference, hidden=ft.reference,
-                   function=ft.function, calls=ft.calls, test_names=tuple(f"test{i + 1}" for i in range(len(ft.calls))),
-                   family=ft.family)
+        return cls(
+            task_id=f"{GYM}-{ft.family}-{ft.content_key[:10]}",
+            split=split,
+            origin="procedural",
+            index=index,
+            prompt=ft.description,
+            reference=ft.reference,
+            hidden=ft.reference,
+            function=ft.function,
+            calls=ft.calls,
+            test_names=tuple(f"test{i + 1}" for i in range(len(ft.calls))),
+            family=ft.family,
+        )
 
     def to_task(self) -> Task:
         facts = extract_facts(self.hidden, self.prompt, self.function)
-        return Task(gym=GYM, task_id=self.task_id, split=self.split, prompt=self.prompt, facts=facts,
-                    secret=self.hidden,
-                    data={"origin": self.origin, "index": self.index, "family": self.family, "function": self.function,
-                          "reference": self.reference, "calls": list(self.calls), "test_names": list(self.test_names)})
+        return Task(
+            gym=GYM,
+            task_id=self.task_id,
+            split=self.split,
+            prompt=self.prompt,
+            facts=facts,
+            secret=self.hidden,
+            data={
+                "origin": self.origin,
+                "index": self.index,
+                "family": self.family,
+                "function": self.function,
+                "reference": self.reference,
+                "calls": list(self.calls),
+                "test_names": list(self.test_names),
+            },
+        )
 
 
 # --------------------------------------------------------------------------- expected outcomes
@@ -137,11 +167,21 @@ def score_answer(code: str, calls: Sequence[str], expected: Sequence[CallResult]
     """Run ``code`` on ``calls`` and compare with the reference outcomes ``expected``."""
     valid = [i for i, r in enumerate(expected) if r.status in (OK, RAISED)]
     if not valid:
-        return AnswerResult(0.0, False, True, "This task cannot be scored: its reference fails its own tests.",
-                            {"error": "reference_invalid", "total": 0})
+        return AnswerResult(
+            0.0,
+            False,
+            True,
+            "This task cannot be scored: its reference fails its own tests.",
+            {"error": "reference_invalid", "total": 0},
+        )
     if not code.strip():
-        return AnswerResult(0.0, False, True, f"Your answer contained no code. 0/{len(valid)} tests passed.",
-                            {"error": "no_code", "passed": 0, "total": len(valid), "pass_rate": 0.0})
+        return AnswerResult(
+            0.0,
+            False,
+            True,
+            f"Your answer contained no code. 0/{len(valid)} tests passed.",
+            {"error": "no_code", "passed": 0, "total": len(valid), "pass_rate": 0.0},
+        )
     run = run_source(code, list(calls), limits)
     passed = [i for i in valid if run.calls[i].matches(expected[i])]
     rate = len(passed) / len(valid)
@@ -150,10 +190,18 @@ def score_answer(code: str, calls: Sequence[str], expected: Sequence[CallResult]
     if not run.module_ok:
         feedback += f" Your code failed to load: {run.module_error}: {run.module_message}"[:300]
     failed = [run.calls[i].describe()[:200] for i in valid if i not in set(passed)][:3]
-    details = {"passed": len(passed), "total": len(valid), "pass_rate": rate, "module_status": run.module_status,
-               "module_error": run.module_error, "statuses": dict(Counter(c.status for c in run.calls)),
-               "failed_calls": failed, "skipped_tests": len(expected) - len(valid),
-               "sandbox": run.isolation.get("mode"), "seconds": round(run.wall_seconds, 3)}
+    details = {
+        "passed": len(passed),
+        "total": len(valid),
+        "pass_rate": rate,
+        "module_status": run.module_status,
+        "module_error": run.module_error,
+        "statuses": dict(Counter(c.status for c in run.calls)),
+        "failed_calls": failed,
+        "skipped_tests": len(expected) - len(valid),
+        "sandbox": run.isolation.get("mode"),
+        "seconds": round(run.wall_seconds, 3),
+    }
     return AnswerResult(rate, ok, True, feedback, details)
 
 
@@ -192,12 +240,15 @@ class ColbenchEnv(UserCentricEnv):
     name = GYM
     allowed_choices = ("ask", "answer")
     fact_kinds = KINDS
-    description = ("Backend programming: the user needs a Python function. Ask about the details you are "
-                   "unsure of (inputs, return value, edge cases, constants), then answer with the complete "
-                   "code of the function (ANSWER: followed by the code).")
+    description = (
+        "Backend programming: the user needs a Python function. Ask about the details you are "
+        "unsure of (inputs, return value, edge cases, constants), then answer with the complete "
+        "code of the function (ANSWER: followed by the code)."
+    )
 
-    def __init__(self, *args: Any, data_file: str | os.PathLike | None = None, limits: Limits | None = None,
-                 **kwargs: Any):
+    def __init__(
+        self, *args: Any, data_file: str | os.PathLike | None = None, limits: Limits | None = None, **kwargs: Any
+    ):
         super().__init__(*args, **kwargs)
         self.source = TaskSource(data_file)
         # The data file holds every reference; the sandbox's file system is an allow list that never

@@ -88,15 +88,24 @@ def parse_record(obj: object, where: str, index: int, line: int) -> ColbenchReco
         raise ColbenchDataError(f"{where}: field 'hidden_information' must be a string, got {type(hidden).__name__}")
     tests = obj["test_cases"]
     if not isinstance(tests, dict) or not tests:
-        raise ColbenchDataError(f"{where}: field 'test_cases' must be a non-empty object "
-                                f"{{\"test1\": \"f(...)\", ...}}, got {tests!r:.80}")
+        raise ColbenchDataError(
+            f'{where}: field \'test_cases\' must be a non-empty object {{"test1": "f(...)", ...}}, got {tests!r:.80}'
+        )
     for k, v in tests.items():
         if not isinstance(v, str) or not v.strip():
-            raise ColbenchDataError(f"{where}: test_cases[{k!r}] must be a non-empty call expression string, got {v!r:.80}")
+            raise ColbenchDataError(
+                f"{where}: test_cases[{k!r}] must be a non-empty call expression string, got {v!r:.80}"
+            )
     names = tuple(sorted(tests, key=_test_order))
-    return ColbenchRecord(index=index, line=line, problem_description=obj["problem_description"],
-                          ground_truth=obj["ground_truth"], hidden_information=hidden or obj["ground_truth"],
-                          test_names=names, tests=tuple(tests[n] for n in names))
+    return ColbenchRecord(
+        index=index,
+        line=line,
+        problem_description=obj["problem_description"],
+        ground_truth=obj["ground_truth"],
+        hidden_information=hidden or obj["ground_truth"],
+        test_names=names,
+        tests=tuple(tests[n] for n in names),
+    )
 
 
 _CACHE: dict[tuple[str, int, int], tuple[ColbenchRecord, ...]] = {}
@@ -123,8 +132,9 @@ def load_colbench(path: str | Path) -> tuple[ColbenchRecord, ...]:
             try:
                 raw = raw_bytes.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ColbenchDataError(f"{where}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x} at column "
-                                        f"{exc.start + 1})") from None
+                raise ColbenchDataError(
+                    f"{where}: not UTF-8 (byte 0x{raw_bytes[exc.start]:02x} at column {exc.start + 1})"
+                ) from None
             if not raw.strip():
                 continue
             try:

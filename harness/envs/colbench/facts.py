@@ -40,14 +40,53 @@ TRIVIAL_NUMBERS = {0, 1, -1, 2}
 
 DICT_METHODS = {"keys", "values", "items", "get", "setdefault", "update", "popitem"}
 LIST_METHODS = {"append", "extend", "insert", "sort", "remove", "reverse"}
-STR_METHODS = {"lower", "upper", "split", "strip", "lstrip", "rstrip", "startswith", "endswith", "replace",
-               "isdigit", "isalpha", "isalnum", "title", "capitalize", "find", "splitlines", "encode", "casefold",
-               "isupper", "islower", "isspace", "format", "zfill", "partition"}
-_OP_WORDS = {ast.Lt: "is below", ast.LtE: "is at most", ast.Gt: "is above", ast.GtE: "is at least",
-             ast.Eq: "is", ast.NotEq: "is not", ast.In: "is one of", ast.NotIn: "is not one of",
-             ast.Is: "is", ast.IsNot: "is not"}
-_ARITH_WORDS = {ast.Mult: "multiplied by", ast.Div: "divided by", ast.Add: "plus", ast.Sub: "minus",
-                ast.Pow: "raised to the power", ast.FloorDiv: "integer-divided by", ast.Mod: "modulo"}
+STR_METHODS = {
+    "lower",
+    "upper",
+    "split",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "startswith",
+    "endswith",
+    "replace",
+    "isdigit",
+    "isalpha",
+    "isalnum",
+    "title",
+    "capitalize",
+    "find",
+    "splitlines",
+    "encode",
+    "casefold",
+    "isupper",
+    "islower",
+    "isspace",
+    "format",
+    "zfill",
+    "partition",
+}
+_OP_WORDS = {
+    ast.Lt: "is below",
+    ast.LtE: "is at most",
+    ast.Gt: "is above",
+    ast.GtE: "is at least",
+    ast.Eq: "is",
+    ast.NotEq: "is not",
+    ast.In: "is one of",
+    ast.NotIn: "is not one of",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+}
+_ARITH_WORDS = {
+    ast.Mult: "multiplied by",
+    ast.Div: "divided by",
+    ast.Add: "plus",
+    ast.Sub: "minus",
+    ast.Pow: "raised to the power",
+    ast.FloorDiv: "integer-divided by",
+    ast.Mod: "modulo",
+}
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -65,7 +104,9 @@ def _join(items: list[str]) -> str:
 def _cap(text: str) -> str:
     """Sentence case, except that an identifier keeps its spelling (``average_age`` stays)."""
     first = text.split(" ", 1)[0]
-    return text if ("_" in first or any(c.isupper() for c in first) or not first.isalpha()) else text[0].upper() + text[1:]
+    return (
+        text if ("_" in first or any(c.isupper() for c in first) or not first.isalpha()) else text[0].upper() + text[1:]
+    )
 
 
 def literal(value: object) -> str:
@@ -89,7 +130,7 @@ def shares_span(text: str, reference: str, n: int = MAX_SPAN) -> bool:
         return False
     ref_forms = {reference, " ".join(reference.split())}
     for t in {text, " ".join(text.split())}:
-        windows = {t[i:i + n] for i in range(len(t) - n + 1)}
+        windows = {t[i : i + n] for i in range(len(t) - n + 1)}
         for ref in ref_forms:
             if any(w in ref for w in windows):
                 return True
@@ -100,15 +141,23 @@ def _const(node: ast.AST) -> object:
     """The value of a constant node (negative numbers included), else a sentinel."""
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and isinstance(node.operand.value, (int, float)):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, (int, float))
+    ):
         return -node.operand.value
     return _NOTHING
 
 
 _NOTHING = object()
-_FOLD_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-             ast.Div: lambda a, b: a / b if b else _NOTHING}
+_FOLD_OPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b if b else _NOTHING,
+}
 
 
 def fold(node: ast.AST) -> object:
@@ -156,8 +205,9 @@ class _Analysis:
     def __init__(self, tree: ast.Module, func: ast.FunctionDef | ast.AsyncFunctionDef, source: str):
         self.tree, self.func, self.source = tree, func, source
         a = func.args
-        self.params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + \
-            [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        self.params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + [
+            x.arg for x in (a.vararg, a.kwarg) if x is not None
+        ]
         self.params = [p for p in self.params if p not in ("self", "cls")]
         self.nodes = _in_order(_own_nodes(func))
         self.assigned: dict[str, list[ast.AST]] = {}
@@ -188,8 +238,13 @@ class _Analysis:
                 return f"the {key!r} entry of {node.value.id}"
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             return f"{node.value.id}.{node.attr}"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                and isinstance(node.func.value, ast.Name) and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.args
+        ):
             key = self.side(node.args[0])
             return f"the {key} entry of {node.func.value.id}" if key else None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Name):
@@ -211,8 +266,12 @@ class _Analysis:
             return f"it is not the case that {inner}" if inner else None
         if isinstance(node, ast.Name):
             return f"{node.id} is set (truthy)"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
-                and len(node.args) == 2:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+        ):
             what = self.side(node.args[0])
             t = ast.unparse(node.args[1])
             return f"{what} is of type {t}" if what and len(t) <= 30 else None
@@ -225,15 +284,19 @@ class _Analysis:
                 return None
             left, right = self.side(node.left), self.side(node.comparators[0])
             op = _OP_WORDS.get(type(node.ops[0]))
-            if isinstance(node.ops[0], (ast.In, ast.NotIn)) and not isinstance(
-                    node.comparators[0], (ast.Tuple, ast.List, ast.Set)) and left and right:
+            if (
+                isinstance(node.ops[0], (ast.In, ast.NotIn))
+                and not isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set))
+                and left
+                and right
+            ):
                 # "'x' in text" -> "text contains 'x'" (and the code's order is not repeated)
                 return f"{right} {'contains' if isinstance(node.ops[0], ast.In) else 'does not contain'} {left}"
             if left and right and op:
                 if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) and right == "None":
                     return f"{left} is {'not ' if isinstance(node.ops[0], (ast.IsNot, ast.NotEq)) else ''}None"
                 if right in ("0", "0.0") and isinstance(node.ops[0], ast.Eq) and left.startswith("the length of"):
-                    return f"{left[len('the length of '):]} is empty"
+                    return f"{left[len('the length of ') :]} is empty"
                 return f"{left} {op} {right}"
             return None
         text = ast.unparse(node)
@@ -249,8 +312,11 @@ class _Analysis:
             v = _const(st.value)
             if v is not _NOTHING:
                 return f"it returns {literal(v)}"
-            if isinstance(st.value, (ast.List, ast.Dict, ast.Tuple)) and not getattr(st.value, "elts", None) \
-                    and not getattr(st.value, "keys", None):
+            if (
+                isinstance(st.value, (ast.List, ast.Dict, ast.Tuple))
+                and not getattr(st.value, "elts", None)
+                and not getattr(st.value, "keys", None)
+            ):
                 return f"it returns an empty {type(st.value).__name__.lower()}"
             form = self.form(st.value)
             return f"it returns {form}" if form else "it returns early"
@@ -271,8 +337,12 @@ class _Analysis:
             v = fold(val)
             if v is not _NOTHING:
                 return f"{name} becomes {literal(v)}"
-            if isinstance(val, ast.BinOp) and type(val.op) in _ARITH_WORDS and isinstance(val.left, ast.Name) \
-                    and val.left.id == name:
+            if (
+                isinstance(val, ast.BinOp)
+                and type(val.op) in _ARITH_WORDS
+                and isinstance(val.left, ast.Name)
+                and val.left.id == name
+            ):
                 amount = self.side(val.right)
                 if amount:
                     return f"{name} is {_ARITH_WORDS[type(val.op)]} {amount}"
@@ -285,8 +355,13 @@ class _Analysis:
                 if isinstance(st.op, ast.Sub):
                     return f"{target} goes down by {amount}"
                 return f"{target} is {_ARITH_WORDS[type(st.op)]} {amount}"
-        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
-                and st.value.func.attr in ("append", "add", "extend") and st.value.args:
+        if (
+            isinstance(st, ast.Expr)
+            and isinstance(st.value, ast.Call)
+            and isinstance(st.value.func, ast.Attribute)
+            and st.value.func.attr in ("append", "add", "extend")
+            and st.value.args
+        ):
             what, where = self.side(st.value.args[0]), self.side(st.value.func.value)
             if what and where:
                 return f"{what} is added to {where}"
@@ -333,7 +408,9 @@ class _Analysis:
             return "a set"
         if isinstance(node, ast.Tuple):
             return f"a tuple of {len(node.elts)} values"
-        if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+        if isinstance(node, (ast.Compare, ast.BoolOp)) or (
+            isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        ):
             return "True or False"
         if isinstance(node, ast.IfExp):
             a, b = self.form(node.body, depth + 1), self.form(node.orelse, depth + 1)
@@ -358,8 +435,12 @@ class _Analysis:
                 if len(forms) == 1:
                     return forms.pop()
             for n in self.nodes:  # built up with .append / .update after an empty start
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                        isinstance(n.func.value, ast.Name) and n.func.value.id == node.id:
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id == node.id
+                ):
                     if n.func.attr in LIST_METHODS:
                         return "a list"
                     if n.func.attr in ("update", "setdefault"):
@@ -374,16 +455,43 @@ class _Analysis:
             if len(node.args) >= 2 and _is_num(_const(node.args[1])):
                 return f"a number rounded to {_const(node.args[1])} decimal places"
             return "a whole number (rounded)"
-        simple = {"int": "an integer", "float": "a float", "str": "a string", "len": "an integer count",
-                  "bool": "True or False", "sum": "a number (a sum)", "sorted": "a sorted list", "list": "a list",
-                  "dict": "a dictionary", "set": "a set", "tuple": "a tuple", "abs": "a number",
-                  "max": "the largest value", "min": "the smallest value", "any": "True or False",
-                  "all": "True or False", "join": "a string", "format": "a formatted string",
-                  "tolist": "a list", "upper": "a string", "lower": "a string", "strip": "a string",
-                  "replace": "a string", "title": "a string", "split": "a list of strings", "count": "an integer count",
-                  "isinstance": "True or False", "startswith": "True or False", "endswith": "True or False",
-                  "strftime": "a date string", "strptime": "a datetime", "hexdigest": "a hex string",
-                  "sqrt": "a number (a float)", "Counter": "a Counter (dictionary of counts)", "zip": None}
+        simple = {
+            "int": "an integer",
+            "float": "a float",
+            "str": "a string",
+            "len": "an integer count",
+            "bool": "True or False",
+            "sum": "a number (a sum)",
+            "sorted": "a sorted list",
+            "list": "a list",
+            "dict": "a dictionary",
+            "set": "a set",
+            "tuple": "a tuple",
+            "abs": "a number",
+            "max": "the largest value",
+            "min": "the smallest value",
+            "any": "True or False",
+            "all": "True or False",
+            "join": "a string",
+            "format": "a formatted string",
+            "tolist": "a list",
+            "upper": "a string",
+            "lower": "a string",
+            "strip": "a string",
+            "replace": "a string",
+            "title": "a string",
+            "split": "a list of strings",
+            "count": "an integer count",
+            "isinstance": "True or False",
+            "startswith": "True or False",
+            "endswith": "True or False",
+            "strftime": "a date string",
+            "strptime": "a datetime",
+            "hexdigest": "a hex string",
+            "sqrt": "a number (a float)",
+            "Counter": "a Counter (dictionary of counts)",
+            "zip": None,
+        }
         if name in simple:
             return simple[name]
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "math":
@@ -394,14 +502,23 @@ class _Analysis:
     def signature(self) -> _Draft:
         a = self.func.args
         pos = [*a.posonlyargs, *a.args]
-        defaults = dict(zip([x.arg for x in pos][len(pos) - len(a.defaults):], a.defaults))
+        defaults = dict(zip([x.arg for x in pos][len(pos) - len(a.defaults) :], a.defaults))
         defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
         names = [p for p in self.params]
         opts = []
         for p, d in defaults.items():
             v = _const(d)
-            shown = literal(v) if v is not _NOTHING else (
-                "a lookup table" if isinstance(d, ast.Dict) else "a list" if isinstance(d, ast.List) else "a computed value")
+            shown = (
+                literal(v)
+                if v is not _NOTHING
+                else (
+                    "a lookup table"
+                    if isinstance(d, ast.Dict)
+                    else "a list"
+                    if isinstance(d, ast.List)
+                    else "a computed value"
+                )
+            )
             opts.append(f"{p} defaults to {shown}")
         if a.vararg is not None:
             opts.append(f"*{a.vararg.arg} collects extra positional arguments")
@@ -410,7 +527,9 @@ class _Analysis:
         tail = ("; " + "; ".join(opts) if opts else " (none of them has a default)") + "."
         # Phrasings from most to least natural; the first that quotes no long span of the
         # reference is used (long parameter lists and very long names would otherwise quote it).
-        spelled = {n: (" ".join(words_of(n)) + " (snake_case)" if len(n) >= 30 else n) for n in [self.func.name, *names]}
+        spelled = {
+            n: (" ".join(words_of(n)) + " (snake_case)" if len(n) >= 30 else n) for n in [self.func.name, *names]
+        }
         variants = [
             f"The function is called {self.func.name} and takes {_join(names) if names else 'no arguments'}",
             f"The function is called {self.func.name}; its parameters, in order: {'; '.join(names) or 'none'}",
@@ -421,8 +540,19 @@ class _Analysis:
         mods = self.modules()
         if mods:
             text += f" It uses the {_join(mods)} module{'s' if len(mods) > 1 else ''}."
-        kws = ["signature", "name", "called", "parameter", "argument", "input", "default", "optional",
-               *words_of(self.func.name), *names, *(w for n in names for w in words_of(n))]
+        kws = [
+            "signature",
+            "name",
+            "called",
+            "parameter",
+            "argument",
+            "input",
+            "default",
+            "optional",
+            *words_of(self.func.name),
+            *names,
+            *(w for n in names for w in words_of(n)),
+        ]
         if mods:
             kws += ["module", "import", "library", *mods]
         return _Draft("signature", "signature", text, kws)
@@ -457,8 +587,12 @@ class _Analysis:
                 it = n.iter
                 if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
                     it = it.args[0]
-                if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and isinstance(it.func.value, ast.Name) \
-                        and it.func.attr in ("items", "keys", "values"):
+                if (
+                    isinstance(it, ast.Call)
+                    and isinstance(it.func, ast.Attribute)
+                    and isinstance(it.func.value, ast.Name)
+                    and it.func.attr in ("items", "keys", "values")
+                ):
                     note(it.func.value.id, "dict")
                 elif isinstance(it, ast.Name):
                     note(it.id, "iterated")
@@ -489,7 +623,9 @@ class _Analysis:
                 if target in loop_var:
                     if meth in DICT_METHODS:
                         arg0 = _const(n.args[0]) if n.args else _NOTHING
-                        note(loop_var[target], "elem_keys", arg0) if isinstance(arg0, str) else note(loop_var[target], "elem_dict")
+                        note(loop_var[target], "elem_keys", arg0) if isinstance(arg0, str) else note(
+                            loop_var[target], "elem_dict"
+                        )
                     elif meth in STR_METHODS:
                         note(loop_var[target], "elem_str")
                     continue
@@ -500,15 +636,20 @@ class _Analysis:
                     note(target, "list")
                 elif meth in STR_METHODS:
                     note(target, "str")
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args and isinstance(n.args[0], ast.Name):
+            elif (
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args and isinstance(n.args[0], ast.Name)
+            ):
                 if n.func.id == "len":
                     note(n.args[0].id, "len")
                 elif n.func.id in ("sum", "max", "min", "sorted"):
                     note(n.args[0].id, "numbers_agg")
-            elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Div, ast.Sub, ast.Pow, ast.FloorDiv, ast.Mod)):
+            elif isinstance(n, ast.BinOp) and isinstance(
+                n.op, (ast.Mult, ast.Div, ast.Sub, ast.Pow, ast.FloorDiv, ast.Mod)
+            ):
                 for side_, other in ((n.left, n.right), (n.right, n.left)):
-                    if isinstance(side_, ast.Name) and not (isinstance(n.op, ast.Mod) and side_ is n.right and
-                                                            isinstance(_const(other), str)):
+                    if isinstance(side_, ast.Name) and not (
+                        isinstance(n.op, ast.Mod) and side_ is n.right and isinstance(_const(other), str)
+                    ):
                         if isinstance(n.op, ast.Mult) and isinstance(_const(other), str):
                             continue
                         note(side_.id, "number")
@@ -518,7 +659,9 @@ class _Analysis:
                     note(n.left.id, "number")
                 elif isinstance(v, str) and isinstance(n.ops[0], (ast.Eq, ast.NotEq)):
                     note(n.left.id, "str_value", v)
-                elif isinstance(n.ops[0], (ast.In, ast.NotIn)) and isinstance(n.comparators[0], (ast.Tuple, ast.List, ast.Set)):
+                elif isinstance(n.ops[0], (ast.In, ast.NotIn)) and isinstance(
+                    n.comparators[0], (ast.Tuple, ast.List, ast.Set)
+                ):
                     vals = [_const(e) for e in n.comparators[0].elts]
                     if all(isinstance(x, str) for x in vals):
                         for x in vals:
@@ -528,8 +671,9 @@ class _Analysis:
             text = self._shape_text(p, ev[p])
             if text:
                 kws = [p, *words_of(p), "type", "input", "format", "shape", "look", "structure", "kind", "value"]
-                kws += [w for w in ("list", "dictionary", "dict", "string", "number", "keys", "pairs", "tuple")
-                        if w in text]
+                kws += [
+                    w for w in ("list", "dictionary", "dict", "string", "number", "keys", "pairs", "tuple") if w in text
+                ]
                 out.append(_Draft("shape", f"shape.{p}", text, kws))
         return out
 
@@ -546,15 +690,20 @@ class _Analysis:
         elif "elem_dict" in e:
             elem = " of dictionaries"
         elif e.get("tuples"):
-            elem = f" of {min(e['tuples'])}-item tuples (pairs)" if min(e["tuples"]) == 2 else \
-                f" of {min(e['tuples'])}-item tuples"
+            elem = (
+                f" of {min(e['tuples'])}-item tuples (pairs)"
+                if min(e["tuples"]) == 2
+                else f" of {min(e['tuples'])}-item tuples"
+            )
         elif "elem_str" in e:
             elem = " of strings"
         elif "numbers_agg" in e:
             elem = " of numbers"
         if "dict" in e:
             keys = sorted(k for k in e["dict"] if isinstance(k, str))[:5]
-            return f"{p} is a dictionary" + (f" with keys such as {_join([repr(k) for k in keys])}" if keys else "") + "."
+            return (
+                f"{p} is a dictionary" + (f" with keys such as {_join([repr(k) for k in keys])}" if keys else "") + "."
+            )
         if "str" in e or "str_value" in e:
             vals = sorted(e.get("str_value", set()))[:5]
             extra = f" such as {_join([literal(v) for v in vals])}" if vals else ""
@@ -588,8 +737,27 @@ class _Analysis:
             else:
                 text = f"It returns {forms[0]} in some cases and otherwise {_join(forms[1:4])}."
         kws = ["return", "returns", "output", "result", "type", "format", "give", "back"]
-        kws += [w for w in ("list", "dictionary", "string", "number", "rounded", "decimal", "tuple", "boolean", "true",
-                            "false", "none", "sorted", "integer", "float", "keys") if w in text.lower()]
+        kws += [
+            w
+            for w in (
+                "list",
+                "dictionary",
+                "string",
+                "number",
+                "rounded",
+                "decimal",
+                "tuple",
+                "boolean",
+                "true",
+                "false",
+                "none",
+                "sorted",
+                "integer",
+                "float",
+                "keys",
+            )
+            if w in text.lower()
+        ]
         return _Draft("return", "return", text, kws)
 
     def branches(self) -> tuple[list[_Draft], list[_Draft]]:
@@ -627,20 +795,41 @@ class _Analysis:
                     continue
                 seen.add(text)
                 names = sorted({x.id for x in ast.walk(n.test) if isinstance(x, ast.Name) and x.id in self.params})
-                kws = [*names, *(w for x in names for w in words_of(x)), "when", "case", "if", "otherwise",
-                       *self._literal_words(n.test)]
+                kws = [
+                    *names,
+                    *(w for x in names for w in words_of(x)),
+                    "when",
+                    "case",
+                    "if",
+                    "otherwise",
+                    *self._literal_words(n.test),
+                ]
                 if self._edge_like(n.test, []):
                     edges.append(_Draft("edge_case", f"edge.{len(edges) + 1}", text, kws + ["edge", "empty", "zero"]))
                 else:
-                    consts.append(_Draft("constant", f"const.branch.{len(consts) + 1}", text,
-                                         kws + ["threshold", "limit", "cutoff", "value", "condition", "rule"]))
+                    consts.append(
+                        _Draft(
+                            "constant",
+                            f"const.branch.{len(consts) + 1}",
+                            text,
+                            kws + ["threshold", "limit", "cutoff", "value", "condition", "rule"],
+                        )
+                    )
         for n in self.nodes:
-            if isinstance(n, ast.Raise) and not any(n in getattr(i, "body", []) for i in self.nodes if isinstance(i, ast.If)):
+            if isinstance(n, ast.Raise) and not any(
+                n in getattr(i, "body", []) for i in self.nodes if isinstance(i, ast.If)
+            ):
                 text = f"It can raise {self.exc_name(n)} on invalid input."
                 if text not in seen:
                     seen.add(text)
-                    edges.append(_Draft("edge_case", f"edge.{len(edges) + 1}", text,
-                                        ["raise", "error", "exception", "invalid", self.exc_name(n).lower()]))
+                    edges.append(
+                        _Draft(
+                            "edge_case",
+                            f"edge.{len(edges) + 1}",
+                            text,
+                            ["raise", "error", "exception", "invalid", self.exc_name(n).lower()],
+                        )
+                    )
         return edges, consts
 
     def _edge_like(self, test: ast.AST, body: list[ast.stmt]) -> bool:
@@ -681,9 +870,22 @@ class _Analysis:
         more = " (among others)" if len(node.keys) > 4 else ""
         words = " ".join(words_of(name)) or name
         lead = f"By default {name}" if default else f"The {words} table"
-        add(f"{lead} maps {'; '.join(pairs)}{more}.",
-            [name, *words_of(name), "table", "mapping", "default",
-             *(w for k in node.keys[:4] if k is not None and isinstance(_const(k), str) for w in words_of(str(_const(k))))])
+        add(
+            f"{lead} maps {'; '.join(pairs)}{more}.",
+            [
+                name,
+                *words_of(name),
+                "table",
+                "mapping",
+                "default",
+                *(
+                    w
+                    for k in node.keys[:4]
+                    if k is not None and isinstance(_const(k), str)
+                    for w in words_of(str(_const(k)))
+                ),
+            ],
+        )
 
     def constants(self) -> list[_Draft]:
         out: list[_Draft] = []
@@ -692,18 +894,25 @@ class _Analysis:
         def add(text: str, kws: list[str]) -> None:
             if text not in seen:
                 seen.add(text)
-                out.append(_Draft("constant", f"const.{len(out) + 1}", text,
-                                  kws + ["value", "constant", "rate", "factor", "amount", "number", "how", "much"]))
+                out.append(
+                    _Draft(
+                        "constant",
+                        f"const.{len(out) + 1}",
+                        text,
+                        kws + ["value", "constant", "rate", "factor", "amount", "number", "how", "much"],
+                    )
+                )
 
         # Parameter defaults that are tables (a scalar default is in the signature fact).
         a = self.func.args
         pos = [*a.posonlyargs, *a.args]
-        for arg, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
+        for arg, d in zip(pos[len(pos) - len(a.defaults) :], a.defaults):
             if isinstance(d, ast.Dict) and d.keys:
                 self._table(arg.arg, d, add, default=True)
         # Named constants: module level and at the top of the function.
-        scopes = [s for s in self.tree.body if isinstance(s, ast.Assign)] + \
-                 [s for s in self.func.body if isinstance(s, ast.Assign)]
+        scopes = [s for s in self.tree.body if isinstance(s, ast.Assign)] + [
+            s for s in self.func.body if isinstance(s, ast.Assign)
+        ]
         for st in scopes:
             if len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name):
                 continue
@@ -716,19 +925,28 @@ class _Analysis:
                 self._table(name, st.value, add)
         # Lookup defaults: table.get(key, default).
         for n in self.nodes:
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" \
-                    and len(n.args) == 2 and isinstance(n.func.value, ast.Name):
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "get"
+                and len(n.args) == 2
+                and isinstance(n.func.value, ast.Name)
+            ):
                 v = _const(n.args[1])
                 if v is not _NOTHING:
                     key = self.side(n.args[0]) or "the key"
-                    add(f"When {key} is not found in {n.func.value.id}, {literal(v)} is used instead.",
-                        [n.func.value.id, *words_of(n.func.value.id), "default", "missing", "unknown", "found"])
+                    add(
+                        f"When {key} is not found in {n.func.value.id}, {literal(v)} is used instead.",
+                        [n.func.value.id, *words_of(n.func.value.id), "default", "missing", "unknown", "found"],
+                    )
             if isinstance(n, ast.AugAssign) and type(n.op) in _ARITH_WORDS:
                 v = _const(n.value)
                 if _is_num(v) and v not in TRIVIAL_NUMBERS:
                     target = self.side(n.target) or "the running value"
-                    add(f"{_cap(target)} is {_ARITH_WORDS[type(n.op)]} {literal(v)} at that step.",
-                        [*words_of(target), str(v)])
+                    add(
+                        f"{_cap(target)} is {_ARITH_WORDS[type(n.op)]} {literal(v)} at that step.",
+                        [*words_of(target), str(v)],
+                    )
         # Numbers in arithmetic.
         for n in self.nodes:
             if isinstance(n, ast.BinOp) and type(n.op) in _ARITH_WORDS and fold(n) is _NOTHING:
@@ -742,7 +960,9 @@ class _Analysis:
                     if mine is n.right:
                         text = f"{_cap(what)} is {_ARITH_WORDS[type(n.op)]} {literal(v)}."
                     else:
-                        text = f"The number {literal(v)} is combined with {what} ({_ARITH_WORDS[type(n.op)].split()[0]})."
+                        text = (
+                            f"The number {literal(v)} is combined with {what} ({_ARITH_WORDS[type(n.op)].split()[0]})."
+                        )
                     names = [x.id for x in ast.walk(other) if isinstance(x, ast.Name)]
                     add(text, [*names, *(w for x in names for w in words_of(x)), str(v)])
         return out
@@ -771,8 +991,12 @@ def _signature_from_prompt(prompt: str, name: str | None) -> _Draft | None:
     fname, params = found[-1]
     names = [p.split("=")[0].split(":")[0].strip() for p in params.split(",") if p.strip()]
     text = f"The function is called {fname} and takes {_join(names) if names else 'no arguments'}."
-    return _Draft("signature", "signature", text,
-                  ["signature", "name", "called", "parameter", "argument", "input", *words_of(fname), *names])
+    return _Draft(
+        "signature",
+        "signature",
+        text,
+        ["signature", "name", "called", "parameter", "argument", "input", *words_of(fname), *names],
+    )
 
 
 def extract_facts(reference: str, prompt: str = "", function: str | None = None) -> list[Fact]:
@@ -795,8 +1019,13 @@ def extract_facts(reference: str, prompt: str = "", function: str | None = None)
     else:
         an = _Analysis(tree, func, reference)
         edges, thresholds = an.branches()
-        drafts = [an.signature(), an.returns(), *an.shapes()[:PER_KIND["shape"]], *edges[:PER_KIND["edge_case"]],
-                  *(thresholds + an.constants())[:PER_KIND["constant"]]]
+        drafts = [
+            an.signature(),
+            an.returns(),
+            *an.shapes()[: PER_KIND["shape"]],
+            *edges[: PER_KIND["edge_case"]],
+            *(thresholds + an.constants())[: PER_KIND["constant"]],
+        ]
     facts = []
     for d in drafts:
         if shares_span(d.text, reference):

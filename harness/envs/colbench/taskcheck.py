@@ -43,8 +43,20 @@ from harness.sandbox import (
 )
 from harness.sandbox.values import render, values_equal
 
-REASONS = ("unavailable_module", "syntax_error", "module_error", "raised", "timeout", "crashed", "output_limit",
-           "unsupported_value", "too_large", "nondeterministic", "no_tests", "check_error")
+REASONS = (
+    "unavailable_module",
+    "syntax_error",
+    "module_error",
+    "raised",
+    "timeout",
+    "crashed",
+    "output_limit",
+    "unsupported_value",
+    "too_large",
+    "nondeterministic",
+    "no_tests",
+    "check_error",
+)
 _MISSING_RE = re.compile(r"No module named '([^']+)'")
 
 
@@ -92,10 +104,17 @@ class CheckReport:
         return dict(Counter(r.reason_kind for r in self.failures))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "passed": self.passed, "failed": self.total - self.passed,
-                "failures": [{"index": r.index, "task_id": r.task_id, "reason_kind": r.reason_kind, "reason": r.reason}
-                             for r in self.failures],
-                "reasons": self.reason_counts(), "seconds": round(self.seconds, 2)}
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.total - self.passed,
+            "failures": [
+                {"index": r.index, "task_id": r.task_id, "reason_kind": r.reason_kind, "reason": r.reason}
+                for r in self.failures
+            ],
+            "reasons": self.reason_counts(),
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def _missing_module(res_error: str | None, message: str) -> str | None:
@@ -119,8 +138,13 @@ def _call_reason(name: str, res: CallResult) -> tuple[str, str]:
         if res.error in ("SyntaxError", "IndentationError", "TabError"):
             return "syntax_error", f"module: {res.error}: {res.message}"
         return "module_error", f"module: {res.error}: {res.message}"
-    kind = {TIMEOUT: "timeout", CRASHED: "crashed", OUTPUT_LIMIT: "output_limit", UNSUPPORTED: "unsupported_value",
-            TOO_LARGE: "too_large"}.get(res.status, res.status)
+    kind = {
+        TIMEOUT: "timeout",
+        CRASHED: "crashed",
+        OUTPUT_LIMIT: "output_limit",
+        UNSUPPORTED: "unsupported_value",
+        TOO_LARGE: "too_large",
+    }.get(res.status, res.status)
     return kind, f"{name}: {res.status} ({res.message or res.error})"
 
 
@@ -140,8 +164,14 @@ def check_item(item: CheckItem, limits: Limits) -> CheckResult:
     except SandboxError:
         raise
     except Exception as exc:  # noqa: BLE001 -- one task's failure is a line of the report, not a traceback
-        return CheckResult(item.index, item.task_id, False, "check_error",
-                           f"checking failed: {type(exc).__name__}: {str(exc)[:300]}", time.monotonic() - t0)
+        return CheckResult(
+            item.index,
+            item.task_id,
+            False,
+            "check_error",
+            f"checking failed: {type(exc).__name__}: {str(exc)[:300]}",
+            time.monotonic() - t0,
+        )
 
 
 def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
@@ -165,8 +195,9 @@ def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
     return done(None, None)
 
 
-def run_check(items: Iterable[CheckItem], limits: Limits, workers: int = 2,
-              progress: Callable[[CheckResult], None] | None = None) -> CheckReport:
+def run_check(
+    items: Iterable[CheckItem], limits: Limits, workers: int = 2, progress: Callable[[CheckResult], None] | None = None
+) -> CheckReport:
     """Check every item with ``workers`` threads; results come back in item order."""
     items = list(items)
     if workers < 1:
@@ -178,8 +209,9 @@ def run_check(items: Iterable[CheckItem], limits: Limits, workers: int = 2,
             results.append(res)
             if progress is not None:
                 progress(res)
-    return CheckReport(total=len(results), passed=sum(r.passed for r in results), results=results,
-                       seconds=time.monotonic() - t0)
+    return CheckReport(
+        total=len(results), passed=sum(r.passed for r in results), results=results, seconds=time.monotonic() - t0
+    )
 
 
 def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = None) -> list[CheckItem]:
