@@ -142,6 +142,13 @@ def test_validate_value_scalar_and_per_gym():
     assert validate_value(spec, {"default": 3, "travel": 7}).rule == RULE_RANGE
 
 
+def test_a_knob_of_every_gym_refuses_a_key_that_names_no_gym():
+    spec = _spec(**{"x-gyms": ["*"]})
+    assert validate_value(spec, {"default": 3, "intention": 5}) is None
+    r = validate_value(spec, {"default": 3, "intnetion": 5})  # a typo would change nothing, silently
+    assert r.rule == RULE_GYM and "'intnetion' names no gym" in r.message and "intention" in r.message
+
+
 def test_x_check_increasing():
     spec = parse_area_schema(
         "reward",

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from harness.gyms import gym_names
 from harness.io import yamlio
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY
 
@@ -336,6 +337,10 @@ def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:
                 if not spec.governs(key):
                     return Refusal(
                         RULE_GYM, f"{spec.full_name}: has no effect on gym {key!r}; it governs {', '.join(spec.gyms)}"
+                    )
+                if "*" in spec.gyms and key not in gym_names():  # a typo here would silently change nothing
+                    return Refusal(
+                        RULE_GYM, f"{spec.full_name}: per-gym key {key!r} names no gym; gyms: {', '.join(gym_names())}"
                     )
             r = _scalar_refusal(spec, v, f"{spec.full_name}[{key}]")
             if r:
