@@ -1,0 +1,373 @@
+"""The words the turtle gym's symbolic judge knows: stop words, negation cues, a light stemmer,
+irregular forms, synonym groups and antonym pairs, and ``concepts(word)`` that maps a word to the
+set of concepts it stands for.
+
+A *concept* is a canonical stem ("mother" for mom/mum/mother/mothers, "die" for dead/died/death).
+Two texts talk about the same thing when they share concepts; a question says the opposite of a
+statement when one of its concepts is an antonym of one of the statement's concepts ("day" against
+"night"). The groups were written for the vocabulary of the UserRL turtle stories (families,
+killing and death, bodies, the senses, times of day, places); a word outside every group is its
+own concept (its stem).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# Function words, auxiliaries, pronouns and question framing carry no story content. Words that
+# only frame a question ("is it true that", "something", "happen") are here too, so that
+# "Did something happen to the wife?" is about the wife.
+STOP_WORDS = frozenset(
+    """
+    a an the this that these those there here it its itself of to in on at by for with from into onto
+    upon about as than then so such and or but if because since while when whenever where wherever
+    what which who whom whose why how whether is was were be been being am are do does did doing done
+    have has had having will would could should can may might must shall ought i me my mine myself we
+    us our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
+    they them their theirs themselves one ones someone somebody something anyone anybody anything
+    everyone everybody everything thing things some any all each every both either other another
+    same very really actually just also too quite rather even still already only again ever indeed
+    true truly case fact happen happened happens happening involve involved involves related relate
+    story puzzle answer question yes okay ok please tell know guess think believe say said ask
+    get got getting make made go went gone going way like well much many more most less least own
+    up down out over off after before during until till through via per just lot lots kind sort
+    time times else s t d ll m re ve
+    """.split()
+)
+
+# Words that reverse what follows them in a clause. ``n't`` is split off by the tokenizer.
+NEGATION_CUES = frozenset("not no never n't nobody nothing none neither nor without cannot unable".split())
+
+# Past tenses, participles and plurals a suffix stemmer cannot undo; values are base forms.
+IRREGULAR = {
+    "saw": "see",
+    "seen": "see",
+    "went": "go",
+    "took": "take",
+    "taken": "take",
+    "found": "find",
+    "fell": "fall",
+    "fallen": "fall",
+    "ate": "eat",
+    "eaten": "eat",
+    "ran": "run",
+    "thought": "think",
+    "told": "tell",
+    "knew": "know",
+    "known": "know",
+    "felt": "feel",
+    "came": "come",
+    "gave": "give",
+    "given": "give",
+    "heard": "hear",
+    "brought": "bring",
+    "bought": "buy",
+    "caught": "catch",
+    "hid": "hide",
+    "hidden": "hide",
+    "held": "hold",
+    "kept": "keep",
+    "lost": "lose",
+    "met": "meet",
+    "paid": "pay",
+    "sold": "sell",
+    "sent": "send",
+    "slept": "sleep",
+    "spoke": "speak",
+    "spoken": "speak",
+    "stole": "steal",
+    "stolen": "steal",
+    "stood": "stand",
+    "threw": "throw",
+    "thrown": "throw",
+    "woke": "wake",
+    "woken": "wake",
+    "wore": "wear",
+    "worn": "wear",
+    "wrote": "write",
+    "written": "write",
+    "drank": "drink",
+    "drunk": "drink",
+    "drove": "drive",
+    "driven": "drive",
+    "broke": "break",
+    "broken": "break",
+    "began": "begin",
+    "begun": "begin",
+    "became": "become",
+    "chose": "choose",
+    "chosen": "choose",
+    "forgot": "forget",
+    "forgotten": "forget",
+    "grew": "grow",
+    "grown": "grow",
+    "hung": "hang",
+    "shot": "shoot",
+    "lay": "lie",
+    "led": "lead",
+    "dug": "dig",
+    "fed": "feed",
+    "fought": "fight",
+    "flew": "fly",
+    "flown": "fly",
+    "froze": "freeze",
+    "frozen": "freeze",
+    "swam": "swim",
+    "sat": "sit",
+    "bit": "bite",
+    "bitten": "bite",
+    "blew": "blow",
+    "born": "birth",
+    "children": "child",
+    "men": "man",
+    "women": "woman",
+    "people": "person",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "wives": "wife",
+    "knives": "knife",
+    "lives": "life",
+    "leaves": "leaf",
+    "dying": "die",
+    "lying": "lie",
+    "tied": "tie",
+    "buried": "bury",
+    "married": "marry",
+    "carried": "carry",
+    "worried": "worry",
+    "cried": "cry",
+    "tried": "try",
+}
+
+# Synonym groups: every word of a group stands for the group's first word. A word may also stand
+# for a broader concept (``ALSO``): a corpse is a body and is dead.
+SYNONYMS = [
+    "mother mom mum mommy mama mummy",
+    "father dad daddy papa",
+    "kill murder slay killer murderer homicide assassinate slaughter",
+    "die dead death deceased perish",
+    "body corpse cadaver remains",
+    "child kid",
+    "person human individual",
+    "woman lady",
+    "man guy gentleman",
+    "police cop officer policeman policemen",
+    "house home apartment flat",
+    "car vehicle automobile",
+    "doctor physician",
+    "afraid scared frightened terrified fear horrified fearful",
+    "sad unhappy sorrow grief",
+    "happy glad joyful joy",
+    "eat consume devour",
+    "see notice spot witness observe sight",
+    "find discover",
+    "realize realise",
+    "phone telephone cellphone",
+    "sleep asleep nap",
+    "wake awake",
+    "poison poisonous toxic",
+    "accident accidental accidentally unintentional unintentionally mistake mistakenly",
+    "deliberate deliberately intentional intentionally purposely",
+    "suicide",
+    "alive survive survived survivor",
+    "dark darkness",
+    "light bright lit",
+    "big large huge enormous",
+    "small little tiny",
+    "rich wealthy",
+    "poor",
+    "real genuine",
+    "fake false",
+    "inside indoors",
+    "outside outdoors",
+    "close shut",
+    "hate despise",
+    "love adore",
+    "remember recall",
+    "forget",
+    "day daytime daylight",
+    "night nighttime midnight",
+    "old elderly aged",
+    "young youthful",
+    "boyfriend lover",
+    "ghost spirit",
+    "blood bloody bleed",
+    "hospital clinic",
+    "bury burial grave",
+    "cut chop slice",
+    "hit beat strike punch",
+    "steal rob robber robbery theft thief burglar",
+    "jump leap",
+    "scream shout yell",
+    "cry weep sob",
+    "window windowpane",
+    "sick ill illness disease",
+    "crazy insane madness mental",
+    "twin twins",
+    "stranger",
+    "strangle choke",
+    "wrong incorrect",
+    "right correct",
+    "same identical",
+    "different",
+    "male",
+    "female",
+    "boy",
+    "girl",
+    "husband",
+    "wife",
+    "son",
+    "daughter",
+    "baby infant",
+    "open",
+    "hot",
+    "cold",
+    "win",
+    "lose",
+    "guilty",
+    "innocent",
+    "blind",
+]
+
+# Broader concepts a word also stands for (after its synonym group).
+ALSO = {
+    "body": ("die",),  # a corpse, remains: somebody is dead
+    "suicide": ("die", "kill"),
+    "son": ("child",),
+    "daughter": ("child",),
+    "baby": ("child",),
+    "boy": ("child",),
+    "girl": ("child",),
+    "husband": ("spouse",),
+    "wife": ("spouse",),
+    "murder": ("die",),
+    "kill": ("die",),
+    "thief": ("steal",),
+}
+
+# Antonym pairs of concepts (group heads): a question using one against a statement using the other
+# gets the opposite answer.
+ANTONYMS = [
+    ("alive", "die"),
+    ("day", "night"),
+    ("light", "dark"),
+    ("man", "woman"),
+    ("male", "female"),
+    ("boy", "girl"),
+    ("old", "young"),
+    ("big", "small"),
+    ("rich", "poor"),
+    ("real", "fake"),
+    ("same", "different"),
+    ("inside", "outside"),
+    ("open", "close"),
+    ("love", "hate"),
+    ("remember", "forget"),
+    ("hot", "cold"),
+    ("win", "lose"),
+    ("guilty", "innocent"),
+    ("accident", "deliberate"),
+    ("happy", "sad"),
+    ("right", "wrong"),
+    ("sleep", "wake"),
+]
+
+PREFIX_CHARS = 6
+_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)*")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of ``text`` with contractions split: "didn't" -> "did", "n't"; "it's" -> "it".
+
+    >>> words("He didn't see the man's shadow.")
+    ['he', 'did', "n't", 'see', 'the', 'man', 'shadow']
+    """
+    out: list[str] = []
+    for w in _WORD_RE.findall(text.lower().replace("\u2019", "'")):
+        if w.endswith("n't"):
+            head = w[:-3]
+            out += [{"ca": "can", "wo": "will", "sha": "shall"}.get(head, head), "n't"]
+        elif "'" in w:
+            out.append(w.split("'", 1)[0])
+        else:
+            out.append(w)
+    return [w for w in out if w]
+
+
+def stem(word: str) -> str:
+    """A light suffix stemmer: irregular forms first, then -ies/-ied, -ing, -ed, -s, -ly; a final
+    "e" is dropped so that "make" and "making" meet, and a doubled final consonant is undone after
+    -ing/-ed ("stopped" -> "stop").
+
+    >>> [stem(w) for w in ("killed", "making", "make", "stopped", "bodies", "houses", "went")]
+    ['kill', 'mak', 'mak', 'stop', 'body', 'hous', 'go']
+    """
+    w = IRREGULAR.get(word, word)
+    if w != word:
+        return _drop_e(w)
+    for suffix, repl in (("ies", "y"), ("ied", "y")):
+        if w.endswith(suffix) and len(w) > 4:
+            return w[: -len(suffix)] + repl
+    for suffix in ("ing", "ed"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            base = w[: -len(suffix)]
+            if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]
+            return _drop_e(base)
+    if w.endswith("ly") and len(w) > 5:
+        return _drop_e(w[:-2])
+    if w.endswith("s") and len(w) > 3 and not w.endswith(("ss", "us", "is")):
+        return _drop_e(w[:-1])
+    return _drop_e(w)
+
+
+def _drop_e(w: str) -> str:
+    return w[:-1] if len(w) > 3 and w.endswith("e") else w
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
+    """(stem -> group head, concept -> its antonym concepts)."""
+    head: dict[str, str] = {}
+    for group in SYNONYMS:
+        members = group.split()
+        for m in members:
+            head.setdefault(stem(m), members[0])
+            head.setdefault(m, members[0])
+    anti: dict[str, set[str]] = {}
+    for a, b in ANTONYMS:
+        anti.setdefault(a, set()).add(b)
+        anti.setdefault(b, set()).add(a)
+    return head, {k: frozenset(v) for k, v in anti.items()}
+
+
+@lru_cache(maxsize=65536)
+def concepts(word: str) -> frozenset[str]:
+    """The concepts a (lower-case) word stands for; empty for stop words and negation cues.
+
+    >>> sorted(concepts("corpse")), sorted(concepts("mom")), sorted(concepts("the"))
+    (['body', 'die'], ['mother'], [])
+    """
+    if word in STOP_WORDS or word in NEGATION_CUES or len(word) < 2:
+        return frozenset()
+    head, _ = _tables()
+    base = head.get(word) or head.get(stem(word)) or truncate(stem(word))
+    return frozenset((base, *ALSO.get(base, ())))
+
+
+def truncate(s: str) -> str:
+    """A stem cut to ``PREFIX_CHARS`` characters, so that derived forms the stemmer leaves apart meet
+    ("violent"/"violence", "realize"/"realization", "protect"/"protection"). Words of a synonym
+    group are looked up before this, which keeps apart the few words it would join wrongly.
+
+    >>> truncate("violenc"), truncate("violent"), truncate("night")
+    ('violen', 'violen', 'night')
+    """
+    return s[:PREFIX_CHARS] if len(s) > PREFIX_CHARS else s
+
+
+def antonyms(concept: str) -> frozenset[str]:
+    """Concepts opposite to ``concept`` (empty when it has none)."""
+    return _tables()[1].get(concept, frozenset())
