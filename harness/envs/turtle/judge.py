@@ -16,8 +16,8 @@ clause states (a synonym counts; an antonym counts as a *contradicting* match: "
 earlier clause) decides:
 
 * coverage >= ``YES_COVER``: the question states what the clause states, so the answer is **Yes**,
-  flipped to **No** once for each of: a negation in the question, a negation before the clause's
-  most specific matched word, an antonym match. "Was there light?" against "there was no light"
+  flipped to **No** once for each of: a negation in the question, a negation (within the clause,
+  up to the next comma) before a matched word, an antonym match. "Was there light?" against "there was no light"
   is No; "Was it dark?" against the same clause is Yes (dark is the antonym of light, and the
   clause negates light).
 * ``ANCHOR_COVER`` <= coverage < ``YES_COVER``: the question is about something in the story but
@@ -56,15 +56,23 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from harness.envs.turtle.lexicon import NEGATION_CUES, antonyms, concepts, words
+from harness.envs.turtle.lexicon import NEGATION_CUES, antonyms, concepts, head_concept, words
 
 YES, NO, IRRELEVANT = "Yes", "No", "Irrelevant"
 YES_COVER = 0.6  # weighted share of a question's content words a clause must state for Yes/No
-ANCHOR_COVER = 0.3  # below this the question is not about the story: Irrelevant
+ANCHOR_COVER = 0.4  # below this the question is not about the story: Irrelevant
 FULL_COVER = 0.6  # a criterion whose anchors are this covered scores 1
 HALF_COVER = 0.3  # ... this covered scores 0.5
 FALLBACK_ANCHORS = 3  # anchors of a criterion that shares no content word with the story
-MIN_WORD_CAP = 80  # an answer's words read for scoring: max(MIN_WORD_CAP, 2 x the bottom's words)
+MIN_WORD_CAP = 80
+ELSEWHERE_CREDIT = 0.5  # a question word found in the story but not in the clause (often a pronoun there)
+REPORTED_CREDIT = 0.5  # a word the story only reports (a lie, an accusation) is weak evidence
+# Words after which a clause reports what someone claimed, up to the next comma.
+REPORT_CUES = frozenset(
+    "claim claimed claiming claims accuse accused accusing suspect suspected lie lied lying pretend pretended "
+    "pretending rumor rumored rumour alleged allegedly".split()
+)
+ANTONYM_CREDIT = 0.9  # a clause that states a word beats one that states its opposite  # an answer's words read for scoring: max(MIN_WORD_CAP, 2 x the bottom's words)
 # Words that describe the criterion rather than the story ("The story reveals that ...").
 META_WORDS = frozenset(
     """story reveal reveals revealed include includes included including detail details mention
@@ -74,16 +82,20 @@ META_WORDS = frozenset(
     answer guess identify identifies identified state states stated show shows shown indicate
     indicates point aspect part""".split()
 )
-_CLAUSE_RE = re.compile(r"[.!?;]+|,\s*(?:but|and|so|yet|because|then)\b|\s(?:but|because|so that|although|though)\s")
+_CLAUSE_RE = re.compile(
+    r"[.!?;]+|,\s*(?:but|and|so|yet|because|then|while|whereas)\b|\s(?:but|because|so that|although|though|while|whereas)\s"
+)
 
 
 @dataclass(frozen=True)
 class Word:
-    """One content word of a clause: its concepts and whether a negation precedes it in the clause."""
+    """One content word of a clause: its concepts, whether a negation precedes it in the clause, and
+    whether it is reported rather than told as true ("claiming the student attempted suicide")."""
 
     text: str
     concepts: frozenset[str]
     negated: bool
+    reported: bool = False  # after a claim, accusation or mistaken belief: said, not stated as true
 
 
 @dataclass(frozen=True)
@@ -126,14 +138,16 @@ def content_words(text: str) -> tuple[Word, ...]:
     """Content words of ``text`` in order, each with its concepts and the negation parity of the
     cues before it (within ``text``, which is one clause or one question)."""
     out: list[Word] = []
-    neg = False
-    for w in words(text):
-        if w in NEGATION_CUES:
-            neg = not neg
-            continue
-        cs = concepts(w)
-        if cs:
-            out.append(Word(w, cs, neg))
+    for part in text.split(","):  # a negation reaches the next comma ("X, not wanting Y, lied")
+        neg = reported = False
+        for w in words(part):
+            if w in NEGATION_CUES:
+                neg = not neg
+                continue
+            cs = concepts(w)
+            if cs:
+                out.append(Word(w, cs, neg, reported))
+            reported |= w in REPORT_CUES  # the cue itself is told as true ("she lied"); what follows is not
     return tuple(out)
 
 
@@ -151,15 +165,16 @@ def parse_question(text: str) -> Question:
     negation cues: "Was he not ...?", "Didn't ...?" and "Is it true that ... never ...")."""
     seen: set[str] = set()
     kept: list[Word] = []
+    # (head concepts only: "Was he murdered?" must not match "he was found dead")
     neg = False
     for w in words(text):
         if w in NEGATION_CUES:
             neg = not neg
             continue
-        cs = concepts(w)
-        if cs and cs not in [k.concepts for k in kept] and w not in seen:
-            seen.add(w)
-            kept.append(Word(w, cs, False))
+        c = head_concept(w)
+        if c is not None and c not in seen:  # a question asks about what its words name, no more
+            seen.add(c)
+            kept.append(Word(w, frozenset([c]), False))
     return Question(tuple(kept), neg)
 
 
@@ -192,12 +207,14 @@ class Match:
     clause: Clause
 
 
-def match_clause(q: Question, clause: Clause, idf: Idf) -> Match:
-    """How much of ``q`` the clause states, and with which polarity (see the module docstring)."""
+def match_clause(q: Question, clause: Clause, idf: Idf, story: frozenset[str] = frozenset()) -> Match:
+    """How much of ``q`` the clause states, and with which polarity (see the module docstring).
+    ``story``: every concept of the story; a question word the clause lacks but the story holds
+    counts ``ELSEWHERE_CREDIT`` (clauses say "she" where the question says "the woman")."""
     total = sum(idf.word(w) for w in q.words)
     got = 0.0
     direct = anti = 0
-    best_w, best_neg = -1.0, False
+    negated = False
     for qw in q.words:
         hit = None
         for cw in clause.words:
@@ -211,14 +228,15 @@ def match_clause(q: Question, clause: Clause, idf: Idf) -> Match:
                     hit, is_anti = cw, True
                     break
         if hit is None:
+            if qw.concepts & story:
+                got += ELSEWHERE_CREDIT * idf.word(qw)
             continue
         weight = idf.word(qw)
-        got += weight
+        got += weight * (ANTONYM_CREDIT if is_anti else 1.0) * (REPORTED_CREDIT if hit.reported else 1.0)
         anti += is_anti
         direct += not is_anti
-        if weight > best_w:  # the clause's polarity is read at its most specific matched word
-            best_w, best_neg = weight, hit.negated
-    return Match(got / total if total else 0.0, direct, anti, best_neg, clause)
+        negated |= hit.negated  # a negation before any matched word negates what the clause says of it
+    return Match(got / total if total else 0.0, direct, anti, negated, clause)
 
 
 class StoryIndex:
@@ -246,7 +264,8 @@ class StoryIndex:
         q = parse_question(question)
         if not q.words:
             return Verdict(IRRELEVANT, 0.0, None)
-        matches = [match_clause(q, c, self.idf) for c in self.clauses]
+        story = self.surface_concepts
+        matches = [match_clause(q, c, self.idf, story) for c in self.clauses]
         best = max(
             matches,
             key=lambda m: (round(m.coverage, 9), m.direct, m.clause.source == "bottom", -m.clause.index),

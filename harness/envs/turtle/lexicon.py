@@ -32,7 +32,7 @@ STOP_WORDS = frozenset(
     story puzzle answer question yes okay ok please tell know guess think believe say said ask
     get got getting make made go went gone going way like well much many more most less least own
     up down out over off after before during until till through via per just lot lots kind sort
-    time times else s t d ll m re ve
+    time times else commit committed s t d ll m re ve
     """.split()
 )
 
@@ -130,6 +130,10 @@ IRREGULAR = {
     "knives": "knife",
     "lives": "life",
     "leaves": "leaf",
+    "died": "die",
+    "dies": "die",
+    "lied": "lie",
+    "lies": "lie",
     "dying": "die",
     "lying": "lie",
     "tied": "tie",
@@ -157,18 +161,18 @@ SYNONYMS = [
     "house home apartment flat",
     "car vehicle automobile",
     "doctor physician",
-    "afraid scared frightened terrified fear horrified fearful",
+    "afraid scared frightened terrified fear horrified fearful horror dread panic",
     "sad unhappy sorrow grief",
     "happy glad joyful joy",
     "eat consume devour",
-    "see notice spot witness observe sight",
+    "see notice spot witness observe sight watch peer peek spy",
     "find discover",
     "realize realise",
     "phone telephone cellphone",
     "sleep asleep nap",
     "wake awake",
     "poison poisonous toxic",
-    "accident accidental accidentally unintentional unintentionally mistake mistakenly",
+    "accident accidental accidentally unintentional unintentionally mistakenly",
     "deliberate deliberately intentional intentionally purposely",
     "suicide",
     "alive survive survived survivor",
@@ -179,7 +183,7 @@ SYNONYMS = [
     "rich wealthy",
     "poor",
     "real genuine",
-    "fake false",
+    "fake counterfeit",
     "inside indoors",
     "outside outdoors",
     "close shut",
@@ -193,10 +197,27 @@ SYNONYMS = [
     "young youthful",
     "boyfriend lover",
     "ghost spirit",
+    "starve hunger hungry famine",
+    "only sole single",
+    "lie liar untrue false",
+    "save rescue",
+    "guilt guilty remorse",
+    "mistake misunderstand misunderstanding misinterpret confuse confused",
+    "stomach belly abdomen",
+    "pain ache hurt",
+    "collapse faint",
+    "weight weigh heavy",
+    "thirst thirsty",
+    "neighbor neighbour",
+    "magnet magnetic",
+    "loud noisy noise",
+    "quiet silent",
+    "drown",
+    "sleepwalk sleepwalker sleepwalking",
     "blood bloody bleed",
     "hospital clinic",
     "bury burial grave",
-    "cut chop slice",
+    "cut chop slice dismember sever piece",
     "hit beat strike punch",
     "steal rob robber robbery theft thief burglar",
     "jump leap",
@@ -226,7 +247,6 @@ SYNONYMS = [
     "cold",
     "win",
     "lose",
-    "guilty",
     "innocent",
     "blind",
 ]
@@ -245,6 +265,9 @@ ALSO = {
     "murder": ("die",),
     "kill": ("die",),
     "thief": ("steal",),
+    "ghost": ("die",),
+    "starve": ("die",),
+    "drown": ("die",),
 }
 
 # Antonym pairs of concepts (group heads): a question using one against a statement using the other
@@ -267,15 +290,28 @@ ANTONYMS = [
     ("remember", "forget"),
     ("hot", "cold"),
     ("win", "lose"),
-    ("guilty", "innocent"),
+    ("guilt", "innocent"),
     ("accident", "deliberate"),
     ("happy", "sad"),
     ("right", "wrong"),
     ("sleep", "wake"),
+    ("loud", "quiet"),
 ]
 
 PREFIX_CHARS = 6
 _WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)*")
+
+
+# Phrases that stand for one word ("passed away" is "died"); replaced before words are split.
+PHRASES = {
+    r"\bpass(ed|es)? away\b": "died",
+    r"\btook (his|her|their) own life\b": "suicide",
+    r"\btake (his|her|their) own life\b": "suicide",
+    r"\bkill(ed|s)? (himself|herself|themselves|myself)\b": "suicide",
+    r"\bend (his|her|their) life\b": "suicide",
+    r"\bpower went out\b": "power outage",
+}
+_PHRASE_RES = [(re.compile(p), w) for p, w in PHRASES.items()]
 
 
 def words(text: str) -> list[str]:
@@ -285,7 +321,10 @@ def words(text: str) -> list[str]:
     ['he', 'did', "n't", 'see', 'the', 'man', 'shadow']
     """
     out: list[str] = []
-    for w in _WORD_RE.findall(text.lower().replace("\u2019", "'")):
+    low = text.lower().replace("\u2019", "'")
+    for pattern, word in _PHRASE_RES:
+        low = pattern.sub(word, low)
+    for w in _WORD_RE.findall(low):
         if w.endswith("n't"):
             head = w[:-3]
             out += [{"ca": "can", "wo": "will", "sha": "shall"}.get(head, head), "n't"]
@@ -344,17 +383,24 @@ def _tables() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
 
 
 @lru_cache(maxsize=65536)
+def head_concept(word: str) -> str | None:
+    """The one concept a word names (its group head or stem), None for stop words. A question
+    asks about this; what a statement entails as well (``ALSO``) is in :func:`concepts`."""
+    if word in STOP_WORDS or word in NEGATION_CUES or len(word) < 2:
+        return None
+    head, _ = _tables()
+    return head.get(word) or head.get(stem(word)) or truncate(stem(word))
+
+
+@lru_cache(maxsize=65536)
 def concepts(word: str) -> frozenset[str]:
     """The concepts a (lower-case) word stands for; empty for stop words and negation cues.
 
     >>> sorted(concepts("corpse")), sorted(concepts("mom")), sorted(concepts("the"))
     (['body', 'die'], ['mother'], [])
     """
-    if word in STOP_WORDS or word in NEGATION_CUES or len(word) < 2:
-        return frozenset()
-    head, _ = _tables()
-    base = head.get(word) or head.get(stem(word)) or truncate(stem(word))
-    return frozenset((base, *ALSO.get(base, ())))
+    base = head_concept(word)
+    return frozenset((base, *ALSO.get(base, ()))) if base else frozenset()
 
 
 def truncate(s: str) -> str:
