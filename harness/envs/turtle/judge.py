@@ -56,7 +56,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from harness.envs.turtle.lexicon import NEGATION_CUES, antonyms, concepts, head_concept, words
+from harness.envs.turtle.lexicon import NEGATION_CUES, antonyms, concepts, head_concept, story_concepts, words
 
 YES, NO, IRRELEVANT = "Yes", "No", "Irrelevant"
 YES_COVER = 0.6  # weighted share of a question's content words a clause must state for Yes/No
@@ -65,12 +65,15 @@ FULL_COVER = 0.6  # a criterion whose anchors are this covered scores 1
 HALF_COVER = 0.3  # ... this covered scores 0.5
 FALLBACK_ANCHORS = 3  # anchors of a criterion that shares no content word with the story
 MIN_WORD_CAP = 80
-ELSEWHERE_CREDIT = 0.5  # a question word found in the story but not in the clause (often a pronoun there)
+ELSEWHERE_CREDIT = 0.7  # a question word found in the story but not in the clause (often a pronoun there)
 REPORTED_CREDIT = 0.5  # a word the story only reports (a lie, an accusation) is weak evidence
-# Words after which a clause reports what someone claimed, up to the next comma.
+# Words after which a clause reports what someone claimed or supposed rather than what happened
+# ("claiming the student attempted suicide", "it might be stray cats", "if the bite had just
+# happened"), up to the next comma.
 REPORT_CUES = frozenset(
     "claim claimed claiming claims accuse accused accusing suspect suspected lie lied lying pretend pretended "
-    "pretending rumor rumored rumour alleged allegedly".split()
+    "pretending rumor rumored rumour alleged allegedly might maybe perhaps seem seems seemed like suggest "
+    "suggested if should".split()
 )
 ANTONYM_CREDIT = 0.9  # a clause that states a word beats one that states its opposite  # an answer's words read for scoring: max(MIN_WORD_CAP, 2 x the bottom's words)
 # Words that describe the criterion rather than the story ("The story reveals that ...").
@@ -85,6 +88,16 @@ META_WORDS = frozenset(
 _CLAUSE_RE = re.compile(
     r"[.!?;]+|,\s*(?:but|and|so|yet|because|then|while|whereas)\b|\s(?:but|because|so that|although|though|while|whereas)\s"
 )
+
+
+_LETTER_RE = re.compile(r"\b([A-Z])\b(?!')")
+
+
+def letter_names(text: str) -> frozenset[str]:
+    """Capital letters the story uses as names ("A bet B that ..."): single capitals other than
+    "I", when at least two different ones occur (a lone "A" is an article)."""
+    found = set(_LETTER_RE.findall(text)) - {"I"}
+    return frozenset(found) if len(found) >= 2 else frozenset()
 
 
 @dataclass(frozen=True)
@@ -134,9 +147,11 @@ class Verdict:
         return f"clause.{self.clause.source}.{self.clause.index}" if self.clause else "irrelevant"
 
 
-def content_words(text: str) -> tuple[Word, ...]:
+def content_words(text: str, story: bool = False) -> tuple[Word, ...]:
     """Content words of ``text`` in order, each with its concepts and the negation parity of the
-    cues before it (within ``text``, which is one clause or one question)."""
+    cues before it (within ``text``, one clause). ``story``: the text is the puzzle's own, where a
+    gendered pronoun stands for a man or a woman (``lexicon.story_concepts``)."""
+    concepts_of = story_concepts if story else concepts
     out: list[Word] = []
     for part in text.split(","):  # a negation reaches the next comma ("X, not wanting Y, lied")
         neg = reported = False
@@ -144,7 +159,7 @@ def content_words(text: str) -> tuple[Word, ...]:
             if w in NEGATION_CUES:
                 neg = not neg
                 continue
-            cs = concepts(w)
+            cs = concepts_of(w)
             if cs:
                 out.append(Word(w, cs, neg, reported))
             reported |= w in REPORT_CUES  # the cue itself is told as true ("she lied"); what follows is not
@@ -200,6 +215,9 @@ class Idf:
 
 @dataclass(frozen=True)
 class Match:
+    """How a question meets one clause: the weighted share of its words the clause states, how
+    many it states directly or by an antonym, and whether a negation covers a matched word."""
+
     coverage: float
     direct: int
     contradicting: int
@@ -244,8 +262,11 @@ class StoryIndex:
 
     def __init__(self, surface: str, bottom: str, criteria: Sequence[str], idf: Idf):
         self.idf = idf
+        self.letters = letter_names(f"{surface} {bottom}")
+        surface, bottom = self.named(surface), self.named(bottom)
+        criteria = [self.named(s) for s in criteria]
         self.clauses = tuple(
-            Clause(text, content_words(text), source, i)
+            Clause(text, content_words(text, story=True), source, i)
             for source, body in (("bottom", bottom), ("surface", surface))
             for i, text in enumerate(split_clauses(body))
         )
@@ -258,10 +279,16 @@ class StoryIndex:
         self.hidden = tuple(frozenset([c]) for c in hidden[:FALLBACK_ANCHORS])
         self.anchors = tuple(self._anchors(s) for s in criteria)
 
+    def named(self, text: str) -> str:
+        """``text`` with this story's letter names made words ("A was poisoned" -> "chra was ...")."""
+        if not self.letters:
+            return text
+        return _LETTER_RE.sub(lambda m: f"chr{m.group(1).lower()}" if m.group(1) in self.letters else m.group(1), text)
+
     # ------------------------------------------------------------------ questions
     def answer(self, question: str) -> Verdict:
         """Yes, No or Irrelevant for ``question`` (see the module docstring)."""
-        q = parse_question(question)
+        q = parse_question(self.named(question))
         if not q.words:
             return Verdict(IRRELEVANT, 0.0, None)
         story = self.surface_concepts
@@ -311,5 +338,5 @@ class StoryIndex:
     def answer_concepts(self, text: str) -> frozenset[str]:
         """Concepts of the first ``word_cap()`` words of a proposed story, read together with the
         surface: the puzzle's setting is given, a story explains it without restating it."""
-        head = " ".join(words(text)[: self.word_cap()])
+        head = " ".join(words(self.named(text))[: self.word_cap()])
         return frozenset(c for w in content_words(head) for c in w.concepts) | self.surface_concepts

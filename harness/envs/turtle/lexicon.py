@@ -30,14 +30,17 @@ STOP_WORDS = frozenset(
     same very really actually just also too quite rather even still already only again ever indeed
     true truly case fact happen happened happens happening involve involved involves related relate
     story puzzle answer question yes okay ok please tell know guess think believe say said ask
-    get got getting make made go went gone going way like well much many more most less least own
+    get got getting make made go went gone going way like well much many more most less least
     up down out over off after before during until till through via per just lot lots kind sort
     time times else commit committed s t d ll m re ve
     """.split()
 )
 
 # Words that reverse what follows them in a clause. ``n't`` is split off by the tokenizer.
-NEGATION_CUES = frozenset("not no never n't nobody nothing none neither nor without cannot unable".split())
+NEGATION_CUES = frozenset(
+    "not no never n't nobody nothing none neither nor without cannot unable refuse refused refuses refusing "
+    "deny denied denies denying".split()
+)
 
 # Past tenses, participles and plurals a suffix stemmer cannot undo; values are base forms.
 IRREGULAR = {
@@ -204,7 +207,9 @@ SYNONYMS = [
     "guilt guilty remorse",
     "mistake misunderstand misunderstanding misinterpret confuse confused",
     "stomach belly abdomen",
-    "pain ache hurt",
+    "pain ache hurt torture",
+    "prison prisoner imprison captive",
+    "new recent fresh",
     "collapse faint",
     "weight weigh heavy",
     "thirst thirsty",
@@ -255,13 +260,16 @@ SYNONYMS = [
 ALSO = {
     "body": ("die",),  # a corpse, remains: somebody is dead
     "suicide": ("die", "kill"),
-    "son": ("child",),
-    "daughter": ("child",),
+    "son": ("child", "man"),
+    "daughter": ("child", "woman"),
     "baby": ("child",),
-    "boy": ("child",),
-    "girl": ("child",),
-    "husband": ("spouse",),
-    "wife": ("spouse",),
+    "boy": ("child", "man"),
+    "girl": ("child", "woman"),
+    "husband": ("spouse", "man"),
+    "wife": ("spouse", "woman"),
+    "father": ("man",),
+    "mother": ("woman",),
+    "strangle": ("kill", "die"),
     "murder": ("die",),
     "kill": ("die",),
     "thief": ("steal",),
@@ -280,6 +288,7 @@ ANTONYMS = [
     ("male", "female"),
     ("boy", "girl"),
     ("old", "young"),
+    ("old", "new"),
     ("big", "small"),
     ("rich", "poor"),
     ("real", "fake"),
@@ -382,6 +391,20 @@ def _tables() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     return head, {k: frozenset(v) for k, v in anti.items()}
 
 
+# In a story, a gendered pronoun names a man or a woman ("he strangled her" is about a man and a
+# woman); in a question pronouns stay stop words (they name nobody the story can be checked for).
+STORY_PRONOUNS = {
+    **dict.fromkeys(("he", "him", "his", "himself"), "man"),
+    **dict.fromkeys(("she", "her", "hers", "herself"), "woman"),
+}
+
+
+def story_concepts(word: str) -> frozenset[str]:
+    """What a word of the story states: :func:`concepts`, and a man or a woman for a pronoun."""
+    pronoun = STORY_PRONOUNS.get(word)
+    return frozenset([pronoun]) if pronoun else concepts(word)
+
+
 @lru_cache(maxsize=65536)
 def head_concept(word: str) -> str | None:
     """The one concept a word names (its group head or stem), None for stop words. A question
@@ -397,7 +420,7 @@ def concepts(word: str) -> frozenset[str]:
     """The concepts a (lower-case) word stands for; empty for stop words and negation cues.
 
     >>> sorted(concepts("corpse")), sorted(concepts("mom")), sorted(concepts("the"))
-    (['body', 'die'], ['mother'], [])
+    (['body', 'die'], ['mother', 'woman'], [])
     """
     base = head_concept(word)
     return frozenset((base, *ALSO.get(base, ()))) if base else frozenset()
