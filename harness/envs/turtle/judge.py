@@ -25,18 +25,17 @@ earlier clause) decides:
   (flipped by a negation in the question).
 * otherwise the question's content is not in the story -> **Irrelevant**.
 
-**How a proposed story is scored.** Each criterion's *anchors* are its content words that the
-bottom also states (criteria are paraphrases of the bottom written by UserRL; words such as
-"story", "reveals" or "protagonist" are meta words and never anchors). A criterion whose anchors
-are all in the surface too must be met by them; otherwise at least one anchor that the surface
-does not hold must be in the answer (restating the puzzle earns nothing; a criterion whose anchors
-are all in the surface asks instead for one of the bottom's ``FALLBACK_ANCHORS`` most specific
-concepts that the surface lacks, which also serve as the anchors of a criterion that shares no word
-with the story). The answer is read together with the surface (a story explains the setting, it
-need not restate it). Coverage of the anchors,
-IDF-weighted: >= ``FULL_COVER`` scores 1, >= ``HALF_COVER`` scores 0.5, else 0; the story's score
-is the weighted sum over criteria. The bottom itself holds every anchor, so it scores 1. Only the
-first ``answer_word_cap`` words of an answer are read (twice the bottom's length, at least
+**How a proposed story is scored.** Each criterion's *anchors* (:class:`Anchors`) are its content
+words that the bottom also states (criteria are paraphrases of the bottom written by UserRL; words
+such as "story", "reveals" or "protagonist" are meta words and never anchors); a criterion that only
+the surface speaks to (the setting) is anchored in the surface, and one that shares no word with the
+story on the bottom's ``FALLBACK_ANCHORS`` most specific words that the surface lacks (the story's
+*hidden* concepts). The answer must hold at least one anchor that the surface does not hold (or,
+when there is none, one hidden concept): restating the puzzle earns nothing. A setting criterion
+counts the surface as said (a story explains the setting, it need not restate it). Coverage of the
+anchors, IDF-weighted: >= ``FULL_COVER`` scores 1, >= ``HALF_COVER`` scores 0.5, else 0; the story's
+score is the weighted sum over criteria. The bottom itself holds every anchor, so it scores 1. Only
+the first ``word_cap()`` words of an answer are read (twice the bottom's length, at least
 ``MIN_WORD_CAP``), so a list of every word of the puzzle's topic cannot cover everything.
 
 **Limits** (what a reader of the transcripts should expect): the judge matches concepts, not
@@ -257,6 +256,17 @@ def match_clause(q: Question, clause: Clause, idf: Idf, story: frozenset[str] = 
     return Match(got / total if total else 0.0, direct, anti, negated, clause)
 
 
+@dataclass(frozen=True)
+class Anchors:
+    """What one criterion is scored on: concept sets (one per content word; a word is covered when
+    the answer holds any of its concepts) and where they come from: ``bottom`` (the criterion's
+    words the bottom states), ``surface`` (the criterion is about the setting the agent is shown),
+    ``fallback`` (the criterion shares no word with the story: the bottom's most specific words)."""
+
+    words: tuple[frozenset[str], ...]
+    source: str
+
+
 class StoryIndex:
     """A story cut into clauses for the judge, with the anchors of each of its criteria."""
 
@@ -305,38 +315,42 @@ class StoryIndex:
         return Verdict(IRRELEVANT, best.coverage, None)
 
     # ------------------------------------------------------------------ scoring
-    def _anchors(self, statement: str) -> tuple[frozenset[str], ...]:
-        """The criterion's anchors, as concept sets (one per word): its content words that the
-        bottom states; else (a criterion about the puzzle's setting) those the surface states; else
-        (a criterion worded apart from the bottom) the bottom's ``FALLBACK_ANCHORS`` most specific
+    def _anchors(self, statement: str) -> Anchors:
+        """The criterion's anchors (see :class:`Anchors`): its content words that the bottom
+        states; else (a criterion about the puzzle's setting) those the surface states; else (a
+        criterion worded apart from the story) the bottom's ``FALLBACK_ANCHORS`` most specific
         concepts that the surface does not hold."""
-        for told in (self.bottom_concepts, self.surface_concepts):
+        for source, told in (("bottom", self.bottom_concepts), ("surface", self.surface_concepts)):
             out: list[frozenset[str]] = []
             for w in content_words(statement):
                 stated = w.concepts & told
                 if w.text not in META_WORDS and stated and stated not in out:
                     out.append(frozenset(stated))
             if out:
-                return tuple(out)
-        return self.hidden
+                return Anchors(tuple(out), source)
+        return Anchors(self.hidden, "fallback")
 
     def word_cap(self) -> int:
         """How many words of an answer are read."""
         return max(MIN_WORD_CAP, 2 * self.bottom_words)
 
-    def criterion_score(self, anchors: Sequence[frozenset[str]], answer: frozenset[str]) -> float:
-        """0, 0.5 or 1: how well an answer's concepts cover one criterion's anchors."""
-        if not anchors:
+    def criterion_score(self, anchors: Anchors, answer: frozenset[str]) -> float:
+        """0, 0.5 or 1: how well an answer's concepts (:meth:`answer_concepts`) cover one
+        criterion's anchors. The answer must hold an anchor that the surface does not (for a
+        criterion anchored in the surface, or one whose anchors are all in the surface too: one of
+        the bottom's hidden concepts), so that restating the puzzle scores nothing; a criterion
+        about the setting counts the surface as said."""
+        if not anchors.words:
             return 0.0
-        weight = {a: max(self.idf.concept(c) for c in a) for a in anchors}
-        novel = [a for a in anchors if not a & self.surface_concepts] or list(self.hidden)
-        if novel and not any(a & answer for a in novel):
-            return 0.0  # restating the surface is not a solution
-        cover = sum(weight[a] for a in anchors if a & answer) / sum(weight.values())
+        weight = {a: max(self.idf.concept(c) for c in a) for a in anchors.words}
+        novel = [a for a in anchors.words if not a & self.surface_concepts and anchors.source != "surface"]
+        if not any(a & answer for a in novel or self.hidden):
+            return 0.0
+        said = answer | self.surface_concepts if anchors.source == "surface" else answer
+        cover = sum(weight[a] for a in anchors.words if a & said) / sum(weight.values())
         return 1.0 if cover >= FULL_COVER else 0.5 if cover >= HALF_COVER else 0.0
 
     def answer_concepts(self, text: str) -> frozenset[str]:
-        """Concepts of the first ``word_cap()`` words of a proposed story, read together with the
-        surface: the puzzle's setting is given, a story explains it without restating it."""
+        """Concepts of the first ``word_cap()`` words of a proposed story."""
         head = " ".join(words(self.named(text))[: self.word_cap()])
-        return frozenset(c for w in content_words(head) for c in w.concepts) | self.surface_concepts
+        return frozenset(c for w in content_words(head) for c in w.concepts)

@@ -69,7 +69,7 @@ def check_turtle(limit: int | None = None) -> TurtleCheck:
             continue
         out.playable += 1
         index = story_index(sid)
-        out.fallback_criteria += sum(a == index.hidden for a in index.anchors)
+        out.fallback_criteria += sum(a.source == "fallback" for a in index.anchors)
         problem = story_problem(sid)
         if problem is None:
             out.passed += 1
