@@ -5,8 +5,11 @@ one a line: ``story`` (its id), ``question``, ``label`` (Yes, No or Irrelevant, 
 story) and ``form`` (``plain``; ``negated``: the question negates a statement; ``paraphrased``: it
 says in other words what the story says). Each question is asked through the gym (``TurtleEnv``
 with the symbolic user and the shipped rule file, a fresh episode per story) and the reply's first
-word is compared with the label. ``turtle_questions.jsonl`` was written first and the judge was
-tuned against it; ``turtle_questions_heldout.jsonl`` was written later on other stories.
+word is compared with the label. The three files were written in turn on different stories:
+``turtle_questions.jsonl`` first, and the judge was tuned against it; ``turtle_questions_heldout.jsonl``
+next, measured, and then some of its errors led to general repairs (refusals as negation, pronouns,
+letter names, hedged clauses); ``turtle_questions_fresh.jsonl`` last, measured with the judge frozen
+(two general repairs followed). Read the later files as the better estimate on unseen stories.
 
 **Leaks.** :func:`adversarial_questions` builds questions that try to make the user tell the story:
 prompt injections, requests for the story, enumerations of options, and questions that paste the
@@ -33,7 +36,7 @@ from harness.envs.registry import make
 from harness.envs.turtle.data import load_turtle
 
 DATA = Path(__file__).resolve().parent / "data"
-LABEL_FILES = ("turtle_questions.jsonl", "turtle_questions_heldout.jsonl")
+LABEL_FILES = ("turtle_questions.jsonl", "turtle_questions_heldout.jsonl", "turtle_questions_fresh.jsonl")
 LEAK_WORDS = 6  # a reply must never hold this many consecutive words of the bottom
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 

@@ -166,7 +166,14 @@ def test_the_leak_measure_counts_consecutive_words():
     assert bench.longest_shared_run("it was a corpse all along", "The shadow: it was a corpse.") == 4
 
 
-@pytest.mark.parametrize("name,least", [("turtle_questions.jsonl", 0.85), ("turtle_questions_heldout.jsonl", 0.78)])
+@pytest.mark.parametrize(
+    "name,least",
+    [
+        ("turtle_questions.jsonl", 0.85),
+        ("turtle_questions_heldout.jsonl", 0.78),
+        ("turtle_questions_fresh.jsonl", 0.68),
+    ],
+)
 def test_labelled_question_accuracy(name, least):
     # The measured figures are in BENCHMARKS.md (turtle); these bounds guard against regressions.
     rows = [json.loads(line) for line in (bench.DATA / name).read_text().splitlines() if line.strip()]

@@ -224,10 +224,15 @@ class Match:
     clause: Clause
 
 
-def match_clause(q: Question, clause: Clause, idf: Idf, story: frozenset[str] = frozenset()) -> Match:
+def match_clause(
+    q: Question, clause: Clause, idf: Idf, surface: frozenset[str] = frozenset(), told: frozenset[str] = frozenset()
+) -> Match:
     """How much of ``q`` the clause states, and with which polarity (see the module docstring).
-    ``story``: every concept of the story; a question word the clause lacks but the story holds
-    counts ``ELSEWHERE_CREDIT`` (clauses say "she" where the question says "the woman")."""
+    ``surface``: the surface's concepts; a question word the clause lacks but the surface holds
+    counts ``ELSEWHERE_CREDIT`` (clauses say "she" where the question says "the woman").
+    ``told``: every concept of the story; a clause holding only the opposite of a word the story
+    also states is about someone or something else ("the boy" when the question asks about "the
+    girl", who is in the story too), not a contradiction."""
     total = sum(idf.word(w) for w in q.words)
     got = 0.0
     direct = anti = 0
@@ -238,14 +243,14 @@ def match_clause(q: Question, clause: Clause, idf: Idf, story: frozenset[str] = 
             if qw.concepts & cw.concepts:
                 hit, is_anti = cw, False
                 break
-        if hit is None:
+        if hit is None and not qw.concepts & told:
             opposite = frozenset(a for c in qw.concepts for a in antonyms(c))
             for cw in clause.words:
                 if opposite & cw.concepts:
                     hit, is_anti = cw, True
                     break
         if hit is None:
-            if qw.concepts & story:
+            if qw.concepts & surface:
                 got += ELSEWHERE_CREDIT * idf.word(qw)
             continue
         weight = idf.word(qw)
@@ -301,8 +306,8 @@ class StoryIndex:
         q = parse_question(self.named(question))
         if not q.words:
             return Verdict(IRRELEVANT, 0.0, None)
-        story = self.surface_concepts
-        matches = [match_clause(q, c, self.idf, story) for c in self.clauses]
+        told = self.bottom_concepts | self.surface_concepts
+        matches = [match_clause(q, c, self.idf, self.surface_concepts, told) for c in self.clauses]
         best = max(
             matches,
             key=lambda m: (round(m.coverage, 9), m.direct, m.clause.source == "bottom", -m.clause.index),

@@ -20,12 +20,12 @@ from functools import lru_cache
 # "Did something happen to the wife?" is about the wife.
 STOP_WORDS = frozenset(
     """
-    a an the this that these those there here it its itself of to in on at by for with from into onto
+    a an the this that these those there here it its of to in on at by for with from into onto
     upon about as than then so such and or but if because since while when whenever where wherever
     what which who whom whose why how whether is was were be been being am are do does did doing done
-    have has had having will would could should can may might must shall ought i me my mine myself we
-    us our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
-    they them their theirs themselves one ones someone somebody something anyone anybody anything
+    have has had having will would could should can may might must shall ought i me my mine we
+    us our ours you your yours he him his she her hers
+    they them their theirs one ones someone somebody something anyone anybody anything
     everyone everybody everything thing things some any all each every both either other another
     same very really actually just also too quite rather even still already only again ever indeed
     true truly case fact happen happened happens happening involve involved involves related relate
@@ -254,6 +254,7 @@ SYNONYMS = [
     "lose",
     "innocent",
     "blind",
+    "self myself yourself yourselves himself herself themselves ourselves itself",  # "shot himself"
 ]
 
 # Broader concepts a word also stands for (after its synonym group).
@@ -394,8 +395,8 @@ def _tables() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
 # In a story, a gendered pronoun names a man or a woman ("he strangled her" is about a man and a
 # woman); in a question pronouns stay stop words (they name nobody the story can be checked for).
 STORY_PRONOUNS = {
-    **dict.fromkeys(("he", "him", "his", "himself"), "man"),
-    **dict.fromkeys(("she", "her", "hers", "herself"), "woman"),
+    **dict.fromkeys(("he", "him", "his"), "man"),
+    **dict.fromkeys(("she", "her", "hers"), "woman"),
 }
 
 
