@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from harness.envs.base import SPLITS, UserCentricEnv
 from harness.envs.registry import register
@@ -193,8 +193,3 @@ class TurtleEnv(UserCentricEnv):
         self.state.answered = True
         details = {"score": score.total, "best": self.best_score, "credits": list(score.credits)}
         return AnswerResult(gain, success, success, feedback_text(score, self.best_score, success), details)
-
-
-def criteria_numbers(credits: Sequence[float]) -> str:
-    """``credits`` as a compact string for reports ("1:1 2:0.5 3:0")."""
-    return " ".join(f"{i + 1}:{c:g}" for i, c in enumerate(credits))

@@ -11,15 +11,18 @@ negation parity. Each content word carries an IDF weight over the whole story co
 "man" or "day" counts for less than "corpse".
 
 For every clause the judge measures the weighted share of the question's content words that the
-clause states (a synonym counts; an antonym counts as a *contradicting* match: "daytime" against
-"night"). The best clause (ties: more direct matches, then the bottom before the surface, then the
+clause states (a synonym counts; an antonym counts as a *contradicting* match, "daytime" against
+"night", unless the story also states the word itself: then the clause is about something else; a
+word the clause lacks but the surface holds counts ``ELSEWHERE_CREDIT``, as clauses often name it
+by a pronoun; a word the clause only reports, after "claimed", "lied", "might" and the like, counts
+``REPORTED_CREDIT``). The best clause (ties: more direct matches, then the bottom before the surface, then the
 earlier clause) decides:
 
 * coverage >= ``YES_COVER``: the question states what the clause states, so the answer is **Yes**,
   flipped to **No** once for each of: a negation in the question, a negation (within the clause,
-  up to the next comma) before a matched word, an antonym match. "Was there light?" against "there was no light"
-  is No; "Was it dark?" against the same clause is Yes (dark is the antonym of light, and the
-  clause negates light).
+  up to the next comma) before a matched word, an antonym match. "Was there light?" against
+  "there was no light" is No; "Was it dark?" against the same clause is Yes (dark is the antonym
+  of light, and the clause negates light).
 * ``ANCHOR_COVER`` <= coverage < ``YES_COVER``: the question is about something in the story but
   asserts what the story does not say (closed world: the bottom is the whole truth) -> **No**
   (flipped by a negation in the question).
@@ -63,8 +66,8 @@ ANCHOR_COVER = 0.4  # below this the question is not about the story: Irrelevant
 FULL_COVER = 0.6  # a criterion whose anchors are this covered scores 1
 HALF_COVER = 0.3  # ... this covered scores 0.5
 FALLBACK_ANCHORS = 3  # anchors of a criterion that shares no content word with the story
-MIN_WORD_CAP = 80
-ELSEWHERE_CREDIT = 0.7  # a question word found in the story but not in the clause (often a pronoun there)
+MIN_WORD_CAP = 80  # an answer's words read for scoring: max(MIN_WORD_CAP, 2 x the bottom's words)
+ELSEWHERE_CREDIT = 0.7  # a question word the clause lacks but the surface holds (often a pronoun in the clause)
 REPORTED_CREDIT = 0.5  # a word the story only reports (a lie, an accusation) is weak evidence
 # Words after which a clause reports what someone claimed or supposed rather than what happened
 # ("claiming the student attempted suicide", "it might be stray cats", "if the bite had just
@@ -74,7 +77,7 @@ REPORT_CUES = frozenset(
     "pretending rumor rumored rumour alleged allegedly might maybe perhaps seem seems seemed like suggest "
     "suggested if should".split()
 )
-ANTONYM_CREDIT = 0.9  # a clause that states a word beats one that states its opposite  # an answer's words read for scoring: max(MIN_WORD_CAP, 2 x the bottom's words)
+ANTONYM_CREDIT = 0.9  # a clause that states a word beats one that states its opposite
 # Words that describe the criterion rather than the story ("The story reveals that ...").
 META_WORDS = frozenset(
     """story reveal reveals revealed include includes included including detail details mention
