@@ -98,7 +98,7 @@ class Tally:
         self.edits += 1
         self.by_class[edit.cls][outcome] += 1
         if (
-            (edit.expect == "refuse" and outcome == "accepted" and edit.cls != "catastrophic_regex")
+            (edit.expect == "refuse" and outcome == "accepted")
             or (edit.expect == "accept" and outcome != "accepted")
             or outcome == "unobserved"
         ):
