@@ -10,6 +10,7 @@ BUILTIN_GYMS = {
     "telepathy": "harness.envs.telepathy",
     "intention": "harness.envs.intention",
     "colbench": "harness.envs.colbench",
+    "turtle": "harness.envs.turtle",
 }
 
 _registered: set[str] = set()

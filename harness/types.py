@@ -44,7 +44,10 @@ class Task:
     prompt: what the agent sees first (underspecified on purpose).
     facts: hidden facts the user holds.
     secret: the hidden answer or reference; a user must never disclose it (leak guard, tests).
-    data: gym-specific payload (options, the hidden rule, the reference code and tests, ...).
+    data: gym-specific payload (options, the hidden rule, the reference code and tests, ...). Two
+        optional keys are read by the users: ``user_role`` (text that replaces the LLM user's
+        generic "you asked an assistant for help" role) and ``leak_span_tokens`` (the leak guard's
+        token span for this task, default 8).
     """
 
     gym: str

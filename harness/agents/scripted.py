@@ -15,6 +15,8 @@ Per gym:
 * telepathy: ask the yes/no question that best splits the entities still consistent with the
   answers so far (a real twenty-questions strategy), answer the entity.
 * intention: ask about each uncovered detail, most important first, answer a summary.
+* turtle: ask one yes/no question about each of the bottom's first ``TURTLE_QUESTIONS`` clauses
+  (its most specific words, never its text), then answer with the bottom itself.
 
 The **public** planner is the non-privileged counterpart where a gym allows one (intention): it
 reads only what the agent sees, the request and the replies so far, and asks about each detail the
@@ -194,6 +196,32 @@ def _telepathy_oracle(env: UserCentricEnv) -> str:
     return _schedule(env, steps, env.task.data["entity"], "Is it alive?")
 
 
+# ---------------------------------------------------------------------------- turtle
+TURTLE_QUESTIONS = 2  # enough to make the demonstration elicit; the bottom solves the puzzle anyway
+
+
+def turtle_question(clause_words: list[tuple[str, float]]) -> str | None:
+    """A yes/no question about a clause from its (word, weight) pairs: its two most specific words."""
+    top = [w for w, _ in sorted(clause_words, key=lambda x: -x[1])[:2]]
+    if not top:
+        return None
+    return f"Does it have to do with the {' and the '.join(top)}?"
+
+
+def _turtle_oracle(env: UserCentricEnv) -> str:
+    from harness.envs.turtle import story_index
+
+    index = story_index(env.task.data["story_id"])
+    steps: list[tuple[str, str]] = []
+    if _reveals_left(env):
+        clauses = [c for c in index.clauses if c.source == "bottom" and c.words][:TURTLE_QUESTIONS]
+        for c in clauses:
+            q = turtle_question([(w.text, index.idf.word(w)) for w in c.words])
+            if q is not None:
+                steps.append(("ask", q))
+    return _schedule(env, steps, env.task.secret, "Does it have to do with the surface?")
+
+
 # ---------------------------------------------------------------------------- intention
 def _intention_oracle(env: UserCentricEnv) -> str:
     task = env.task
@@ -235,6 +263,7 @@ _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
     "function": _function_oracle,
     "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
+    "turtle": _turtle_oracle,
 }
 
 

@@ -1,7 +1,9 @@
 """``eau tasks check GYM``: every reference of a task set passes its own tests, deterministically.
 
 Runs each reference on its test calls in the code sandbox twice (fresh processes) and reports per
-task: passed, or why not (``harness.envs.colbench.taskcheck.REASONS``). Exit code 0 when every task passes,
+task: passed, or why not (``harness.envs.colbench.taskcheck.REASONS``). ``turtle`` is checked
+without the sandbox (``harness.envs.turtle.taskcheck``): each story's bottom must solve it, and the
+stories left out for a broken surface are listed. Exit code 0 when every task passes,
 ``EXIT_INVALID`` (4) when any fails or the data file is malformed, ``EXIT_NOT_FOUND`` (5) for an
 unknown gym. Gyms whose tasks are not programs have nothing to check (exit 0, said so).
 """
@@ -56,7 +58,17 @@ def check(
     knobs_dir: Optional[Path] = KnobsDirOpt,
     runs_dir: Optional[Path] = RunsDirOpt,
 ) -> None:
-    """Run every reference against its own tests twice in the sandbox and report failures by reason."""
+    """Run every reference against its own tests twice in the sandbox and report failures by reason
+    (turtle: every story's own bottom solves it, and broken stories are listed as excluded)."""
+    if gym == "turtle":
+        if data is not None:
+            fail(
+                "turtle: --data is not supported; the check runs on the stories shipped with the package",
+                EXIT_USAGE,
+                as_json,
+            )
+        _check_turtle(as_json, limit)
+        return
     from harness.envs.colbench.data import ColbenchDataError
     from harness.envs.colbench.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
     from harness.sandbox import SandboxError, isolation_report
@@ -119,6 +131,33 @@ def check(
             print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(report.reason_counts().items())))
             for r in report.failures[:50]:
                 print(f"  #{r.index} {r.task_id}: {r.reason_kind}: {r.reason}")
+    sys.stdout.flush()
+    if report.failures:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _check_turtle(as_json: bool, limit: int | None) -> None:
+    """``eau tasks check turtle``: see ``harness.envs.turtle.taskcheck``."""
+    from harness.envs.turtle.data import StoryDataError
+    from harness.envs.turtle.taskcheck import ORACLE_MIN, check_turtle
+
+    try:
+        report = check_turtle(limit)
+    except StoryDataError as exc:
+        fail(str(exc), EXIT_INVALID, as_json)
+    if as_json:
+        emit_json({"gym": "turtle", "source": "package", **report.to_dict()})
+    else:
+        print(
+            f"turtle: {report.passed}/{report.playable} playable stories pass (their bottom scores >= {ORACLE_MIN}, "
+            f"their surface 0); {len(report.excluded)} of {report.total} excluded; "
+            f"{report.fallback_criteria} criteria scored on the bottom's most specific words; "
+            f"playable per split: {', '.join(f'{k} {v}' for k, v in report.splits.items())}."
+        )
+        for sid, why in report.excluded.items():
+            print(f"  excluded story {sid}: {why}")
+        for f in report.failures[:50]:
+            print(f"  story {f['story']} ({f['split']}): {f['reason']}")
     sys.stdout.flush()
     if report.failures:
         raise typer.Exit(EXIT_INVALID)

@@ -103,5 +103,9 @@ class DisclosurePolicy:
 
 
 def task_guard(task: Task) -> LeakGuard:
-    """The leak guard of ``task``: its secret, with the prompt as the public text."""
-    return LeakGuard(task.secret, public=task.prompt)
+    """The leak guard of ``task``: its secret, with the prompt as the public text. A gym whose
+    secret is prose sets a shorter token span in ``task.data["leak_span_tokens"]`` (turtle: 6)."""
+    span = task.data.get("leak_span_tokens")
+    if span is None:
+        return LeakGuard(task.secret, public=task.prompt)
+    return LeakGuard(task.secret, public=task.prompt, max_span_tokens=int(span))

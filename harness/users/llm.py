@@ -4,7 +4,8 @@ symbolic user.
 One reply:
 
 1. past ``max_reveals`` disclosures (repeats count) it declines without calling the model;
-2. the prompt holds the persona, the task as the user sees it (``task.prompt``), only the facts of
+2. the prompt holds the persona, the task as the user sees it (``task.prompt``; a gym may replace
+   these first lines with its own role text, ``task.data["user_role"]``), only the facts of
    kinds in ``reveal_kinds`` (and whose text does not itself leak the secret), the gym's dynamic
    facts for this question (function probe values, telepathy yes/no), an instruction not to reveal
    the answer, and the recent conversation; sampling uses the ``temperature`` knob and a seed drawn
@@ -57,12 +58,16 @@ class LLMUser(SimulatedUser):
         """The system message: persona, task, allowed facts and the rules of the role."""
         task, policy, guard, persona = self._ready()
         facts = policy.allowed(task.facts, guard)
-        lines = [
-            "You are role-playing a user who asked an AI assistant for help. Stay in this role: you are the "
-            "user, not an assistant.",
-            f"Your personality: {persona.description}",
-            f"Your request to the assistant was: {task.prompt}",
-        ]
+        role = task.data.get("user_role")
+        if role:  # a gym whose user is not asking for help (turtle: the puzzle's host) says who it is
+            lines = [str(role), f"Your personality: {persona.description}"]
+        else:
+            lines = [
+                "You are role-playing a user who asked an AI assistant for help. Stay in this role: you are "
+                "the user, not an assistant.",
+                f"Your personality: {persona.description}",
+                f"Your request to the assistant was: {task.prompt}",
+            ]
         if facts:
             lines.append(
                 "What you know about what you want (share only what the assistant asks about, at most "
