@@ -268,3 +268,49 @@ def test_a_plugin_failing_inside_episodes_ends_them_with_an_error_and_the_run_go
     if source is RAISES:
         assert "planted.py:3" in recs[0]["error"]["message"]
     assert time.monotonic() - t0 < 120
+
+
+# ---------------------------------------------------------------------------------------------- CLI, no run
+def test_cli_check_set_history_and_revert_without_a_live_run(tmp_path, knobs_dir, runs_dir):
+    from typer.testing import CliRunner
+
+    from harness.cli.main import app
+
+    cli = CliRunner()
+    env = {"EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(runs_dir)}
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "broken.py").write_text(BROKEN)
+    out = cli.invoke(app, ["knobs", "plugin", "points", "--json"], env=env)
+    assert out.exit_code == 0 and "base.turn_limit_reached" in out.stdout
+    out = cli.invoke(app, ["knobs", "plugin", "check", "short", str(tmp_path / "broken.py"), "--json"], env=env)
+    assert out.exit_code == 3 and json.loads(out.stdout)["rule"] == "plugin import"
+    out = cli.invoke(app, ["knobs", "plugin", "set", "short", str(tmp_path / "broken.py"), "--reason", "r"], env=env)
+    assert out.exit_code == 3 and not (knobs_dir / "plugins" / "short.py").exists()
+    out = cli.invoke(
+        app, ["knobs", "plugin", "set", "short", str(tmp_path / "good.py"), "--reason", "r", "--json"], env=env
+    )
+    assert out.exit_code == 0, out.output
+    ev = json.loads(out.stdout)["event"]
+    assert (ev["knob"], ev["old"], ev["new"], ev["applies"]) == ("plugins.short", None, code_sha(GOOD), "next_run")
+    assert (knobs_dir / "plugins" / "short.py").read_text() == GOOD
+    assert (knobs_dir / "plugins" / ".versions" / f"{code_sha(GOOD)}.py").read_text() == GOOD
+    out = cli.invoke(app, ["knobs", "history", "plugins.", "--json"], env=env)
+    assert [e["status"] for e in json.loads(out.stdout)["events"]] == ["rejected", "accepted"]
+    out = cli.invoke(app, ["knobs", "plugin", "list", "--json"], env=env)
+    assert json.loads(out.stdout)["files"]["short"]["sha256"] == code_sha(GOOD)
+    out = cli.invoke(app, ["knobs", "revert", ev["id"], "--reason", "undo", "--json"], env=env)
+    assert out.exit_code == 0, out.output
+    assert not (knobs_dir / "plugins" / "short.py").exists()  # before that event there was no plug-in
+    out = cli.invoke(app, ["knobs", "plugin", "show", code_sha(GOOD)[:10]], env=env)
+    assert out.exit_code == 0 and out.stdout == GOOD
+
+
+def test_every_override_point_is_documented_in_the_skill():
+    from harness.cli.plugins import declare_points
+    from harness.plugins.points import POINTS
+
+    declare_points()
+    doc = (Path(__file__).resolve().parents[1] / "skill" / "references" / "plugins.md").read_text()
+    for name, point in POINTS.items():
+        assert f"`{name}`" in doc, name
+        assert point.samples and point.replay is not None, name  # the gate has something to check
