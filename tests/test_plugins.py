@@ -314,3 +314,40 @@ def test_every_override_point_is_documented_in_the_skill():
     for name, point in POINTS.items():
         assert f"`{name}`" in doc, name
         assert point.samples and point.replay is not None, name  # the gate has something to check
+
+
+def test_a_candidate_too_slow_for_the_gate_budget_is_refused(monkeypatch):
+    monkeypatch.setenv("EAU_PLUGIN_GATE_S", "1")
+    src = "import time\ndef f(t, m):\n    time.sleep(0.2)\n    return t >= m\nOVERRIDES = {'base.turn_limit_reached': f}\n"
+    t0 = time.monotonic()
+    res = gate_plugin("slow", src, "plugins/slow.py", records=[_record(3)] * 10)
+    assert not res.ok and res.rule == "plugin timeout" and "budget of 1 s ran out" in res.message
+    assert time.monotonic() - t0 < 3
+
+
+def test_a_resumed_run_gates_its_plugins_again_and_keeps_them_in_force(tmp_path, knobs_dir):
+    (knobs_dir / "plugins").mkdir()
+    (knobs_dir / "plugins" / "short.py").write_text(GOOD)
+    rdir, run = tmp_path / "runs", tmp_path / "runs" / "res"
+    args = ["train", "--preset", "tiny", "--steps", "4", "--run-id", "res", "--set", "checkpoint_every=1", *FAST]
+    with open(tmp_path / "run.log", "w") as log:
+        proc = eau_bg(args, knobs_dir, rdir, log)
+        try:
+            assert wait_for(lambda: (run / "metrics.jsonl").exists() and len(metric_steps(run)) >= 1, timeout=600)
+            proc.send_signal(signal.SIGTERM)  # finishes the step, checkpoints, exits
+            assert proc.wait(timeout=600) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    stopped_at = max(metric_steps(run))
+    assert stopped_at < 3
+    out = eau(["train", "--resume", "res", "--no-progress"], knobs_dir, rdir, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert metric_steps(run) == [0, 1, 2, 3]
+    assert set(_turns_by_step(run).values()) == {2.0}  # in force before and after the resume
+    first, again = _events(run)
+    assert first["author"] == "system" and "when the run started" in first["reason"] and first["step_effective"] == 0
+    assert "resumed at step" in again["reason"] and again["step_effective"] == stopped_at + 1
+    assert again["new"] == first["new"] == code_sha(GOOD)
+    assert "recorded decisions changed" in again["message"]  # the resume replays the recorded steps
+    assert not [e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "not_applied"]

@@ -79,6 +79,7 @@ class PluginFolder:
         self.in_force: dict[str, InForce] = {}
         self._seen: dict[str, str] = {}  # stem -> sha (or a problem marker) last processed
         self.version = 0  # increases with every swap
+        self.start_note = "when the run started"  # how the first poll attributes the files it finds
 
     # ------------------------------------------------------------------ reading
     def files(self) -> dict[str, Path]:
@@ -203,7 +204,7 @@ class PluginFolder:
         if first and sha is not None:
             return {
                 "author": "system",
-                "reason": f"plug-in {PLUGINS}/{stem}.py in the knobs folder when the run started",
+                "reason": f"plug-in {PLUGINS}/{stem}.py in the knobs folder {self.start_note}",
                 "source": "system",
                 "ref": None,
                 "step_written": current_step,

@@ -7,6 +7,8 @@
    lists them); its function accepts the point's arguments (signature); no other plug-in in force
    implements the same point; on the point's sample inputs it returns, within the call time limit,
    a value of the point's type.
+   Calls run under the call time limit, and all of them within the gate's budget
+   (``EAU_PLUGIN_GATE_S``, default 30 s): a point runs on every turn, so a slow one is refused.
 3. **Replay** of recorded episodes: every decision the point made in the run's recent episodes is
    made again by the candidate (under the call limit) and by the default; the result counts the
    decisions and how many the candidate changes, with a few examples. An error or a timeout on a
@@ -18,11 +20,12 @@ Nothing here writes a file; :mod:`harness.plugins.folder` logs the outcome as a 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from harness.plugins.points import POINTS, get_point
-from harness.plugins.runtime import PluginError, PluginTimeout, Worker
+from harness.plugins.runtime import PluginError, PluginTimeout, Worker, call_limit_s, gate_budget_s
 
 MAX_REPLAY_DECISIONS = 400  # per point: enough to count, seconds at most
 
@@ -99,6 +102,23 @@ def gate_plugin(
     plug-in in force implements ({stem: [point]}); ``records``: recorded episodes to replay."""
     res = GateResult(ok=True, sha=code_sha(source))
     worker = Worker()
+    deadline = time.monotonic() + gate_budget_s()
+    calls = [0]
+
+    def call(name: str, args: tuple[Any, ...]) -> Any:
+        """One call under the call limit and within the gate's budget (a point runs on every turn:
+        a candidate too slow for the budget would stall the run's rollouts)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PluginTimeout(f"the gate's budget of {gate_budget_s():g} s ran out after {calls[0]} calls: too slow")
+        calls[0] += 1
+        try:
+            return worker.call(res.sha, file, "override", name, list(args), limit_s=min(call_limit_s(), left))
+        except PluginTimeout as exc:
+            if left < call_limit_s():
+                exc.bare = f"the gate's budget of {gate_budget_s():g} s ran out after {calls[0]} calls: too slow"
+            raise
+
     try:
         try:
             loaded = worker.load(res.sha, file, source)
@@ -145,7 +165,7 @@ def gate_plugin(
             point = get_point(name)
             for args in point.samples:
                 try:
-                    value = worker.call(res.sha, file, "override", name, list(args))
+                    value = call(name, args)
                 except PluginError as exc:
                     exc.bare = f"on the sample input {args!r}: {exc.bare}"[:600]
                     return _refuse_error(res, exc, RULE_CHECK)
@@ -161,7 +181,7 @@ def gate_plugin(
             changed, examples = 0, []
             for args in inputs:
                 try:
-                    value = worker.call(res.sha, file, "override", name, list(args))
+                    value = call(name, args)
                 except PluginError as exc:
                     exc.bare = f"on a recorded input {args!r}: {exc.bare}"[:600]
                     return _refuse_error(res, exc, RULE_REPLAY)

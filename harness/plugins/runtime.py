@@ -9,7 +9,8 @@ plug-in that loops forever or waits costs its caller the limit, never the run.
 Inside an episode such an error (or any exception of the plug-in) propagates out of the gym's
 ``step``, and the rollout engine ends that episode with an error record; the run goes on.
 
-Limits: ``EAU_PLUGIN_IMPORT_S`` (default 10 s) and ``EAU_PLUGIN_CALL_S`` (default 2 s).
+Limits: ``EAU_PLUGIN_IMPORT_S`` (default 10 s), ``EAU_PLUGIN_CALL_S`` (default 2 s), and for the
+gate's calls all together ``EAU_PLUGIN_GATE_S`` (default 30 s).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Mapping
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 DEFAULT_IMPORT_S = 10.0
 DEFAULT_CALL_S = 2.0
+DEFAULT_GATE_S = 30.0
 
 
 def _limit(var: str, default: float) -> float:
@@ -46,6 +48,11 @@ def import_limit_s() -> float:
 def call_limit_s() -> float:
     """Wall seconds one call of a plug-in function may take (``EAU_PLUGIN_CALL_S``)."""
     return _limit("EAU_PLUGIN_CALL_S", DEFAULT_CALL_S)
+
+
+def gate_budget_s() -> float:
+    """Wall seconds all of a gate's calls may take together (``EAU_PLUGIN_GATE_S``)."""
+    return _limit("EAU_PLUGIN_GATE_S", DEFAULT_GATE_S)
 
 
 class PluginError(RuntimeError):

@@ -153,6 +153,7 @@ class RunKnobs:
         if knob_state is None and (self.run_dir / AT_START).is_file():
             knob_state = json.loads((self.run_dir / AT_START).read_text())
         self.store.restore(knob_state)
+        self.plugins.start_note = f"when the run resumed at step {start_step} (gated again)"
         self._carry_over_applied(start_step)
         path = self.run_dir / NOT_APPLIED
         if not path.is_file():
