@@ -351,3 +351,32 @@ def test_a_resumed_run_gates_its_plugins_again_and_keeps_them_in_force(tmp_path,
     assert again["new"] == first["new"] == code_sha(GOOD)
     assert "recorded decisions changed" in again["message"]  # the resume replays the recorded steps
     assert not [e for e in jsonl.read(run / "knob_events.jsonl") if e["status"] == "not_applied"]
+
+
+def test_folder_poll_swaps_refuses_keeps_and_regates_a_conflict_once_the_point_is_free(tmp_path, knobs_dir):
+    from harness.knobs.events import EventLog
+    from harness.plugins.folder import PluginFolder
+
+    log = EventLog(tmp_path / "events.jsonl")
+    folder = PluginFolder(knobs_dir, lambda: log)
+    pdir = knobs_dir / "plugins"
+    pdir.mkdir()
+    (pdir / "a.py").write_text(GOOD)
+    applied, refused = folder.poll(0, first=True)
+    assert [e["knob"] for e in applied] == ["plugins.a"] and applied[0]["author"] == "system"
+    (pdir / "b.py").write_text(SHORTER)  # the same point: refused while a holds it
+    (pdir / "drafts").mkdir()
+    (pdir / "drafts" / "c.py").write_text("syntax error here")  # a draft: never loaded
+    applied, refused = folder.poll(1)
+    assert not applied and [(e["knob"], e["rule"]) for e in refused] == [("plugins.b", "plugin conflict")]
+    assert folder.poll(2) == ([], [])  # nothing changed: nothing logged again
+    (pdir / "a.py").write_text(BROKEN)
+    applied, refused = folder.poll(3)
+    assert refused[0]["rule"] == "plugin import" and "the version in force stays" in refused[0]["message"]
+    assert folder.entries()["base.turn_limit_reached"]["sha"] == code_sha(GOOD)
+    (pdir / "a.py").unlink()
+    applied, refused = folder.poll(4)
+    assert [(e["knob"], e["new"]) for e in applied] == [("plugins.a", None)]
+    applied, refused = folder.poll(5)  # the point is free: b is gated again and goes in
+    assert [(e["knob"], e["new"], e["step_effective"]) for e in applied] == [("plugins.b", code_sha(SHORTER), 5)]
+    assert folder.summary()["b"]["points"] == ["base.turn_limit_reached"]

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness.io import yamlio
 from harness.knobs.events import EventLog, KnobEvent, new_id
-from harness.plugins.gate import GateResult, code_sha, gate_plugin
+from harness.plugins.gate import RULE_CONFLICT, GateResult, code_sha, gate_plugin
 
 PLUGINS = "plugins"
 VERSIONS = ".versions"
@@ -80,6 +80,7 @@ class PluginFolder:
         self._seen: dict[str, str] = {}  # stem -> sha (or a problem marker) last processed
         self.version = 0  # increases with every swap
         self.start_note = "when the run started"  # how the first poll attributes the files it finds
+        self._conflicted: set[str] = set()  # refused because another plug-in held one of their points
 
     # ------------------------------------------------------------------ reading
     def files(self) -> dict[str, Path]:
@@ -188,6 +189,9 @@ class PluginFolder:
                 )
         if applied:
             self.version += 1
+            for stem in self._conflicted - set(self.in_force):
+                self._seen.pop(stem, None)  # refused for a point another plug-in held: gated again next time
+            self._conflicted.clear()
         return applied, refused
 
     def _attribution(self, stem: str, sha: str | None, first: bool, current_step: int | None) -> dict[str, Any]:
@@ -284,6 +288,8 @@ class PluginFolder:
         att = self._attribution(stem, sha, first, current_step)
         res = gate_plugin(stem, source, shown, others=self.others(stem), records=recorded())
         if not res.ok:
+            if res.rule == RULE_CONFLICT:
+                self._conflicted.add(stem)
             refused.append(
                 self._event(
                     knob=knob,
