@@ -380,3 +380,9 @@ def test_folder_poll_swaps_refuses_keeps_and_regates_a_conflict_once_the_point_i
     applied, refused = folder.poll(5)  # the point is free: b is gated again and goes in
     assert [(e["knob"], e["new"], e["step_effective"]) for e in applied] == [("plugins.b", code_sha(SHORTER), 5)]
     assert folder.summary()["b"]["points"] == ["base.turn_limit_reached"]
+
+
+def test_a_plugin_that_allocates_without_bound_gets_a_memory_error():
+    src = "def f(t, m):\n    x = bytearray(8 << 30)\n    return True\nOVERRIDES = {'base.turn_limit_reached': f}\n"
+    res = gate_plugin("big", src, "plugins/big.py")
+    assert not res.ok and "MemoryError" in res.message and res.line == 2

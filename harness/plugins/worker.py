@@ -13,7 +13,7 @@ plug-in's own prints go to /dev/null, so they cannot corrupt the channel):
 
 A value that is not JSON data (a set, an object) is an error of the call. The caller enforces the
 time limits from outside by killing this process (its own session); it dies with its caller
-(``PR_SET_PDEATHSIG``) and exits when stdin closes.
+(``PR_SET_PDEATHSIG``) and exits when stdin closes; its address space is capped (2 GiB by default).
 """
 
 import ctypes
@@ -125,8 +125,19 @@ def call(req: dict) -> dict:
     return {"ok": True, "value": value}
 
 
+def _limit_memory(mib: int) -> None:
+    """A plug-in that allocates without bound gets MemoryError, not the machine's memory."""
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def main() -> None:
     _die_with_parent(int(sys.argv[1]))
+    _limit_memory(int(sys.argv[2]) if len(sys.argv) > 2 else 2048)
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
