@@ -386,3 +386,34 @@ def test_a_plugin_that_allocates_without_bound_gets_a_memory_error():
     src = "def f(t, m):\n    x = bytearray(8 << 30)\n    return True\nOVERRIDES = {'base.turn_limit_reached': f}\n"
     res = gate_plugin("big", src, "plugins/big.py")
     assert not res.ok and "MemoryError" in res.message and res.line == 2
+
+
+def test_eau_gate_replays_recorded_episodes_with_a_plugin_candidate_in_force(tmp_path, knobs_dir):
+    rdir = tmp_path / "runs"
+    out = eau(
+        ["train", "--preset", "tiny", "--steps", "1", "--run-id", "rec", "--set", "checkpoint_every=0", *FAST],
+        knobs_dir,
+        rdir,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    (tmp_path / "good.py").write_text(GOOD)
+    out = eau(["gate", f"{tmp_path / 'good.py'}=plugins/short.py", "--run", "rec", "--json"], knobs_dir, rdir)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    cand = doc["candidates"][0]
+    assert cand["status"] == "accepted" and cand["target"] == "plugins/short.py"
+    # FAST: 4 recorded episodes of 3 turns; the plug-in ends each one turn earlier
+    assert cand["plugin"]["replay"]["base.turn_limit_reached"] == {
+        "decisions": 12,
+        "changed": 4,
+        "examples": cand["plugin"]["replay"]["base.turn_limit_reached"]["examples"],
+    }
+    episodes = doc["replays"][0]
+    assert episodes["kind"] == "episodes" and episodes["replayed"] == 4
+    assert episodes["ran_out_of_recorded_turns"] == 0
+    (tmp_path / "broken.py").write_text(BROKEN)
+    out = eau(["gate", f"{tmp_path / 'broken.py'}=plugins/short.py", "--run", "rec", "--json"], knobs_dir, rdir)
+    assert out.returncode == 3
+    assert json.loads(out.stdout)["candidates"][0]["refusals"][0]["rule"] == "plugin import"
+    assert not (knobs_dir / "plugins" / "short.py").exists()  # nothing written

@@ -362,7 +362,7 @@ class PluginFolder:
         if not reason or not reason.strip():
             raise ValueError("a reason is required for every plug-in write (--reason TEXT)")
         path = self.dir / f"{stem}.py"
-        old_sha = self._file_sha(path)
+        old_sha = self.file_sha(path)
         res = self.check(stem, source, records)
         common = dict(
             knob=knob_name(stem),
@@ -428,7 +428,7 @@ class PluginFolder:
         ``.versions/`` for a revert."""
         check_name(stem)
         path = self.dir / f"{stem}.py"
-        old_sha = self._file_sha(path)
+        old_sha = self.file_sha(path)
         common = dict(
             knob=knob_name(stem),
             author=author,
@@ -472,7 +472,7 @@ class PluginFolder:
         stem = str(event["knob"]).split(".", 1)[1]
         reason = reason or f"revert {event['id']}"
         if event.get("old") is None:
-            if self._file_sha(self.dir / f"{stem}.py") is None:
+            if self.file_sha(self.dir / f"{stem}.py") is None:
                 return True, KnobEvent(
                     knob=knob_name(stem),
                     status="accepted",
@@ -508,7 +508,8 @@ class PluginFolder:
         )
         return ok, ev
 
-    def _file_sha(self, path: Path) -> str | None:
+    def file_sha(self, path: Path) -> str | None:
+        """The sha256 of a plug-in file's code (None when there is no readable file)."""
         try:
             return code_sha(self.read_source(path))
         except yamlio.FileProblem:
