@@ -248,6 +248,8 @@ def remove_cmd(
     boundary). Its code stays recorded, so `eau knobs revert <id>` brings it back."""
     ctx = _ctx(knobs_dir_, runs_dir_, run, as_json)
     stem = _stem(name, as_json)
+    if not (_folder(ctx).dir / f"{stem}.py").is_file():
+        fail(f"no plug-in {stem!r} in {_folder(ctx).dir} (eau knobs plugin list)", EXIT_NOT_FOUND, as_json)
     ev = _folder(ctx).remove(stem, author=author, reason=reason, step_written=ctx.step, run_live=ctx.live)
     _report(ctx, ev["status"] == "accepted", ev, None)
 
