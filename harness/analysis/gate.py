@@ -13,6 +13,11 @@ Each candidate is a full replacement of one file of a knobs folder: an area file
    user and env candidates re-play the episodes with the symbolic user
    (:func:`~harness.analysis.replay.replay_episodes`). Agent knobs act through training: validated only.
 
+A plug-in candidate (``FILE=plugins/<name>.py``, or a ``.py`` file in a ``plugins/`` folder) goes
+through the plug-in gate (:func:`harness.plugins.gate.gate_plugin`: import in a separate process
+under a time limit, the override points' checks, the recorded decisions it changes), then, when it
+passes, the recorded episodes are re-played with it in force (outcomes, deadlocks, rewards).
+
 Nothing is written: the store is opened without an event log and the knobs folder is only read.
 """
 
@@ -43,11 +48,13 @@ class Candidate:
     """One candidate file and the knobs-folder file it would replace."""
 
     path: Path
-    kind: str  # "area" | "rules"
-    key: str  # area name, or "users/<gym>" | "rewards/<stem>"
+    kind: str  # "area" | "rules" | "plugin"
+    key: str  # area name, or "users/<gym>" | "rewards/<stem>", or the plug-in's name
 
     @property
     def target(self) -> str:
+        if self.kind == "plugin":
+            return f"plugins/{self.key}.py"
         return f"{self.key}.yaml" if self.kind == "area" else f"rules/{self.key}.yaml"
 
 
@@ -58,8 +65,14 @@ def identify(arg: str) -> Candidate:
     ref = Path(target) if eq else path
     parts = ref.parts
     name = ref.name
+    if name.endswith(".py") and len(parts) >= 2 and parts[-2] == "plugins":
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such candidate file")
+        return Candidate(path, "plugin", name[:-3])
     if not name.endswith(".yaml"):
-        raise GateUsageError(f"{arg}: a candidate is a .yaml knob or rule file; got {name!r}")
+        raise GateUsageError(
+            f"{arg}: a candidate is a .yaml knob or rule file, or a plug-in (FILE=plugins/<name>.py); got {name!r}"
+        )
     stem = name[:-5]
     if len(parts) >= 3 and parts[-3] == "rules" and parts[-2] in ("users", "rewards"):
         cand = Candidate(path, "rules", f"{parts[-2]}/{stem}")
@@ -194,6 +207,56 @@ def validate(
     return out, value
 
 
+def validate_plugin(
+    knobs_dir: Path, cand: Candidate, episodes: Sequence[dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plug-in gate's result for a candidate (as a candidate entry of the gate document) and,
+    when it passes, its override points' entries for the episode replay."""
+    from harness.envs.registry import gym_class
+    from harness.gyms import BUILTIN_GYMS
+    from harness.knobs.events import EventLog
+    from harness.plugins.folder import PluginFolder, check_name
+
+    for name in BUILTIN_GYMS:  # every override point declared
+        gym_class(name)
+    out: dict[str, Any] = {"file": str(cand.path), "target": cand.target, "changes": []}
+    try:
+        check_name(cand.key)
+        source = cand.path.read_text(encoding="utf-8")
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        out.update(
+            status="refused",
+            refusals=[{"knob": f"plugins.{cand.key}", "rule": "plugin file", "line": None, "message": str(exc)}],
+        )
+        return out, {}
+    log = EventLog(None)
+    folder = PluginFolder(knobs_dir, lambda: log)
+    res = folder.check(cand.key, source, episodes)
+    out["plugin"] = res.to_dict()
+    if not res.ok:
+        out.update(
+            status="refused",
+            refusals=[{"knob": f"plugins.{cand.key}", "rule": res.rule, "line": res.line, "message": res.message}],
+        )
+        return out, {}
+    out.update(
+        status="accepted",
+        refusals=[],
+        changes=[
+            {
+                "knob": f"plugins.{cand.key}",
+                "gym": None,
+                "old": folder.file_sha(folder.dir / f"{cand.key}.py"),
+                "new": res.sha,
+                "applies": "live",
+                "summary": res.summary(),
+            }
+        ],
+    )
+    entry = {"plugin": cand.key, "sha": res.sha, "file": str(folder.dir / f"{cand.key}.py"), "source": source}
+    return out, {point: entry for point in res.points}
+
+
 def gate(
     run: RunData | None,
     store: Any,
@@ -217,7 +280,15 @@ def gate(
     if rules_in_force is None:
         rules_in_force = copy.deepcopy(store.rules)
     results, values = [], {}
+    plugins: dict[str, Any] = {}
+    rec_steps = run.trajectory_steps()[-steps:] if run is not None and steps > 0 else []
+    episodes = run.episodes(rec_steps) if run is not None else []
     for c in cands:
+        if c.kind == "plugin":
+            res, entries = validate_plugin(store.dir, c, episodes)
+            results.append(res)
+            plugins.update(entries)
+            continue
         res, value = validate(store, c, metrics, rules_in_force)
         results.append(res)
         if res["status"] == "accepted":
@@ -242,11 +313,11 @@ def gate(
             kind, key = c.key.split("/", 1)
             (user_rules if kind == "users" else reward_rules)[key] = v
     reward_changed = "reward" in areas or any(c.kind == "rules" and c.key.startswith("rewards/") for c in values)
-    behaviour_changed = any(a in areas for a in ("env", "user")) or any(
-        c.kind == "rules" and c.key.startswith("users/") for c in values
+    behaviour_changed = (
+        any(a in areas for a in ("env", "user"))
+        or any(c.kind == "rules" and c.key.startswith("users/") for c in values)
+        or bool(plugins)
     )
-    rec_steps = run.trajectory_steps()[-steps:] if steps > 0 else []
-    episodes = run.episodes(rec_steps)
     doc["replayed_steps"] = [rec_steps[0], rec_steps[-1]] if rec_steps else None
     budget_left = lambda: max(0.0, time_budget_s - (time.perf_counter() - t0))  # noqa: E731
     if not episodes and (reward_changed or behaviour_changed):
@@ -280,6 +351,7 @@ def gate(
                 user_rules=user_rules,
                 reward_rules=reward_rules,
                 time_budget_s=budget_left(),
+                plugins=plugins,
             )
         )
     if "agent" in areas:

@@ -18,6 +18,7 @@ Both stop at a time budget and say how far they got.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import time
 from collections import defaultdict
@@ -193,9 +194,11 @@ def replay_episodes(
     user_rules: Mapping[str, Any],
     reward_rules: Mapping[str, Any],
     time_budget_s: float,
+    plugins: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Re-play the symbolic-arm ``episodes`` under candidate knob ``overrides`` ({area: raw values}) and
-    rule files, comparing disclosures, leaks, rewards and outcomes with the recorded ones."""
+    rule files, comparing disclosures, leaks, rewards and outcomes with the recorded ones. ``plugins``:
+    override point -> plug-in entry in force for the replay (a candidate plug-in, harness.plugins)."""
     from harness.envs.registry import make
 
     t0 = time.perf_counter()
@@ -214,6 +217,8 @@ def replay_episodes(
         gym = str(ep.get("gym"))
         over = {area: _resolved(vals, gym) for area, vals in overrides.items()}
         snap = record_snapshot(ep, over, user_rules=user_rules, reward_rules=reward_rules)
+        if plugins:
+            snap = dataclasses.replace(snap, plugins=dict(plugins))
         env = make(
             gym,
             knobs=snap,

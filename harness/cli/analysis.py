@@ -267,7 +267,8 @@ def gate_cmd(
     files: list[str] = typer.Argument(
         ...,
         help="Candidate files: env.yaml, user.yaml, reward.yaml, agent.yaml, "
-        ".../rules/users/<gym>.yaml, .../rules/rewards/<name>.yaml, or FILE=TARGET.",
+        ".../rules/users/<gym>.yaml, .../rules/rewards/<name>.yaml, a plug-in FILE=plugins/<name>.py, "
+        "or FILE=TARGET.",
     ),
     steps: int = typer.Option(5, "--steps", min=0, max=1000, help="Recent recorded steps to replay."),
     time_budget: float = typer.Option(30.0, "--time-budget", min=0.0, help="Seconds the replays may take."),
@@ -323,6 +324,8 @@ def _print_gate(doc: dict[str, Any]) -> None:
                 f"      change  {ch['knob']}{gym}: {json.dumps(ch['old'])[:50]} -> {json.dumps(ch['new'])[:50]}"
                 + (" (next run)" if ch["applies"] == "next_run" else "")
             )
+            if ch.get("summary"):
+                typer.echo(f"              {ch['summary']}")
     for r in doc["replays"]:
         done = f"{r['replayed']}/{r['episodes']} episodes in {r['elapsed_s']}s" + (
             "" if r["complete"] else " (time budget hit)"
@@ -346,7 +349,7 @@ def _print_gate(doc: dict[str, Any]) -> None:
                 f"secret leaks {m['secret_leak']['old']:.2f} -> {m['secret_leak']['new']:.2f}, over-disclosure "
                 f"{m['overdisclosed']['old']:.2f} -> {m['overdisclosed']['new']:.2f}, reward "
                 f"{m['reward']['old']:+.3f} -> {m['reward']['new']:+.3f}, success {m['success']['old']:.2f} -> "
-                f"{m['success']['new']:.2f}"
+                f"{m['success']['new']:.2f}, deadlocks {m['deadlock']['old']:.2f} -> {m['deadlock']['new']:.2f}"
             )
             if r["skipped"]:
                 typer.echo(f"      not replayed: {_compact(r['skipped'], 200)}")

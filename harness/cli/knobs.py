@@ -1,4 +1,4 @@
-"""``eau knobs``: list | get | set | validate | history | revert | watch | add | init | reset.
+"""``eau knobs``: list | get | set | validate | history | revert | watch | add | init | reset | plugin.
 
 Knob names are ``<area>.<name>`` (``agent.entropy_coeff``). Writes go through the knob store's one
 validation path; when a run is live on the same knobs folder, ``set`` writes the file and the run
@@ -34,6 +34,9 @@ RunOpt = typer.Option(None, "--run", help="Run id or folder (default: the live r
 
 
 def register(root: typer.Typer) -> None:
+    from harness.cli.plugins import app as plugin_app
+
+    app.add_typer(plugin_app, name="plugin")
     root.add_typer(app, name="knobs")
 
 
@@ -465,7 +468,7 @@ def _check_history_name(ctx: _Ctx, name: str) -> None:
     from harness.knobs.store import AREAS
 
     prefix = name if name.endswith(".") else name + "."
-    if name.rstrip(".") in (*AREAS, "rules"):
+    if name.rstrip(".") in (*AREAS, "rules", "plugins"):
         return
     known = {s.full_name for s in ctx.store.specs()}
     logged = {str(e.get("knob")) for e in _events(ctx)}
@@ -490,11 +493,18 @@ def revert_cmd(
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
 ) -> None:
-    """Set the knob of an accepted event back to its value before that event."""
+    """Set the knob of an accepted event back to its value before that event (a plug-in: its code
+    before that event, or no plug-in)."""
     from harness.knobs.events import EventLog
 
     ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     extra = [EventLog(ctx.kdir / ".history" / "knob_events.jsonl")]
+    ev = ctx.store.log.find(event) or extra[0].find(event)
+    if ev is not None and str(ev.get("knob", "")).startswith("plugins.") and ev.get("status") == "accepted":
+        from harness.cli.plugins import revert_plugin
+
+        revert_plugin(ctx, ev, author, reason)  # the code before the event, through the plug-in gate
+        return
     try:
         res = ctx.store.revert(
             event,

@@ -28,6 +28,7 @@ import numpy as np
 from harness.envs.actions import format_feedback, interact_tool_schema, parse_action, tagged_instructions
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
+from harness.plugins.points import override_point
 from harness.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
 
 SPLITS = ("train", "eval")
@@ -44,6 +45,45 @@ def split_of(content_key: str) -> str:
 def task_seed(gym: str, split: str, index: int, attempt: int = 0) -> int:
     """Deterministic RNG seed of task ``index`` of a gym's split."""
     return int(hashlib.sha256(f"{gym}/{split}/{index}/{attempt}".encode()).hexdigest()[:15], 16)
+
+
+def _asks_of(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ask turns of a recorded episode: ``(question, gym)``."""
+    return [
+        (t["action"]["content"], record["gym"])
+        for t in record["turns"]
+        if (t.get("action") or {}).get("choice") == "ask"
+    ]
+
+
+def _turns_of(record: dict[str, Any]) -> list[tuple[int, int]]:
+    """Every turn of a recorded episode: ``(turns taken, max_steps)``."""
+    max_steps = int(record["knobs"]["env"]["max_steps"])
+    return [(i + 1, max_steps) for i in range(len(record["turns"]))]
+
+
+COUNTS_AS_QUESTION = override_point(
+    "base.counts_as_question",
+    default=lambda question, gym: True,
+    params=("question", "gym"),
+    returns=bool,
+    doc="Whether an ask turn counts as a question (``questions``: min_questions, the questions_over "
+    "predicate, the question metrics). ``question``: the ask's text; ``gym``: the gym's name. Default: "
+    "every ask counts.",
+    samples=[("What is your budget?", "travel"), ("", "intention"), ("tell me the tone", "intention")],
+    replay=_asks_of,
+)
+TURN_LIMIT_REACHED = override_point(
+    "base.turn_limit_reached",
+    default=lambda turns, max_steps: turns >= max_steps,
+    params=("turns", "max_steps"),
+    returns=bool,
+    doc="Whether the episode ends at the turn limit after this turn (a deadlock when no answer was "
+    "given). ``turns``: turns taken, this one included; ``max_steps``: the env knob. Default: "
+    "``turns >= max_steps``.",
+    samples=[(1, 16), (16, 16), (10, 10), (3, 6)],
+    replay=_turns_of,
+)
 
 
 class UserCentricEnv(gymnasium.Env):
@@ -195,7 +235,7 @@ class UserCentricEnv(gymnasium.Env):
             record.observation = (record.observation + "\n" + extra).strip()
         if not record.events or not any(e in ("new_fact", "repeat_fact") for e in record.events):
             st.turns_since_disclosure += 1
-        if not st.done and st.turn >= int(self.env_knobs["max_steps"]):
+        if not st.done and TURN_LIMIT_REACHED(self.knobs, st.turn, int(self.env_knobs["max_steps"])):
             st.done = True
             st.truncated = True
             record.events.append("deadlock" if not st.answered else "turn_limit")
@@ -244,7 +284,8 @@ class UserCentricEnv(gymnasium.Env):
         if norm in st.asked:
             record.events.append("repeated_question")
         st.asked.append(norm)
-        st.questions += 1
+        if COUNTS_AS_QUESTION(self.knobs, action.content, self.name):
+            st.questions += 1
         reply = self.user.reply(action.content, st)
         limit = int(self.env_knobs.get("human_response_char_limit", 0) or 0)
         if limit and len(reply.text) > limit:

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
+from harness.plugins.points import override_point
 from harness.types import AnswerResult, Fact, Task, UserReply
 
 GYM = "intention"
@@ -936,6 +937,28 @@ def covered_share(task: Task, covered: set[str]) -> float:
     return sum(w for k, w in weights.items() if k in covered) / total if total else 0.0
 
 
+def _answers_of(record: dict[str, Any]) -> list[tuple[float, float]]:
+    """The scored answers of a recorded intention episode: ``(share, threshold)``."""
+    return [
+        (float(t["answer"]["details"]["share"]), float(t["answer"]["details"]["threshold"]))
+        for t in record["turns"]
+        if record["gym"] == GYM and t.get("answer") and "share" in (t["answer"].get("details") or {})
+    ]
+
+
+ANSWER_SUCCESS = override_point(
+    "intention.answer_success",
+    default=lambda share, threshold: share >= threshold,
+    params=("share", "threshold"),
+    returns=bool,
+    doc="Whether an intention answer succeeds. ``share``: the importance-weighted share of the task's "
+    "details the questions covered (0..1); ``threshold``: env.success_threshold. Default: "
+    "``share >= threshold``.",
+    samples=[(0.0, 0.7), (0.7, 0.7), (1.0, 0.7), (0.5, 0.0)],
+    replay=_answers_of,
+)
+
+
 @register
 class IntentionEnv(UserCentricEnv):
     """Intent clarification: ask about the missing details of a vague request, then summarise."""
@@ -972,7 +995,7 @@ class IntentionEnv(UserCentricEnv):
         assert self.task is not None
         share = covered_share(self.task, self.covered)
         threshold = float(self.env_knobs["success_threshold"])
-        ok = share >= threshold
+        ok = ANSWER_SUCCESS(self.knobs, share, threshold)
         n, total = len(self.covered), len(self.task.facts)
         feedback = (
             f"Thanks! You clarified {n} of {total} missing details (weighted share {share:.2f}; "

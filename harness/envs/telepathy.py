@@ -25,6 +25,7 @@ from typing import Any
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
 from harness.envs.telepathy_kb import MAYBE, YES, Attribute, Entity, load_kb
+from harness.plugins.points import override_point
 from harness.types import AnswerResult, Fact, Task, TurnRecord, UserReply
 
 GYM = "telepathy"
@@ -63,11 +64,34 @@ def make_task(split: str, index: int) -> Task:
     )
 
 
-def score_answer(task: Task, content: str) -> AnswerResult:
-    """1 when the answer names exactly the hidden entity, else 0; always ends the episode."""
+def _answers_of(record: dict[str, Any]) -> list[tuple[list[str], str]]:
+    """The scored guesses of a recorded telepathy episode: ``(named, entity)``."""
+    return [
+        (list(t["answer"]["details"]["named"]), str(t["answer"]["details"]["entity"]))
+        for t in record["turns"]
+        if record["gym"] == GYM and t.get("answer") and "entity" in (t["answer"].get("details") or {})
+    ]
+
+
+ANSWER_CORRECT = override_point(
+    "telepathy.answer_correct",
+    default=lambda named, entity: named == [entity],
+    params=("named", "entity"),
+    returns=bool,
+    doc="Whether a telepathy guess is right. ``named``: the knowledge-base entities the answer names "
+    "(canonical names, aliases resolved); ``entity``: the hidden one. Default: ``named == [entity]`` "
+    "(exactly one entity, the right one).",
+    samples=[(["dog"], "dog"), (["cat"], "dog"), ([], "dog"), (["dog", "cat"], "dog")],
+    replay=_answers_of,
+)
+
+
+def score_answer(task: Task, content: str, knobs: Any = None) -> AnswerResult:
+    """1 when the answer names exactly the hidden entity, else 0; always ends the episode. ``knobs``:
+    the snapshot whose plug-in, if any, decides (``telepathy.answer_correct``)."""
     named = load_kb().entities_in_answer(content)
     names = [e.name for e in named]
-    ok = names == [task.data["entity"]]
+    ok = ANSWER_CORRECT(knobs, names, task.data["entity"])
     if ok:
         feedback = f"Yes! I was thinking of {task.data['entity']}."
     elif not named:
@@ -76,7 +100,9 @@ def score_answer(task: Task, content: str) -> AnswerResult:
         feedback = f"One guess only: you named {', '.join(names)}. Wrong."
     else:
         feedback = f"No, it was not {names[0]}."
-    return AnswerResult(1.0 if ok else 0.0, ok, True, feedback, {"named": names, "correct": ok})
+    return AnswerResult(
+        1.0 if ok else 0.0, ok, True, feedback, {"named": names, "correct": ok, "entity": task.data["entity"]}
+    )
 
 
 @register
@@ -128,4 +154,4 @@ class TelepathyEnv(UserCentricEnv):
 
     def on_answer(self, content: str) -> AnswerResult:
         assert self.task is not None
-        return score_answer(self.task, content)
+        return score_answer(self.task, content, self.knobs)

@@ -47,12 +47,15 @@ class KnobSnapshot:
     user_rules: ``{gym: parsed knobs/rules/users/<gym>.yaml}``.
     reward_rules: ``{file stem: parsed knobs/rules/rewards/<stem>.yaml}``.
     version: increases every time the store applies a change (cheap change detection).
+    plugins: override point -> the plug-in in force for it (``{"plugin", "sha", "file", "source"}``,
+    harness.plugins); empty: every point runs its default.
     """
 
     values: Mapping[str, Mapping[str, Any]]
     user_rules: Mapping[str, Any] = field(default_factory=dict)
     reward_rules: Mapping[str, Any] = field(default_factory=dict)
     version: int = 0
+    plugins: Mapping[str, Any] = field(default_factory=dict)
 
     def get(self, area: str, name: str, gym: str | None = None) -> Any:
         """Resolved value of ``<area>.<name>`` for ``gym``; KeyError names the knob when unknown."""

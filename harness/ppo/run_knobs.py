@@ -5,11 +5,14 @@ Process 0 owns it; the other processes receive each step's snapshot from the tra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from harness.envs.registry import gym_class
+from harness.gyms import BUILTIN_GYMS
 from harness.io import jsonl
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import KnobEvent, new_id
@@ -17,9 +20,11 @@ from harness.knobs.lease import Lease, give_back, lease_is_live, lend, read_leas
 from harness.knobs.run_checks import facts_from_config
 from harness.knobs.snapshot import KnobSnapshot
 from harness.knobs.store import KnobStore
+from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
 
 NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
+PLUGIN_REPLAY_STEPS = 3  # recent steps of recorded episodes a plug-in's gate replays
 AT_START = "knobs_at_start.json"  # in a run folder: the knob state its step 0 ran with (a resume with no
 # checkpoint starts from it)
 KNOB_LOG = "knob_events.jsonl"
@@ -41,7 +46,7 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
         and r.get("applies") == "live"
         and isinstance(r.get("step_effective"), int)
         and r["step_effective"] >= start_step
-        and not str(r.get("knob", "")).startswith("schema.")
+        and not str(r.get("knob", "")).startswith(("schema.", "plugins."))  # plug-ins: gated again from the files
         and r.get("author") in ("human", "agent", "system")
         and r.get("reason")
     ]
@@ -82,6 +87,9 @@ class RunKnobs:
         self.note = note  # a line for the person watching (before the run folder exists too)
         self.facts = facts_from_config(config or {}, str(self.run_dir / "config.yaml")) if config is not None else None
         self.store = self._open()  # events in memory until the run folder exists (attach)
+        self.plugins = PluginFolder(self.dir, lambda: self.store.log)  # knobs/plugins/*.py (harness.plugins)
+        for name in BUILTIN_GYMS:  # every gym's override points declared, for the plug-in gate
+            gym_class(name)
         self.lease: Lease | None = None
         self.writer: Any = None
 
@@ -145,6 +153,7 @@ class RunKnobs:
         if knob_state is None and (self.run_dir / AT_START).is_file():
             knob_state = json.loads((self.run_dir / AT_START).read_text())
         self.store.restore(knob_state)
+        self.plugins.start_note = f"when the run resumed at step {start_step} (gated again)"
         self._carry_over_applied(start_step)
         path = self.run_dir / NOT_APPLIED
         if not path.is_file():
@@ -212,6 +221,11 @@ class RunKnobs:
         res = self.store.poll(step, recent, rescan=first)
         if first:
             self._settle_carried_over(step)
+        plugged, unplugged = self.plugins.poll(step, self._recent_episodes, current_step=step, first=first)
+        if plugged:
+            self.store.version += 1  # the snapshot's version says "something changed"
+        res.applied.extend(plugged)
+        res.refused.extend(unplugged)
         for e in res.applied:
             self.writer.log(
                 f"knob {e['knob']}{'[' + e['gym'] + ']' if e.get('gym') else ''} "
@@ -220,8 +234,24 @@ class RunKnobs:
         for e in res.refused:
             self.writer.log(f"knob edit REFUSED {e['knob']} ({e.get('rule')}): {e.get('message')}")
         if res.applied or res.refused or first:
-            self.writer.knobs_in_force(self.store.in_force_document())
-        return self.store.snapshot(), len(res.applied)
+            self.writer.knobs_in_force(self.in_force_document())
+        return self.snapshot(), len(res.applied)
+
+    def snapshot(self) -> KnobSnapshot:
+        """The knob snapshot in force, with the plug-ins in force for their override points."""
+        snap = self.store.snapshot()
+        entries = self.plugins.entries()
+        return dataclasses.replace(snap, plugins=entries) if entries else snap
+
+    def in_force_document(self) -> dict[str, Any]:
+        """``knobs_in_force.json``: the store's values and rules, and the plug-ins in force."""
+        return {**self.store.in_force_document(), "plugins": self.plugins.summary()}
+
+    def _recent_episodes(self) -> list[dict[str, Any]]:
+        """The episodes recorded in the run's last few steps (what a plug-in's gate replays)."""
+        folder = self.run_dir / "trajectories"
+        files = sorted(folder.glob("step_*.jsonl"))[-PLUGIN_REPLAY_STEPS:] if folder.is_dir() else []
+        return [rec for f in files for rec in jsonl.read(f)]
 
     # ------------------------------------------------------------------ end
     def end(self) -> None:
