@@ -15,6 +15,10 @@ Per gym:
 * telepathy: ask the yes/no question that best splits the entities still consistent with the
   answers so far (a real twenty-questions strategy), answer the entity.
 * intention: ask about each uncovered detail, most important first, answer a summary.
+* persuade: rebut each of the user's reasons in turn, one message each: three of the reason's key
+  words, a contrast marker and a concrete counter-point (a dated study), the very form the symbolic
+  user recognises; a reason whose rebuttal did not land is not tried again. It has nothing to
+  answer: the episode ends when the user is persuaded.
 
 The **public** planner is the non-privileged counterpart where a gym allows one (intention): it
 reads only what the agent sees, the request and the replies so far, and asks about each detail the
@@ -230,11 +234,26 @@ def _intention_public(env: UserCentricEnv) -> str:
 _PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_public}
 
 
+# ---------------------------------------------------------------------------- persuade
+def persuade_rebuttal(keywords: list[str], year: int) -> str:
+    """A one-line rebuttal of the reason with these key words (what the oracle says)."""
+    words = keywords[:3]
+    named = ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else (words[0] if words else "that")
+    return f"Yet on {named}, a {year} study found the reverse."
+
+
+def _persuade_oracle(env: UserCentricEnv) -> str:
+    reasons = env.task.data["reasons"]
+    i = env.state.turn % len(reasons)  # turn k rebuts reason k; past the last one, start over
+    return render(env, "ask", persuade_rebuttal(list(reasons[i]["keywords"]), 2010 + i))
+
+
 _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
     "travel": _travel_oracle,
     "function": _function_oracle,
     "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
+    "persuade": _persuade_oracle,
 }
 
 
@@ -303,6 +322,9 @@ def _vocabulary(env: UserCentricEnv) -> list[str]:
 
         req = next(r for r in REQUESTS if r.name == env.task.data["request"])
         words += [k for d in req.details for k in d.keywords]
+    elif env.name == "persuade":
+        # the words any argument is made of; the reasons' key words are the user's, not the agent's
+        words += "but however because study data example percent why reason evidence shows actually".split()
     return words
 
 

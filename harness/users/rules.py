@@ -2,7 +2,10 @@
 
 A rule file is checked against ``knobs/schema/user_rules.schema.json`` and then semantically
 (regular expressions compile, intent names are unique, ``fallback_intent`` exists, templates use
-only the ``{facts}`` placeholder and use it exactly when they disclose). Compiled rules are cached
+only the ``{facts}`` placeholder and use it exactly when they disclose). A file with a
+``persuasion`` section (the persuade gym: ``harness.users.persuasion``) discloses no facts, so all
+its intents must have ``disclosure: none``; its cue patterns are checked like intent patterns and
+its reply templates may use only the placeholders of their outcome (``{point}``, ``{reason}``). Compiled rules are cached
 by content, so re-reading an unchanged file at every reset costs a hash.
 
 Patterns run on the ``regex`` engine under a time bound: a search that takes longer than
@@ -110,6 +113,7 @@ class UserRules:
     volunteer: tuple[str, ...]
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
+    persuasion: Any = None  # harness.users.persuasion.PersuasionRules for a persuadable user, else None
 
     def classify(self, question: str) -> Intent:
         """The first intent whose patterns match ``question``, else the fallback intent."""
@@ -134,16 +138,32 @@ def _where(path: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
 
 
-def _check_templates(source: str, path: tuple[Any, ...], templates: list[str], with_facts: bool) -> None:
+def _check_templates(
+    source: str,
+    path: tuple[Any, ...],
+    templates: list[str],
+    with_facts: bool,
+    slots: frozenset[str] = frozenset({"facts"}),
+    required: frozenset[str] = frozenset(),
+) -> None:
+    """Placeholders of ``templates``: only ``slots`` may appear, every one of ``required`` must,
+    and ``{facts}`` appears exactly when the templates disclose (``with_facts``)."""
     field = _where(path)
     for i, t in enumerate(templates):
         at = (*path, i)
         names = set(_PLACEHOLDER_RE.findall(t))
-        unknown = names - {"facts"}
+        unknown = names - slots
         if unknown:
+            allowed = ", ".join(sorted("{" + n + "}" for n in slots)) or "none"
             raise RuleFileError(
                 f"{_p(source)}{field}[{i}] = {t!r} uses unknown placeholder(s) "
-                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists",
+                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; allowed here: {allowed}",
+                at,
+            )
+        missing = required - names
+        if missing:
+            raise RuleFileError(
+                f"{_p(source)}{field}[{i}] = {t!r} must contain {', '.join(sorted('{' + n + '}' for n in missing))}",
                 at,
             )
         if with_facts and FACTS_SLOT not in t:
@@ -163,6 +183,7 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
         raise RuleFileError(f"{_p(source)}field gym = {data['gym']!r} but the file serves gym {gym!r}", ("gym",))
     intents: list[Intent] = []
     seen: set[str] = set()
+    persuasive = "persuasion" in data
     for i, raw in enumerate(data["intents"]):
         name = raw["name"]
         if name in seen:
@@ -171,23 +192,15 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
                 ("intents", i, "name"),
             )
         seen.add(name)
-        pats = []
-        for j, pat in enumerate(raw["patterns"]):
-            try:
-                compiled = regex.compile(pat, regex.IGNORECASE | regex.V0)
-            except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-                raise RuleFileError(
-                    f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} is not a valid regular expression: {exc}",
-                    ("intents", i, "patterns", j),
-                ) from None
-            if probe and (bad := backtracking_probe(compiled)) is not None:
-                raise RuleFileError(
-                    f"{_p(source)}intents[{i}].patterns[{j}] = {pat!r} backtracks catastrophically: "
-                    f"no result within {PROBE_TIMEOUT_S * 1000:.0f} ms on {bad!r}; rewrite it without "
-                    "nested repetition such as (a+)+",
-                    ("intents", i, "patterns", j),
-                )
-            pats.append(compiled)
+        pats = [
+            _compile_pattern(source, ("intents", i, "patterns", j), pat, probe) for j, pat in enumerate(raw["patterns"])
+        ]
+        if persuasive and raw["disclosure"] != "none":
+            raise RuleFileError(
+                f"{_p(source)}intents[{i}].disclosure = {raw['disclosure']!r}: a rule file with a persuasion "
+                "section discloses no facts; every intent's disclosure must be 'none'",
+                ("intents", i, "disclosure"),
+            )
         _check_templates(source, ("intents", i, "replies"), raw["replies"], raw["disclosure"] != "none")
         intents.append(Intent(name, tuple(pats), raw["disclosure"], tuple(raw["replies"])))
     by_name = {it.name: it for it in intents}
@@ -212,6 +225,59 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
         personas=persona_table(data.get("personas")),
+        persuasion=_compile_persuasion(data["persuasion"], source, probe) if persuasive else None,
+    )
+
+
+def _compile_pattern(source: str, path: tuple[Any, ...], pat: str, probe: bool) -> regex.Pattern[str]:
+    """One rule pattern, compiled case-insensitive; with ``probe``, refused when it backtracks
+    catastrophically. Errors name the field at ``path``."""
+    try:
+        compiled = regex.compile(pat, regex.IGNORECASE | regex.V0)
+    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+        raise RuleFileError(
+            f"{_p(source)}{_where(path)} = {pat!r} is not a valid regular expression: {exc}", path
+        ) from None
+    if probe and (bad := backtracking_probe(compiled)) is not None:
+        raise RuleFileError(
+            f"{_p(source)}{_where(path)} = {pat!r} backtracks catastrophically: "
+            f"no result within {PROBE_TIMEOUT_S * 1000:.0f} ms on {bad!r}; rewrite it without "
+            "nested repetition such as (a+)+",
+            path,
+        )
+    return compiled
+
+
+def _compile_persuasion(raw: dict[str, Any], source: str, probe: bool) -> Any:
+    """The ``persuasion`` section (already schema-checked) compiled: cue patterns, moves, and
+    templates checked against the placeholders each outcome may use."""
+    from harness.users.persuasion import CUES, REQUIRED_SLOTS, SLOTS, PersuasionRules  # persuasion imports this module
+
+    cues = {
+        name: tuple(
+            _compile_pattern(source, ("persuasion", "cues", name, j), pat, probe)
+            for j, pat in enumerate(raw["cues"][name])
+        )
+        for name in CUES
+    }
+    replies = {}
+    for outcome, templates in raw["replies"].items():
+        _check_templates(
+            source,
+            ("persuasion", "replies", outcome),
+            templates,
+            False,
+            slots=SLOTS[outcome],
+            required=REQUIRED_SLOTS.get(outcome, frozenset()),
+        )
+        replies[outcome] = tuple(templates)
+    return PersuasionRules(
+        min_term_hits=int(raw["min_term_hits"]),
+        min_content_terms=int(raw["min_content_terms"]),
+        repeat_overlap=float(raw["repeat_overlap"]),
+        cues=cues,
+        moves={k: int(v) for k, v in raw["moves"].items()},
+        replies=replies,
     )
 
 
