@@ -331,3 +331,21 @@ def test_llm_user_reset_needs_a_persuasion_task():
     task = Task("persuade", "t-1", "train", "p", [], "", data={"claim": "x"})
     with pytest.raises(ValueError, match=r"task t-1: a persuadable user needs task.data\['reasons'\]"):
         user.reset(task, env_of("persuade").knobs.area("user", "persuade"), {}, np.random.default_rng(0))
+
+
+def test_public_planner_persuades_from_the_replies_alone_and_the_cues_alone_do_not_pay():
+    env = env_of("persuade")
+    recs = [run_episode(env, "public", 0, options={"task_index": i}) for i in range(0, 378, 3)]
+    assert np.mean([r["success"] for r in recs]) >= 0.8  # measured 0.87 over all 378
+    for r in recs:  # it asks why, then answers the reason it was told, and so on
+        outcomes = [t["user_reply"]["flags"]["outcome"] for t in r["turns"]]
+        assert set(outcomes[0::2]) == {"why"} and "why" not in outcomes[1::2]
+        assert outcomes.count("rebuttal") >= 6 or not r["success"]
+
+    def generic(e):  # the rebuttal form in the claim's own words: addresses no reason
+        claim = e.task.data["claim"].rstrip(".").lower()
+        return f"ASK: But the claim that {claim} is wrong: a {2000 + e.state.turn} study found the opposite because of cost."
+
+    recs = [run_episode(env, generic, 0, options={"task_index": i}) for i in range(0, 378, 3)]
+    assert not any(r["success"] for r in recs)
+    assert np.mean([max(t["user_reply"]["flags"]["stance"] for t in r["turns"]) for r in recs]) < 0.2
