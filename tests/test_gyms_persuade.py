@@ -349,3 +349,24 @@ def test_public_planner_persuades_from_the_replies_alone_and_the_cues_alone_do_n
     recs = [run_episode(env, generic, 0, options={"task_index": i}) for i in range(0, 378, 3)]
     assert not any(r["success"] for r in recs)
     assert np.mean([max(t["user_reply"]["flags"]["stance"] for t in r["turns"]) for r in recs]) < 0.2
+
+
+# --------------------------------------------------------------------------- eau play persuade
+def test_eau_play_persuade_shows_the_stance_and_the_reward_of_each_turn():
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli.main import app
+
+    env = env_of("persuade")
+    env.reset(seed=3)
+    turns = ["ASK: Why do you believe that?", rebut(env, 0), rebut(env, 0), "ASK: you idiot"]
+    res = CliRunner().invoke(app, ["play", "persuade", "--seed", "3", "--json"], input="\n".join(turns) + "\n")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    ep = doc["episode"]
+    assert ep["task"]["task_id"] == env.task.task_id and ep["num_turns"] == 4 and not ep["success"]
+    stances = [t["user_reply"]["flags"]["stance"] for t in ep["turns"]]
+    assert stances == [0, 1, 1, 0] and ep["task_score"] == pytest.approx(1 / 6)
+    assert "My stance: agree." in res.stderr and "persuade_repeat" in res.stderr
