@@ -370,3 +370,13 @@ def test_eau_play_persuade_shows_the_stance_and_the_reward_of_each_turn():
     stances = [t["user_reply"]["flags"]["stance"] for t in ep["turns"]]
     assert stances == [0, 1, 1, 0] and ep["task_score"] == pytest.approx(1 / 6)
     assert "My stance: agree." in res.stderr and "persuade_repeat" in res.stderr
+
+
+def test_gate_change_listing_shows_the_persuasion_moves():
+    from harness.analysis.gate import rule_summary
+
+    data = _rules()
+    data["persuasion"]["moves"]["abusive"] = 0
+    view = rule_summary("users", data)
+    assert view["argument"] == "none" and view["persuasion"]["moves"]["abusive"] == 0
+    assert view["persuasion"]["min_term_hits"] == 2
