@@ -5,9 +5,11 @@ rebuts the reason it was told in the user's words) and a generic arguer (a contr
 and a cause, but only the claim's own words: what a policy gaming the cues without addressing any
 reason would say) play every task of each split once (UserRL's split and the claim-disjoint one,
 train and eval sides); the random agent plays ``--random-episodes`` seeded episodes per split side
-(its tasks drawn by the seed). Both use the symbolic persuadable user and the shipped knobs (16 turns,
+(its tasks drawn by the seed). All use the symbolic persuadable user and the shipped knobs (16 turns,
 success at "strongly disagree"). Also reported: turns to success, the oracle's judgement outcomes,
-and the median time of one oracle episode. Prints one JSON document.
+the median time of one oracle episode, and the judge on hand-written natural turns
+(``tests/data/persuade_rebuttals.yaml``: each put as the first turn of its task; correct = a
+rebuttal of the labelled reason). Prints one JSON document.
 
     python benchmarks/bench_persuade.py [--random-episodes 300]
 """
@@ -21,8 +23,12 @@ import platform
 import statistics
 import time
 from collections import Counter
+from pathlib import Path
+
+import yaml
 
 from harness.agents.scripted import run_episode
+from harness.envs.persuade import make_task
 from harness.envs.persuade.data import TASK_SPLITS, split_rows
 from harness.envs.registry import make
 from harness.knobs.folder import defaults_dir
@@ -78,6 +84,29 @@ def bench(task_split: str, split: str, random_episodes: int, base: KnobSnapshot)
     }
 
 
+REBUTTALS = Path(__file__).resolve().parents[1] / "tests" / "data" / "persuade_rebuttals.yaml"
+
+
+def judge_on_natural_turns(base: KnobSnapshot, path: Path = REBUTTALS) -> dict:
+    """Per set of hand-written turns: rebuttals recognised for the labelled reason, attributed to
+    another reason, or missed; and bare assertions that moved the user (false positives)."""
+    env = make("persuade", knobs=base, split="eval")
+    out: dict[str, Counter] = {}
+    for case in yaml.safe_load(path.read_text(encoding="utf-8")):
+        env.reset(seed=0, options={"task": make_task("userrl", "eval", case["task"])})
+        env.step("ASK: " + case["text"])
+        flags = env.state.turns[-1].user_reply.flags
+        got = flags.get("reason") if flags["outcome"] == "rebuttal" else None
+        c = out.setdefault(case["set"], Counter(dict.fromkeys(("rebuttals", "correct", "misattributed", "missed"), 0)))
+        if case["reason"] is None:
+            c["assertions"] += 1
+            c["false_positive"] += got is not None
+        else:
+            c["rebuttals"] += 1
+            c["correct" if got == case["reason"] else "misattributed" if got is not None else "missed"] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--random-episodes", type=int, default=300)
@@ -88,6 +117,7 @@ def main() -> None:
         "splits": {
             f"{s}/{side}": bench(s, side, args.random_episodes, base) for s in TASK_SPLITS for side in ("train", "eval")
         },
+        "judge_on_natural_turns": judge_on_natural_turns(base),
     }
     print(json.dumps(out, indent=2))
 

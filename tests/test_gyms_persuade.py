@@ -336,7 +336,7 @@ def test_llm_user_reset_needs_a_persuasion_task():
 def test_public_planner_persuades_from_the_replies_alone_and_the_cues_alone_do_not_pay():
     env = env_of("persuade")
     recs = [run_episode(env, "public", 0, options={"task_index": i}) for i in range(0, 378, 3)]
-    assert np.mean([r["success"] for r in recs]) >= 0.8  # measured 0.87 over all 378
+    assert np.mean([r["success"] for r in recs]) >= 0.8  # measured 0.915 over all 378
     for r in recs:  # it asks why, then answers the reason it was told, and so on
         outcomes = [t["user_reply"]["flags"]["outcome"] for t in r["turns"]]
         assert set(outcomes[0::2]) == {"why"} and "why" not in outcomes[1::2]
@@ -380,3 +380,28 @@ def test_gate_change_listing_shows_the_persuasion_moves():
     view = rule_summary("users", data)
     assert view["argument"] == "none" and view["persuasion"]["moves"]["abusive"] == 0
     assert view["persuasion"]["min_term_hits"] == 2
+
+
+def test_judge_on_hand_written_natural_rebuttals():
+    """Natural arguments, not the oracle's template: most rebuttals land on the reason they answer,
+    almost none on another, and a bare assertion never moves the user (measured: tuning set 10/16
+    right, 1 elsewhere; held-out set 9/16 right, 0 elsewhere; 0 of 4 assertions)."""
+    import yaml
+
+    from harness.envs.persuade import make_task
+
+    cases = yaml.safe_load((Path(__file__).parent / "data" / "persuade_rebuttals.yaml").read_text())
+    env = env_of("persuade", split="eval")
+    right = {"tuning": 0, "heldout": 0}
+    elsewhere = 0
+    for case in cases:
+        env.reset(seed=0, options={"task": make_task("userrl", "eval", case["task"])})
+        _, rec, _ = step(env, "ASK: " + case["text"])
+        got = rec.user_reply.flags.get("reason") if rec.user_reply.flags["outcome"] == "rebuttal" else None
+        if case["reason"] is None:
+            assert got is None and env.stance == 0, case["text"]
+        elif got == case["reason"]:
+            right[case["set"]] += 1
+        elif got is not None:
+            elsewhere += 1
+    assert right["heldout"] >= 8 and right["tuning"] >= 9 and elsewhere <= 2

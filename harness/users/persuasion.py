@@ -19,10 +19,10 @@ The task tells the user what it believes and why (``task.data``): ``claim`` (tex
    dropped), unless a ``why`` cue matches ("Why?" asks something): "", "ok", "hmm, yes".
 4. the argument itself. A reason is *addressed* when the turn contains at least
    ``min(min_term_hits, len(keywords))`` of its key words (compared as stemmed terms). A turn has
-   the *rebuttal form* when a ``rebuttal`` cue (a contrast marker or rebuttal phrase: "but",
-   "however", "in fact", "that ignores") and a ``concrete`` cue (a counter-point that can be
-   checked: a number, "for example", a source such as "a study", a cause such as "because") both
-   match. Then, first that applies:
+   the *rebuttal form* when a ``rebuttal`` cue (a contrast marker, a negation or a rebuttal
+   phrase: "but", "however", "not", "only", "already", "that ignores") and a ``concrete`` cue (a
+   counter-point that can be checked: a number, "for example", a source such as "a study", a cause
+   such as "because") both match. Then, first that applies:
 
    * **rebuttal**: an addressed reason the user still holds, and the rebuttal form, and the turn is
      a new point (its terms are not ``repeat_overlap`` or more covered by a turn that already moved
@@ -44,7 +44,10 @@ empty turns, 0 otherwise), clamped to the scale. The reply is a template of ``re
 phrasing, then the stance sentence. An on-topic turn that moves nothing is answered from the
 fallback intent's templates.
 
-Limits, stated plainly: the judge reads words and cues, not logic. A turn that names a reason's key
+Limits, stated plainly: the judge reads words and cues, not logic. On hand-written natural
+rebuttals (``tests/data/persuade_rebuttals.yaml``, BENCHMARKS.md) it recognises about 60% for the
+right reason (the rest lack two key words or a cue and are answered "unconvinced" or "unsupported")
+and moved on none of the bare assertions. A turn that names a reason's key
 words, says "but" and cites any number counts as a rebuttal even if its counter-point is false or
 irrelevant; a sound rebuttal in words of its own that shares fewer than ``min_term_hits`` key words
 with the reason, or that carries no cue, is not recognised. Reasons are cut from the text by
