@@ -27,7 +27,7 @@ from harness.envs.persuade.data import (
 from harness.io import yamlio
 from harness.knobs.folder import defaults_dir
 from harness.users.backends import BackendError
-from harness.users.persuasion import STANCES, parse_stance, stance_sentence
+from harness.users.persuasion import STANCES, drop_stance_statements, parse_stance, stance_sentence
 from harness.users.rules import RuleFileError, compile_user_rules
 
 RULES = defaults_dir() / "rules" / "users" / "persuade.yaml"
@@ -211,6 +211,11 @@ def test_parse_stance_prefers_the_longest_label_and_the_last_statement():
     assert parse_stance("My stance: agree. ... Stance: **strongly disagree**") == 6
     assert parse_stance("I agree with you") is None
     assert all(parse_stance(stance_sentence(i)) == i for i in range(7))
+    assert (
+        drop_stance_statements("Fair enough. Stance: agree\nStill, no. (My stance: neutral.)")
+        == "Fair enough. Still, no."
+    )
+    assert drop_stance_statements("I see your point. Stance: somewhat agree") == "I see your point."
 
 
 # --------------------------------------------------------------------------- the rule file
@@ -301,22 +306,24 @@ def test_llm_arm_holds_the_claim_states_the_stance_and_moves_at_most_one_step():
     backend = ScriptedBackend(
         [
             "Good point, you changed my mind.\nStance: strongly disagree",  # wants 6 steps: clamped to 1
-            "Hmm, interesting.",  # no stance stated: unchanged
+            "Hmm, interesting. I still think so.",  # no stance stated: unchanged
             BackendError("down"),
             "Fine, a bit further.\nStance: somewhat agree",
         ]
     )
     env = make("persuade", knobs=env_of("persuade").knobs, user_factory=UserFactory(llm=backend))
     env.reset(seed=3, options={"arm": "llm"})
-    flags = []
+    flags, seen = [], []
     for text in ("ASK: a", "ASK: b", "ASK: c", "ASK: d"):
-        _, rec, _ = step(env, f"{text} point about costs, because of 2020 data")
+        obs, rec, _ = step(env, f"{text} point about costs, because of 2020 data")
         flags.append(rec.user_reply.flags)
+        seen.append(obs)
         assert STANCE_END.search(rec.observation) and rec.observation.count("Stance") == 0
     system = backend.calls[0][0]["content"]
     assert env.task.data["claim"] in system and "never list your reasons" in system
     assert env.task.data["reasons"][0]["text"] in system and "Stance: <one of the seven labels" in system
     assert [f["stance"] for f in flags] == [1, 1, 1, 2]
+    assert seen[0] == "Good point, you changed my mind. My stance: agree."  # clamped, canonical sentence
     assert flags[0]["stance_clamped"] == 6 and flags[1]["stance_unparsed"] and "backend_error" in flags[2]
     assert env.best_stance == 2 and env.state.task_score == pytest.approx(2 / 6)
     assert "Where you stand on the claim right now: agree" in backend.calls[1][0]["content"]

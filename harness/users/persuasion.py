@@ -66,6 +66,7 @@ import regex
 from harness.types import EpisodeState, Task, UserReply
 from harness.users.base import SimulatedUser
 from harness.users.matching import terms
+from harness.users.rules import search_bounded
 
 STANCES = (
     "strongly agree",
@@ -99,7 +100,19 @@ def stance_sentence(steps: int) -> str:
     return f"My stance: {stance_label(steps)}."
 
 
-_STANCE_RE = regex.compile(r"stance\W{0,3}\s*(?:is\s+|now\s+)?[*_\"']*(" + "|".join(STANCES[::-1]) + r")\b", regex.I)
+_LABELS = "|".join(sorted(STANCES, key=len, reverse=True))  # longest first: "somewhat agree" before "agree"
+_STANCE_RE = regex.compile(r"stance\W{0,3}\s*(?:is\s+|now\s+)?[*_\"']*(" + _LABELS + r")\b", regex.I)
+
+
+_STANCE_STATEMENT = regex.compile(
+    r"[(\[]?(?:\b(?:my|current|new|updated)\s+)?" + _STANCE_RE.pattern + r"[*_\"'.!)\]]*", regex.I
+)
+
+
+def drop_stance_statements(text: str) -> str:
+    """``text`` without its stance statements ("Stance: agree", "(My stance: neutral.)"), the rest
+    of each line kept; whitespace collapsed. The reply then gets the canonical stance sentence."""
+    return " ".join(_STANCE_STATEMENT.sub(" ", text).split())
 
 
 def parse_stance(text: str) -> int | None:
@@ -123,8 +136,6 @@ class PersuasionRules:
 
     def cue(self, name: str, text: str) -> bool:
         """Whether any ``name`` cue pattern matches ``text`` (time-bounded like every rule pattern)."""
-        from harness.users.rules import search_bounded
-
         return any(search_bounded(p, text) for p in self.cues[name])
 
 

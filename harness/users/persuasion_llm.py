@@ -11,7 +11,7 @@ One reply:
    one (flag ``stance_clamped``) so both arms move at the same pace; a reply with no readable
    stance keeps the stance (flag ``stance_unparsed``); a backend failure gives a fallback reply
    and keeps the stance (flag ``backend_error``);
-3. the model's stance line is removed and the reply, shortened to fit
+3. the model's stance statements are removed and the reply, shortened to fit
    ``human_response_char_limit``, ends with the canonical stance sentence, as on the symbolic arm.
 
 The reasons are in the prompt because the user holds them; the prompt tells the model to explain
@@ -25,11 +25,12 @@ from typing import Any
 
 from harness.types import EpisodeState, UserReply
 from harness.users.backends import BackendError
-from harness.users.llm import BACKEND_FALLBACK_REPLY, HISTORY_TURNS, LLMUser
+from harness.users.llm import BACKEND_FALLBACK_REPLY, LLMUser
 from harness.users.persuasion import (
     STANCES,
     HeldReason,
     StanceState,
+    drop_stance_statements,
     held_reasons,
     parse_stance,
     stance_flags,
@@ -62,12 +63,6 @@ def persuasion_prompt(claim: str, reasons: tuple[HeldReason, ...], steps: int, p
         "End every reply with a last line of exactly this form: Stance: <one of the seven labels above>",
     ]
     return "\n".join(lines)
-
-
-def strip_stance_lines(text: str) -> str:
-    """``text`` without the lines that state a stance (the reply gets the canonical sentence)."""
-    kept = [ln for ln in text.splitlines() if parse_stance(ln) is None]
-    return " ".join(" ".join(kept).split())
 
 
 class PersuadableLLMUser(LLMUser):
@@ -104,8 +99,5 @@ class PersuadableLLMUser(LLMUser):
             if abs(want) > MAX_MOVE:
                 flags["stance_clamped"] = want
             moved = st.move(max(-MAX_MOVE, min(MAX_MOVE, want)))
-        text = with_stance(strip_stance_lines(raw), st.steps, self.env_knobs)
+        text = with_stance(drop_stance_statements(raw), st.steps, self.env_knobs)
         return self.guarded(UserReply(text, [], {**flags, **stance_flags(st, moved)}))
-
-
-__all__ = ["PersuadableLLMUser", "persuasion_prompt", "strip_stance_lines", "HISTORY_TURNS"]
