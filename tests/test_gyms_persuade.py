@@ -412,3 +412,35 @@ def test_judge_on_hand_written_natural_rebuttals():
         elif got is not None:
             elsewhere += 1
     assert right["heldout"] >= 8 and right["tuning"] >= 9 and elsewhere <= 2
+
+
+# --------------------------------------------------------------------------- gym invariants
+def test_episodes_are_deterministic_and_demonstrations_clean_in_both_renderings():
+    from harness.agents.scripted import oracle_action
+    from harness.envs.actions import parse_action
+
+    env = env_of("persuade")
+    for policy in ("oracle", "public", "random"):
+        a, b = run_episode(env, policy, 3), run_episode(env, policy, 3)
+        assert a["turns"] == b["turns"] and a["task"] == b["task"]
+    for rendering in ("tagged", "tool_call"):
+        env = env_of("persuade", rendering=rendering)
+        _, info = env.reset(seed=7)
+        assert [t["function"]["parameters"]["properties"]["choice"]["enum"] for t in info["tools"]] == [["ask"]]
+        while not env.state.done:
+            text = oracle_action(env)
+            act = parse_action(text, env.allowed_choices, rendering)
+            assert act.format_error is None and act.choice == "ask" and "\n" not in text and len(text) < 200
+            env.step(text)
+        assert env.state.success is True
+
+
+def test_an_answer_is_a_format_error_and_the_reasons_stay_out_of_prompt_and_record():
+    env = env_of("persuade")
+    obs, info = env.reset(seed=0)
+    _, rec, _ = step(env, "ANSWER: I win.")
+    assert rec.action.choice is None and "format_error" in rec.events and not env.state.done
+    record = env.episode_record()
+    for r in env.task.data["reasons"]:
+        assert r["quote"] not in obs and r["quote"] not in info["system_prompt"]
+        assert r["quote"] not in str(record["task"])  # the trajectory's task summary holds no reason
