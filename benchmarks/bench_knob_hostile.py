@@ -98,7 +98,7 @@ class Tally:
         self.edits += 1
         self.by_class[edit.cls][outcome] += 1
         if (
-            (edit.expect == "refuse" and outcome == "accepted" and edit.cls != "catastrophic_regex")
+            (edit.expect == "refuse" and outcome == "accepted")
             or (edit.expect == "accept" and outcome != "accepted")
             or outcome == "unobserved"
         ):
@@ -149,6 +149,11 @@ def outcome_of(events: list[dict[str, Any]]) -> str:
 
 def slot_events(events: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]:
     return [e for e in events if str(e.get("file") or "").endswith("/" + slot)]
+
+
+def hand_events(events: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]:
+    """The events of a hand edit of ``slot`` (the watcher's, author human), not the CLI's."""
+    return [e for e in slot_events(events, slot) if e.get("author") == "human"]
 
 
 def reference_store(root: Path) -> KnobStore:
@@ -306,8 +311,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
         for batch in gen.batches(n_edits):
             if train.poll() is not None:
                 break
-            seen = len(jsonl.read(log))
-            step0 = _status(run_dir).get("step") or 0
+            cli_seen = len(jsonl.read(log))
             # `eau knobs set` first, on a folder whose files are valid (the CLI checks the whole folder)
             for edit in [e for e in batch if e.via == "cli"]:
                 outcome, rc, stderr = run_cli_set(env, edit)
@@ -316,6 +320,11 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
                 if "Traceback" in stderr:
                     tally.unexpected.append(f"traceback from {edit.describe()}: {stderr[-300:]}")
                 tally.outcome(edit, outcome)
+            tally.refusal_events(jsonl.read(log)[cli_seen:])  # the CLI's refusals, logged to the run
+            # the hand edits' window starts after the CLI's events, so a CLI refusal naming the same
+            # file is never read as the hand edit's outcome
+            seen = len(jsonl.read(log))
+            step0 = _status(run_dir).get("step") or 0
             files = [e for e in batch if e.via == "file"]
             for edit in files:
                 apply_file_edit(kdir, edit)
@@ -324,7 +333,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             pending = {e.slot for e in files}
             while pending:
                 events = jsonl.read(log)[seen:]
-                pending = {s for s in pending if not slot_events(events, s)}
+                pending = {s for s in pending if not hand_events(events, s)}
                 step = _status(run_dir).get("step") or 0
                 if not pending or train.poll() is not None or (step >= step0 + 3 and time.monotonic() - t0 > 20):
                     break  # (an edit no boundary reports after 3 steps and 20 s is counted as unobserved)
@@ -335,9 +344,11 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             events = jsonl.read(log)[seen:]
             tally.refusal_events(events)
             for edit in files:
-                outcome = outcome_of(slot_events(events, edit.slot))
+                outcome = outcome_of(hand_events(events, edit.slot))
                 tally.outcome(edit, outcome)
-                if outcome == "accepted":
+                # only an edit meant to be valid becomes the base the next restore writes back: a
+                # hostile file taken for accepted (a mis-read window) must never become the base
+                if outcome == "accepted" and edit.expect == "accept":
                     base[edit.slot] = edit.content.decode()
                     gen.base[edit.slot] = base[edit.slot]
             doc = json.loads((run_dir / "knobs_in_force.json").read_text())

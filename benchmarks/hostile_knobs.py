@@ -10,7 +10,8 @@ good values between the hostile ones.
 
 Classes: nan_scalar, nan_list, nan_per_gym, nan_rule_value, out_of_range_element, unordered_clip,
 bad_per_gym_key, duplicate_across_files, impossible_for_run, deep_nesting, recursive_alias,
-billion_laughs, huge_file, symlink, fifo, directory, non_utf8, catastrophic_regex, wrong_type,
+billion_laughs, huge_file, symlink, fifo, directory, non_utf8, catastrophic_regex (patterns that backtrack
+elsewhere, accepted and harmless on RE2; patterns RE2 cannot take, refused), wrong_type,
 schema_hostile, syntax, valid.
 """
 
@@ -75,6 +76,21 @@ CATASTROPHIC = [
     r"^(a|a?)+$",
     r"((ab)*|a)*c",
     r"(\s*\w+\s*)*!",
+]
+# what RE2 cannot take (lookaround, backreferences, repetition past its limits, a program past
+# max_mem): each must be refused at the gate with its file and line
+RE2_REFUSED = [
+    r"(?=a)a",
+    r"show(?!\s+me)",
+    r"(?<=x)y",
+    r"(?<!x)y",
+    r"(a)\1",
+    r"(\w+)\s+\1",
+    r"a{1001}",
+    r"((a{1000}){1000}){1000}",
+    r"(\pL{100}){10}",  # a program past max_mem
+    r"(?>a+)b",
+    r"a++b",
 ]
 WRONG_TYPES = {
     "agent.yaml": [
@@ -328,10 +344,14 @@ class Generator:
                 data = data + b"\n# \xc3\x28 broken sequence\n"
             return Edit(cls, slot, content=data)
         if cls == "catastrophic_regex":
+            # half are patterns that backtrack catastrophically elsewhere: RE2 takes them and runs them in
+            # linear time (accepted; the live phase then searches questions with them); half are patterns
+            # RE2 cannot take, refused at the gate
             slot = r.choice(USER_SLOTS)
-            pat = r.choice(CATASTROPHIC).replace("'", "''")
+            refused = r.random() < 0.5
+            pat = r.choice(RE2_REFUSED if refused else CATASTROPHIC).replace("'", "''")
             text = self.base[slot].replace("    patterns:\n", f"    patterns:\n      - '{pat}'\n", 1)
-            return Edit(cls, slot, content=text.encode())
+            return Edit(cls, slot, content=text.encode(), expect="refuse" if refused else "accept")
         if cls == "wrong_type":
             choice = r.randrange(6)
             if choice < 3:

@@ -143,3 +143,28 @@ def test_malformed_actions_give_feedback_without_raising():
         env, '<tool_call>{"name": "interact", "arguments": {"choice": "search", "content": "t"}}</tool_call>'
     )
     assert rec.tool["ok"]
+
+
+@pytest.mark.parametrize(
+    "rules_file", ["harness/knobs/defaults/rules/users/function.yaml", "eval/rules/users/function.yaml"]
+)
+def test_demand_answer_keeps_the_meaning_of_its_former_lookahead(rules_file):
+    """demand_answer's second pattern used to end in a negative lookahead (``(?!\\s+(returns?|...|value))``);
+    RE2 has none, so the intent's ``unless`` says it: a demand for the function is refused, a question
+    about its values is a probe."""
+    from pathlib import Path
+
+    from harness.users.rules import load_user_rules_file
+
+    rules = load_user_rules_file(Path(__file__).resolve().parents[1] / rules_file)
+    demand = next(i for i in rules.intents if i.name == "demand_answer")
+    for q in ("show me the formula", "Show me the function.", "tell me your hidden function", "give me the code?"):
+        assert demand.matches(q) and rules.classify(q).name == "demand_answer", q
+    for q in (
+        "show me the function at 3",
+        "give me the function value for 2",
+        "tell me the function output for f(1, 2, 3, 4)",
+        "show me what the function returns",  # no noun right after show/give/tell: never a demand
+        "give me the formula of f(0, 1, 0, 1)",
+    ):
+        assert not demand.matches(q) and rules.classify(q).name == "probe", q

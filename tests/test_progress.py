@@ -139,7 +139,7 @@ def test_train_off_a_terminal_shows_every_phase(finished_run):
         assert line in err, line
     assert " - done" in err
     assert "step 0: reward" in err  # log.txt lines are echoed too when no live display is shown
-    assert "held-out evaluation on eau-eval-cpu-v1" in out.stdout and "init (start) -> step_000001 (end)" in out.stdout
+    assert "held-out evaluation on eau-eval-cpu-v2" in out.stdout and "init (start) -> step_000001 (end)" in out.stdout
 
 
 def test_status_of_a_finished_run_says_when_it_ended(finished_run):
@@ -178,5 +178,5 @@ def test_eval_off_a_terminal_reports_progress(finished_run):
     _, env, _ = finished_run
     out = eau(["eval", "--run", "p", "--protocol", "eval/protocol-cpu.yaml", "--no-save"], env)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "[eau] evaluating on eau-eval-cpu-v1: 0/" in out.stderr
+    assert "[eau] evaluating on eau-eval-cpu-v2: 0/" in out.stderr
     assert "episodes done" in out.stderr and " - done" in out.stderr

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
+from harness.io import yamlio
 
 AREAS = ("env", "user", "reward", "agent")
 DEFAULT_KEY = "default"
@@ -76,12 +76,13 @@ class KnobSnapshot:
 
     @classmethod
     def read_dir(cls, knobs_dir: str | Path) -> KnobSnapshot:
-        """Read a knobs folder without validation (tests, tools). Training uses the validating store."""
+        """Read a knobs folder without validation (tests, tools; bounded YAML 1.2 reads, as the store's).
+        Training uses the validating store."""
         root = Path(knobs_dir)
         values = {}
         for area in AREAS:
             path = root / f"{area}.yaml"
-            values[area] = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
-        users = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((root / "rules" / "users").glob("*.yaml"))}
-        rewards = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((root / "rules" / "rewards").glob("*.yaml"))}
+            values[area] = (yamlio.load_plain(path) or {}) if path.exists() else {}
+        users = {p.stem: yamlio.load_plain(p) for p in sorted((root / "rules" / "users").glob("*.yaml"))}
+        rewards = {p.stem: yamlio.load_plain(p) for p in sorted((root / "rules" / "rewards").glob("*.yaml"))}
         return cls(values=values, user_rules=users, reward_rules=rewards)

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from harness.io import jsonl
+from harness.io import jsonl, yamlio
 from harness.runs.reader import read_json, status
 
 AREAS = ("env", "user", "reward", "agent")
@@ -138,15 +138,15 @@ def start_knobs(run_dir: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for area in AREAS:
         try:
-            values[area] = yaml.safe_load((root / f"{area}.yaml").read_text(encoding="utf-8")) or {}
-        except (FileNotFoundError, yaml.YAMLError):
+            values[area] = yamlio.load_plain(root / f"{area}.yaml") or {}
+        except yamlio.FileProblem:
             values[area] = {}
     rules: dict[str, Any] = {"users": {}, "rewards": {}}
     for kind in rules:
         for p in sorted((root / "rules" / kind).glob("*.yaml")):
             try:
-                rules[kind][p.stem] = yaml.safe_load(p.read_text(encoding="utf-8"))
-            except yaml.YAMLError:
+                rules[kind][p.stem] = yamlio.load_plain(p)
+            except yamlio.FileProblem:
                 rules[kind][p.stem] = {"unparseable": p.read_text(encoding="utf-8", errors="replace")}
     return {"values": values, "rules": rules}
 

@@ -58,15 +58,13 @@ new ones, and a turn stuffed with the words of several reasons rebuts one of the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
-
-import regex
 
 from harness.types import EpisodeState, Task, UserReply
 from harness.users.base import SimulatedUser
 from harness.users.matching import terms
-from harness.users.rules import search_bounded
 
 STANCES = (
     "strongly agree",
@@ -101,11 +99,11 @@ def stance_sentence(steps: int) -> str:
 
 
 _LABELS = "|".join(sorted(STANCES, key=len, reverse=True))  # longest first: "somewhat agree" before "agree"
-_STANCE_RE = regex.compile(r"stance\W{0,3}\s*(?:is\s+|now\s+)?[*_\"']*(" + _LABELS + r")\b", regex.I)
+_STANCE_RE = re.compile(r"stance\W{0,3}\s*(?:is\s+|now\s+)?[*_\"']*(" + _LABELS + r")\b", re.I)
 
 
-_STANCE_STATEMENT = regex.compile(
-    r"[(\[]?(?:\b(?:my|current|new|updated)\s+)?" + _STANCE_RE.pattern + r"[*_\"'.!)\]]*", regex.I
+_STANCE_STATEMENT = re.compile(
+    r"[(\[]?(?:\b(?:my|current|new|updated)\s+)?" + _STANCE_RE.pattern + r"[*_\"'.!)\]]*", re.I
 )
 
 
@@ -130,13 +128,13 @@ class PersuasionRules:
     min_term_hits: int
     min_content_terms: int
     repeat_overlap: float
-    cues: Mapping[str, tuple[regex.Pattern[str], ...]]
+    cues: Mapping[str, tuple[Any, ...]]  # compiled RE2 patterns per cue kind
     moves: Mapping[str, int]
     replies: Mapping[str, tuple[str, ...]]
 
     def cue(self, name: str, text: str) -> bool:
-        """Whether any ``name`` cue pattern matches ``text`` (time-bounded like every rule pattern)."""
-        return any(search_bounded(p, text) for p in self.cues[name])
+        """Whether any ``name`` cue pattern matches ``text`` (RE2: linear time, like every rule pattern)."""
+        return any(p.search(text) is not None for p in self.cues[name])
 
 
 @dataclass(frozen=True)

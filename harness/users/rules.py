@@ -5,13 +5,16 @@ A rule file is checked against ``knobs/schema/user_rules.schema.json`` and then 
 only the ``{facts}`` placeholder and use it exactly when they disclose). A file with a
 ``persuasion`` section (the persuade gym: ``harness.users.persuasion``) discloses no facts, so all
 its intents must have ``disclosure: none``; its cue patterns are checked like intent patterns and
-its reply templates may use only the placeholders of their outcome (``{point}``, ``{reason}``). Compiled rules are cached
-by content, so re-reading an unchanged file at every reset costs a hash.
+its reply templates may use only the placeholders of their outcome (``{point}``, ``{reason}``).
+Compiled rules are cached by content, so re-reading an unchanged file at every reset costs a hash.
 
-Patterns run on the ``regex`` engine under a time bound: a search that takes longer than
-SEARCH_TIMEOUT_S counts as no match (logged once per pattern), so a catastrophic-backtracking pattern
-can never hang a live run. The gate (:func:`validate_rule_file`, which the knob store calls on every
-write) also refuses a pattern that does not finish on adversarial probes (``aaaa…!``, question-long).
+Patterns are RE2 regular expressions (``google-re2``, imported as ``re2``), searched case-insensitively.
+RE2 matches in time linear in the question's length and bounds a pattern's compiled size
+(RE2_MAX_MEM), so no pattern, however hostile, can hang a live run or burn CPU at compile time; the
+price is RE2's syntax: no lookaround and no backreferences. The gate (:func:`validate_rule_file`,
+which the knob store calls on every write) refuses a pattern RE2 cannot take, naming what is allowed.
+An intent's optional ``unless`` patterns veto it: the intent does not match a question that any of
+them matches (what a negative lookahead would say in another engine).
 Errors carry ``path``, the keys into the file, so the knob store can name the line.
 """
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import regex
+import re2
 
 from harness.io import yamlio
 from harness.knobs.folder import defaults_dir
@@ -37,11 +39,13 @@ DISCLOSURES = ("none", "matched", "next", "matched_or_next")
 FACTS_SLOT = "{facts}"
 DEFAULT_REDACTED = ("I'd rather not go into that. Could you ask me something more specific?",)
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-SEARCH_TIMEOUT_S = 0.2  # one pattern on one question (wall clock, so with room for a loaded machine); the shipped patterns take microseconds
-PROBE_TIMEOUT_S = 0.2  # one gate probe (wall clock: room for a loaded machine)
-PROBE_CHARS = 1500  # as long as a long question: the regex engine keeps (a+)+$ polynomial, not exponential
-_log = logging.getLogger(__name__)
-_timed_out: set[str] = set()  # patterns already reported (one warning each)
+RE2_MAX_MEM = 8 << 20  # bytes for one pattern's compiled program and DFA cache (RE2's default); a bigger
+# pattern is refused at compile time, and a search that fills the cache goes on in RE2's NFA (still linear)
+RE2_SYNTAX = (
+    "user-rule patterns are RE2 regular expressions (https://github.com/google/re2/wiki/Syntax): "
+    "no lookaround ((?=, (?!, (?<=, (?<!) and no backreferences (\\1); to exclude questions, "
+    "list patterns under the intent's `unless`"
+)
 
 
 class RuleFileError(ValueError):
@@ -53,20 +57,20 @@ class RuleFileError(ValueError):
         self.path = tuple(path)
 
 
-def search_bounded(pattern: regex.Pattern[str], text: str, timeout: float = SEARCH_TIMEOUT_S) -> bool:
-    """Whether ``pattern`` matches in ``text``; a search past ``timeout`` seconds counts as no match."""
-    try:
-        return pattern.search(text, timeout=timeout) is not None
-    except TimeoutError:
-        if pattern.pattern not in _timed_out:
-            _timed_out.add(pattern.pattern)
-            _log.warning(
-                "user-rule pattern %r took longer than %.0f ms on a %d-character question: counted as no match",
-                pattern.pattern,
-                timeout * 1000,
-                len(text),
-            )
-        return False
+def _re2_options() -> re2.Options:
+    opts = re2.Options()
+    opts.case_sensitive = False
+    opts.log_errors = False  # a refused pattern is reported through RuleFileError, not on stderr
+    opts.max_mem = RE2_MAX_MEM
+    return opts
+
+
+_OPTIONS = _re2_options()
+
+
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (case-insensitive, memory-bounded); ``re2.error`` when RE2 cannot take it."""
+    return re2.compile(pattern, _OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -74,31 +78,15 @@ class Intent:
     """One compiled intent rule."""
 
     name: str
-    patterns: tuple[regex.Pattern[str], ...]
+    patterns: tuple[Any, ...]  # compiled RE2 patterns
     disclosure: str
     replies: tuple[str, ...]
+    unless: tuple[Any, ...] = ()  # compiled RE2 patterns that veto the intent
 
     def matches(self, question: str) -> bool:
-        return any(search_bounded(p, question) for p in self.patterns)
-
-
-def _probes(pattern: str) -> list[str]:
-    """Strings that make a backtracking pattern explode: long runs of one character (or of a pair of
-    adjacent letters of the pattern) followed by a character that makes the match fail."""
-    letters = sorted({c for c in pattern if c.isalnum()})[:16]
-    pairs = sorted({pattern[i : i + 2] for i in range(len(pattern) - 1) if pattern[i : i + 2].isalnum()})[:16]
-    units = [*letters, "a", "1", " ", "a ", "a1", *pairs]
-    return [u * (PROBE_CHARS // len(u)) + end for u in dict.fromkeys(units) for end in ("!", "\n")]
-
-
-def backtracking_probe(pattern: regex.Pattern[str]) -> str | None:
-    """The first probe on which ``pattern`` does not finish within PROBE_TIMEOUT_S (None: none)."""
-    for probe in _probes(pattern.pattern):
-        try:
-            pattern.search(probe, timeout=PROBE_TIMEOUT_S)
-        except TimeoutError:
-            return probe
-    return None
+        return any(p.search(question) is not None for p in self.patterns) and not any(
+            p.search(question) is not None for p in self.unless
+        )
 
 
 @dataclass(frozen=True)
@@ -174,7 +162,24 @@ def _check_templates(
             )
 
 
-def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = False) -> UserRules:
+def _compile_patterns(source: str, path: tuple[Any, ...], patterns: list[str]) -> list[Any]:
+    """The patterns of the list at ``path`` (e.g. ``("intents", 2, "patterns")``) compiled by RE2;
+    a pattern RE2 cannot take is a RuleFileError naming its place in the file."""
+    out = []
+    for j, pat in enumerate(patterns):
+        try:
+            out.append(compile_pattern(pat))
+        except (re2.error, ValueError, TypeError) as exc:
+            why = exc.args[0] if exc.args else exc
+            why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+            raise RuleFileError(
+                f"{_p(source)}{_where((*path, j))} = {pat!r} is not a valid regular expression for RE2 ({why}); {RE2_SYNTAX}",
+                (*path, j),
+            ) from None
+    return out
+
+
+def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
     errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         e = errors[0]
@@ -192,9 +197,8 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
                 ("intents", i, "name"),
             )
         seen.add(name)
-        pats = [
-            _compile_pattern(source, ("intents", i, "patterns", j), pat, probe) for j, pat in enumerate(raw["patterns"])
-        ]
+        pats = tuple(_compile_patterns(source, ("intents", i, "patterns"), raw["patterns"]))
+        unless = tuple(_compile_patterns(source, ("intents", i, "unless"), raw.get("unless", [])))
         if persuasive and raw["disclosure"] != "none":
             raise RuleFileError(
                 f"{_p(source)}intents[{i}].disclosure = {raw['disclosure']!r}: a rule file with a persuasion "
@@ -202,7 +206,7 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
                 ("intents", i, "disclosure"),
             )
         _check_templates(source, ("intents", i, "replies"), raw["replies"], raw["disclosure"] != "none")
-        intents.append(Intent(name, tuple(pats), raw["disclosure"], tuple(raw["replies"])))
+        intents.append(Intent(name, pats, raw["disclosure"], tuple(raw["replies"]), unless))
     by_name = {it.name: it for it in intents}
     fb = data["fallback_intent"]
     if fb not in by_name:
@@ -225,41 +229,16 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
         personas=persona_table(data.get("personas")),
-        persuasion=_compile_persuasion(data["persuasion"], source, probe) if persuasive else None,
+        persuasion=_compile_persuasion(data["persuasion"], source) if persuasive else None,
     )
 
 
-def _compile_pattern(source: str, path: tuple[Any, ...], pat: str, probe: bool) -> regex.Pattern[str]:
-    """One rule pattern, compiled case-insensitive; with ``probe``, refused when it backtracks
-    catastrophically. Errors name the field at ``path``."""
-    try:
-        compiled = regex.compile(pat, regex.IGNORECASE | regex.V0)
-    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-        raise RuleFileError(
-            f"{_p(source)}{_where(path)} = {pat!r} is not a valid regular expression: {exc}", path
-        ) from None
-    if probe and (bad := backtracking_probe(compiled)) is not None:
-        raise RuleFileError(
-            f"{_p(source)}{_where(path)} = {pat!r} backtracks catastrophically: "
-            f"no result within {PROBE_TIMEOUT_S * 1000:.0f} ms on {bad!r}; rewrite it without "
-            "nested repetition such as (a+)+",
-            path,
-        )
-    return compiled
-
-
-def _compile_persuasion(raw: dict[str, Any], source: str, probe: bool) -> Any:
+def _compile_persuasion(raw: dict[str, Any], source: str) -> Any:
     """The ``persuasion`` section (already schema-checked) compiled: cue patterns, moves, and
     templates checked against the placeholders each outcome may use."""
     from harness.users.persuasion import CUES, REQUIRED_SLOTS, SLOTS, PersuasionRules  # persuasion imports this module
 
-    cues = {
-        name: tuple(
-            _compile_pattern(source, ("persuasion", "cues", name, j), pat, probe)
-            for j, pat in enumerate(raw["cues"][name])
-        )
-        for name in CUES
-    }
+    cues = {name: tuple(_compile_patterns(source, ("persuasion", "cues", name), raw["cues"][name])) for name in CUES}
     replies = {}
     for outcome, templates in raw["replies"].items():
         _check_templates(
@@ -284,13 +263,11 @@ def _compile_persuasion(raw: dict[str, Any], source: str, probe: bool) -> Any:
 _CACHE: dict[str, UserRules] = {}
 
 
-def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = None, probe: bool = False) -> UserRules:
+def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = None) -> UserRules:
     """Validate and compile a parsed rule file; results are cached by content.
 
     source: names the file in error messages (e.g. ``knobs/rules/users/travel.yaml``).
     gym: when given, the file's ``gym`` field must equal it.
-    probe: also refuse patterns that backtrack catastrophically on short probes (the gate does; a
-    reset does not, as a probe is timed and the file in force has passed it).
     """
     if data is None:
         raise RuleFileError(f"{_p(source)}the file is empty or missing; a symbolic user needs its rules")
@@ -300,13 +277,13 @@ def compile_user_rules(data: Any, source: str = "user rules", gym: str | None = 
         bad = next(k for k in data if not isinstance(k, str))
         raise RuleFileError(f"{_p(source)}key {bad!r} ({type(bad).__name__}) is not a field name", (bad,))
     try:
-        text = json.dumps([data, source, gym, probe], sort_keys=True, default=str)
+        text = json.dumps([data, source, gym], sort_keys=True, default=str)
     except (TypeError, ValueError):  # keys of mixed types: the schema refuses such a file below
-        text = repr([data, source, gym, probe])
+        text = repr([data, source, gym])
     key = hashlib.sha256(text.encode()).hexdigest()
     rules = _CACHE.get(key)
     if rules is None:
-        rules = _compile(data, source, gym, probe)
+        rules = _compile(data, source, gym)
         if len(_CACHE) > 256:
             _CACHE.clear()
         _CACHE[key] = rules
@@ -321,11 +298,11 @@ def load_user_rules_file(path: str | Path) -> UserRules:
         data = yamlio.load_plain(p)
     except yamlio.FileProblem as exc:
         raise RuleFileError(str(exc), ()) from None
-    return compile_user_rules(data, str(p), gym=p.stem, probe=True)
+    return compile_user_rules(data, str(p), gym=p.stem)
 
 
 def validate_rule_file(data: Any, gym: str | None = None) -> None:
     """Raise :class:`RuleFileError` when ``data`` is not a valid rule file (for ``gym`` when given).
     The knob store calls this on every write of ``knobs/rules/users/<gym>.yaml``; the message does
     not repeat the file name, which the store adds."""
-    compile_user_rules(data, "", gym=gym, probe=True)
+    compile_user_rules(data, "", gym=gym)
