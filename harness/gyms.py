@@ -9,6 +9,7 @@ BUILTIN_GYMS = {
     "function": "harness.envs.function",
     "telepathy": "harness.envs.telepathy",
     "intention": "harness.envs.intention",
+    "persuade": "harness.envs.persuade",
     "colbench": "harness.envs.colbench",
     "turtle": "harness.envs.turtle",
 }

@@ -250,3 +250,27 @@ def test_non_code_gyms_have_no_pass_and_held_out_means_are_split():
     o = scores["overall"]
     assert o["held_out"]["gyms"] == ["telepathy"] and o["in_distribution"]["gyms"] == ["intention"]
     assert o["held_out"]["reward_mean"] == pytest.approx(scores["gyms"]["telepathy"]["reward_mean"])
+
+
+def test_usergym_protocol_scores_persuade_on_userrls_test_file():
+    """eau-eval-usergym-v1: its own frozen files under eval/usergym/, the method's held-out gyms, and
+    persuade on all 42 tasks of UserRL's test file (task_split userrl), which the oracle solves."""
+    from harness.agents.scripted import run_episode
+    from harness.envs.persuade.data import load_rows
+
+    path = EVAL / "protocol-usergym.yaml"
+    p = load_protocol(path)
+    assert p.name == "eau-eval-usergym-v1" and p.hash != load_protocol().hash
+    doc = yaml.safe_load(path.read_text())
+    for ref in [*doc["knob_schemas"].values(), *doc["rules"]["users"].values(), *doc["rules"]["rewards"].values()]:
+        assert (EVAL / ref).resolve().is_relative_to((EVAL / "usergym").resolve()), ref
+    assert sorted(g.name for g in p.gyms if g.held_out) == ["intention", "telepathy"]
+    for area in ("env", "user", "reward"):
+        props = json.loads((EVAL / "usergym" / "schema" / f"{area}.schema.json").read_text())["properties"]
+        assert set(p.knobs.values[area]) == set(props)
+    assert p.knobs.get("env", "task_split", "persuade") == "userrl"
+    tasks = next(g.tasks for g in p.gyms if g.name == "persuade")
+    env = make("persuade", knobs=p.knobs, split="eval")
+    recs = [run_episode(env, "oracle", 0, options={"task_index": i, "split": "eval"}) for i in range(tasks)]
+    assert {r["task"]["task_id"] for r in recs} == {f"persuade-userrl-{row.id}" for row in load_rows("test")}
+    assert sum(r["success"] for r in recs) >= 0.9 * tasks

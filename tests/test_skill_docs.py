@@ -265,3 +265,16 @@ def test_installed_folder_name_must_match(tmp_path):
     d = tmp_path / "other-name"
     shutil.copytree(SKILL, d)
     assert any("differs from its folder name 'other-name'" in p for p in check_format(d, installed_name=d.name))
+
+
+def test_readme_and_the_skill_catalogue_list_every_gym():
+    """A gym the README or the skill's knob catalogue leaves out is one a supervisor cannot find:
+    every built-in gym is named in the README's gym list and governed by env.max_steps there."""
+    from harness.gyms import BUILTIN_GYMS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    catalogue = (SKILL / "references" / "knobs.md").read_text(encoding="utf-8")
+    row = next(line for line in catalogue.splitlines() if line.startswith("| [`env.max_steps`]"))
+    for gym in BUILTIN_GYMS:
+        assert f"`{gym}`" in readme, gym
+        assert gym in row.split("|")[4], gym

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_users_support import ChatServer, ToyGym, travel_task
+from test_users_support import ChatServer, ToyGym, task_for, travel_task
 
 from harness.envs.registry import make
 from harness.gyms import BUILTIN_GYMS
@@ -64,7 +64,7 @@ def test_every_gym_gets_arms_by_the_mix_and_records_them(gym, server):
     """Toy gyms carrying each built-in gym's name and rule file: the arm is never None, follows the
     mix, and is recorded on reset info, the env, the user and the episode record."""
     backend = OpenAIChatBackend(server.base_url, "m", timeout_s=5)
-    env = ToyGym(gym, travel_task(), knobs=snapshot(user_strategy_mix=0.5), user_factory=UserFactory(backend))
+    env = ToyGym(gym, task_for(gym), knobs=snapshot(user_strategy_mix=0.5), user_factory=UserFactory(backend))
     arms = []
     for seed in range(300):
         _, info = env.reset(seed=seed)

@@ -66,6 +66,20 @@ def travel_task() -> Task:
     )
 
 
+def persuade_task() -> Task:
+    """A real persuade task (UserRL's first training task): the claim and reasons a persuadable
+    user needs in ``task.data``."""
+    from harness.envs.persuade import make_task
+
+    return make_task("userrl", "train", 0)
+
+
+def task_for(gym: str) -> Task:
+    """A task a user of ``gym``'s rule file can serve: persuade's users need a claim and reasons;
+    every other gym's users work on any task with facts (the travel one)."""
+    return persuade_task() if gym == "persuade" else travel_task()
+
+
 def intention_task() -> Task:
     return Task(
         "intention",

@@ -317,7 +317,10 @@ def test_invalid_rule_files_name_the_field(mutate, message):
 def test_every_gym_has_a_valid_rule_file():
     for gym in ("travel", "function", "telepathy", "intention", "colbench"):
         r = rules(gym)
-        assert r.gym == gym and r.fallback.disclosure != "none"
+        assert r.gym == gym and r.fallback.disclosure != "none" and r.persuasion is None
+    # persuade's user discloses nothing: it judges arguments (harness/users/persuasion.py)
+    r = rules("persuade")
+    assert r.gym == "persuade" and r.persuasion is not None and {i.disclosure for i in r.intents} == {"none"}
 
 
 def test_factory_requires_a_rule_file_for_the_gym():

@@ -17,10 +17,15 @@ Per gym:
 * intention: ask about each uncovered detail, most important first, answer a summary.
 * turtle: ask one yes/no question about each of the bottom's first ``TURTLE_QUESTIONS`` clauses
   (its most specific words, never its text), then answer with the bottom itself.
+* persuade: rebut each of the user's reasons in turn, one message each: three of the reason's key
+  words, a contrast marker and a concrete counter-point (a dated study), the very form the symbolic
+  user recognises; a reason whose rebuttal did not land is not tried again. It has nothing to
+  answer: the episode ends when the user is persuaded.
 
-The **public** planner is the non-privileged counterpart where a gym allows one (intention): it
+The **public** planner is the non-privileged counterpart where a gym allows one. intention: it
 reads only what the agent sees, the request and the replies so far, and asks about each detail the
-request usually leaves out, most important first, then answers. Imitating the privileged oracle
+request usually leaves out, most important first, then answers. persuade: it asks the user why it
+believes the claim, then rebuts the reason given, echoing its content words, and asks again. Imitating the privileged oracle
 teaches a student that cannot see the hidden facts to stop asking too early (the oracle stops once
 every *hidden* detail is covered); the public planner's transcripts do not.
 
@@ -255,7 +260,49 @@ def _intention_public(env: UserCentricEnv) -> str:
     return _schedule(env, steps, summary)
 
 
-_PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_public}
+# ---------------------------------------------------------------------------- persuade (public)
+_STANCE_TAIL = re.compile(r"\s*My stance: [a-z ]+\.\s*$")
+PERSUADE_WHY = "Why do you believe that?"
+
+
+def echo_words(reply: str, n: int = 8) -> list[str]:
+    """Up to ``n`` content words of a user reply (its stance sentence and a lead-in ending in a colon
+    dropped), in order, each once."""
+    from harness.users.matching import STOP_WORDS
+
+    body = _STANCE_TAIL.sub("", reply)
+    body = body.split(": ", 1)[-1]  # "One of my reasons: <the reason>": the words after the lead-in
+    words = [w.lower() for w in _WORD_RE.findall(body) if len(w) > 3 and w.lower() not in STOP_WORDS]
+    return list(dict.fromkeys(words))[:n]
+
+
+def _persuade_public(env: UserCentricEnv) -> str:
+    """Ask why, then rebut the reason the user gave in its own words; again for the next reason.
+    Reads only the replies: the reason is whatever the user said after "why"."""
+    turns = env.state.turns
+    last = turns[-1] if turns else None
+    if last is not None and last.user_reply is not None and last.action.content == PERSUADE_WHY:
+        words = echo_words(last.observation)
+        if words:
+            return render(env, "ask", persuade_rebuttal(words, 2010 + len(turns), n=len(words)))
+    return render(env, "ask", PERSUADE_WHY)
+
+
+_PUBLIC: dict[str, Callable[[UserCentricEnv], str]] = {"intention": _intention_public, "persuade": _persuade_public}
+
+
+# ---------------------------------------------------------------------------- persuade
+def persuade_rebuttal(keywords: list[str], year: int, n: int = 3) -> str:
+    """A one-line rebuttal naming ``n`` of these words (the oracle's three key words of a reason)."""
+    words = keywords[:n]
+    named = ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else (words[0] if words else "that")
+    return f"Yet on {named}, a {year} study found the reverse."
+
+
+def _persuade_oracle(env: UserCentricEnv) -> str:
+    reasons = env.task.data["reasons"]
+    i = env.state.turn % len(reasons)  # turn k rebuts reason k; past the last one, start over
+    return render(env, "ask", persuade_rebuttal(list(reasons[i]["keywords"]), 2010 + i))
 
 
 _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
@@ -264,6 +311,7 @@ _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
     "telepathy": _telepathy_oracle,
     "intention": _intention_oracle,
     "turtle": _turtle_oracle,
+    "persuade": _persuade_oracle,
 }
 
 
@@ -332,6 +380,9 @@ def _vocabulary(env: UserCentricEnv) -> list[str]:
 
         req = next(r for r in REQUESTS if r.name == env.task.data["request"])
         words += [k for d in req.details for k in d.keywords]
+    elif env.name == "persuade":
+        # the words any argument is made of; the reasons' key words are the user's, not the agent's
+        words += "but however because study data example percent why reason evidence shows actually".split()
     return words
 
 

@@ -148,12 +148,18 @@ def _check_area(store: Any, area: str, path: Path, value: Any, metrics: list[dic
 
 def rule_summary(kind: str, value: Any) -> Any:
     """A short view of a rule file for change listings: reward rules as ``{name: value}``, user rules
-    as ``{intent: disclosure}``."""
+    as ``{intent: disclosure}`` plus, for a persuadable user, ``persuasion``: its moves and thresholds
+    (what decides how the stance moves)."""
     if not isinstance(value, dict):
         return value
     if kind == "rewards":
         return {r.get("name"): r.get("value") for r in value.get("rules") or [] if isinstance(r, dict)}
-    return {i.get("name"): i.get("disclosure") for i in value.get("intents") or [] if isinstance(i, dict)}
+    out = {i.get("name"): i.get("disclosure") for i in value.get("intents") or [] if isinstance(i, dict)}
+    p = value.get("persuasion")
+    if isinstance(p, dict):
+        keys = ("min_term_hits", "min_content_terms", "repeat_overlap")
+        out["persuasion"] = {"moves": p.get("moves"), **{k: p.get(k) for k in keys}}
+    return out
 
 
 def validate(

@@ -1,5 +1,7 @@
 """Simulated users: the symbolic user (YAML rules), the LLM user (local model or OpenAI-compatible
-endpoint) and the mixture that picks one per episode (``UserFactory``)."""
+endpoint) and the mixture that picks one per episode (``UserFactory``). A rule file with a
+``persuasion`` section (persuade) gives the persuadable user of either arm instead
+(``persuasion.PersuadableUser``, ``persuasion_llm.PersuadableLLMUser``)."""
 
 from harness.knobs.rule_checks import register_rule_check
 from harness.users.base import SimulatedUser

@@ -12,6 +12,7 @@ import numpy as np
 
 from harness.types import ARMS
 from harness.users.base import SimulatedUser
+from harness.users.persuasion import PersuadableUser
 from harness.users.rules import RuleFileError, compile_user_rules
 from harness.users.symbolic import SymbolicUser
 
@@ -54,7 +55,8 @@ class UserFactory:
 
     def make(self, arm: str, env: Any) -> SimulatedUser:
         """The user of arm ``arm`` for ``env`` (a ``UserCentricEnv``: its ``name``, ``knobs`` and
-        ``dynamic_facts`` hook are used). The gym's rule file ``knobs/rules/users/<gym>.yaml`` is
+        ``dynamic_facts`` hook are used). A rule file with a ``persuasion`` section (persuade) gives the
+        persuadable user of either arm (``harness.users.persuasion``). The gym's rule file ``knobs/rules/users/<gym>.yaml`` is
         required by both arms (the LLM arm uses its decline, volunteer and redaction templates)."""
         if arm not in ARMS:
             raise ValueError(f"unknown user arm {arm!r}; allowed: {', '.join(ARMS)}")
@@ -66,12 +68,19 @@ class UserFactory:
             )
         rules = compile_user_rules(data, f"knobs/rules/users/{env.name}.yaml", gym=env.name)
         if arm == "symbolic":
+            if rules.persuasion is not None:  # a rule file with a persuasion section: a persuadable user
+                return PersuadableUser(rules, env.dynamic_facts)
             return SymbolicUser(rules, env.dynamic_facts)
         if self.llm is None:
             raise RuntimeError(
                 "the LLM user arm was requested but UserFactory has no LLM backend (llm=None); "
                 "configure `user_llm` in the run config"
             )
-        from harness.users.llm import LLMUser  # local: keeps the symbolic-only path free of openai/torch imports
+        # local imports: keep the symbolic-only path free of openai/torch imports
+        if rules.persuasion is not None:
+            from harness.users.persuasion_llm import PersuadableLLMUser
+
+            return PersuadableLLMUser(rules, self.llm, env.dynamic_facts)
+        from harness.users.llm import LLMUser
 
         return LLMUser(rules, self.llm, env.dynamic_facts)

@@ -2,8 +2,11 @@
 
 A rule file is checked against ``knobs/schema/user_rules.schema.json`` and then semantically
 (regular expressions compile, intent names are unique, ``fallback_intent`` exists, templates use
-only the ``{facts}`` placeholder and use it exactly when they disclose). Compiled rules are cached
-by content, so re-reading an unchanged file at every reset costs a hash.
+only the ``{facts}`` placeholder and use it exactly when they disclose). A file with a
+``persuasion`` section (the persuade gym: ``harness.users.persuasion``) discloses no facts, so all
+its intents must have ``disclosure: none``; its cue patterns are checked like intent patterns and
+its reply templates may use only the placeholders of their outcome (``{point}``, ``{reason}``).
+Compiled rules are cached by content, so re-reading an unchanged file at every reset costs a hash.
 
 Patterns are RE2 regular expressions (``google-re2``, imported as ``re2``), searched case-insensitively.
 RE2 matches in time linear in the question's length and bounds a pattern's compiled size
@@ -98,6 +101,7 @@ class UserRules:
     volunteer: tuple[str, ...]
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
+    persuasion: Any = None  # harness.users.persuasion.PersuasionRules for a persuadable user, else None
 
     def classify(self, question: str) -> Intent:
         """The first intent whose patterns match ``question``, else the fallback intent."""
@@ -122,16 +126,32 @@ def _where(path: Any) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top level)"
 
 
-def _check_templates(source: str, path: tuple[Any, ...], templates: list[str], with_facts: bool) -> None:
+def _check_templates(
+    source: str,
+    path: tuple[Any, ...],
+    templates: list[str],
+    with_facts: bool,
+    slots: frozenset[str] = frozenset({"facts"}),
+    required: frozenset[str] = frozenset(),
+) -> None:
+    """Placeholders of ``templates``: only ``slots`` may appear, every one of ``required`` must,
+    and ``{facts}`` appears exactly when the templates disclose (``with_facts``)."""
     field = _where(path)
     for i, t in enumerate(templates):
         at = (*path, i)
         names = set(_PLACEHOLDER_RE.findall(t))
-        unknown = names - {"facts"}
+        unknown = names - slots
         if unknown:
+            allowed = ", ".join(sorted("{" + n + "}" for n in slots)) or "none"
             raise RuleFileError(
                 f"{_p(source)}{field}[{i}] = {t!r} uses unknown placeholder(s) "
-                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; only {FACTS_SLOT} exists",
+                f"{', '.join(sorted('{' + n + '}' for n in unknown))}; allowed here: {allowed}",
+                at,
+            )
+        missing = required - names
+        if missing:
+            raise RuleFileError(
+                f"{_p(source)}{field}[{i}] = {t!r} must contain {', '.join(sorted('{' + n + '}' for n in missing))}",
                 at,
             )
         if with_facts and FACTS_SLOT not in t:
@@ -142,7 +162,9 @@ def _check_templates(source: str, path: tuple[Any, ...], templates: list[str], w
             )
 
 
-def _compile_patterns(source: str, i: int, field: str, patterns: list[str]) -> list[Any]:
+def _compile_patterns(source: str, path: tuple[Any, ...], patterns: list[str]) -> list[Any]:
+    """The patterns of the list at ``path`` (e.g. ``("intents", 2, "patterns")``) compiled by RE2;
+    a pattern RE2 cannot take is a RuleFileError naming its place in the file."""
     out = []
     for j, pat in enumerate(patterns):
         try:
@@ -151,8 +173,8 @@ def _compile_patterns(source: str, i: int, field: str, patterns: list[str]) -> l
             why = exc.args[0] if exc.args else exc
             why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
             raise RuleFileError(
-                f"{_p(source)}intents[{i}].{field}[{j}] = {pat!r} is not a valid regular expression for RE2 ({why}); {RE2_SYNTAX}",
-                ("intents", i, field, j),
+                f"{_p(source)}{_where((*path, j))} = {pat!r} is not a valid regular expression for RE2 ({why}); {RE2_SYNTAX}",
+                (*path, j),
             ) from None
     return out
 
@@ -166,6 +188,7 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
         raise RuleFileError(f"{_p(source)}field gym = {data['gym']!r} but the file serves gym {gym!r}", ("gym",))
     intents: list[Intent] = []
     seen: set[str] = set()
+    persuasive = "persuasion" in data
     for i, raw in enumerate(data["intents"]):
         name = raw["name"]
         if name in seen:
@@ -174,8 +197,14 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
                 ("intents", i, "name"),
             )
         seen.add(name)
-        pats = tuple(_compile_patterns(source, i, "patterns", raw["patterns"]))
-        unless = tuple(_compile_patterns(source, i, "unless", raw.get("unless", [])))
+        pats = tuple(_compile_patterns(source, ("intents", i, "patterns"), raw["patterns"]))
+        unless = tuple(_compile_patterns(source, ("intents", i, "unless"), raw.get("unless", [])))
+        if persuasive and raw["disclosure"] != "none":
+            raise RuleFileError(
+                f"{_p(source)}intents[{i}].disclosure = {raw['disclosure']!r}: a rule file with a persuasion "
+                "section discloses no facts; every intent's disclosure must be 'none'",
+                ("intents", i, "disclosure"),
+            )
         _check_templates(source, ("intents", i, "replies"), raw["replies"], raw["disclosure"] != "none")
         intents.append(Intent(name, pats, raw["disclosure"], tuple(raw["replies"]), unless))
     by_name = {it.name: it for it in intents}
@@ -200,6 +229,34 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
         personas=persona_table(data.get("personas")),
+        persuasion=_compile_persuasion(data["persuasion"], source) if persuasive else None,
+    )
+
+
+def _compile_persuasion(raw: dict[str, Any], source: str) -> Any:
+    """The ``persuasion`` section (already schema-checked) compiled: cue patterns, moves, and
+    templates checked against the placeholders each outcome may use."""
+    from harness.users.persuasion import CUES, REQUIRED_SLOTS, SLOTS, PersuasionRules  # persuasion imports this module
+
+    cues = {name: tuple(_compile_patterns(source, ("persuasion", "cues", name), raw["cues"][name])) for name in CUES}
+    replies = {}
+    for outcome, templates in raw["replies"].items():
+        _check_templates(
+            source,
+            ("persuasion", "replies", outcome),
+            templates,
+            False,
+            slots=SLOTS[outcome],
+            required=REQUIRED_SLOTS.get(outcome, frozenset()),
+        )
+        replies[outcome] = tuple(templates)
+    return PersuasionRules(
+        min_term_hits=int(raw["min_term_hits"]),
+        min_content_terms=int(raw["min_content_terms"]),
+        repeat_overlap=float(raw["repeat_overlap"]),
+        cues=cues,
+        moves={k: int(v) for k, v in raw["moves"].items()},
+        replies=replies,
     )
 
 
