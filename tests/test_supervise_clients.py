@@ -30,6 +30,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -413,13 +414,24 @@ def codex_env(lv: Live, tmp_path: Path, srv: ModelServer, logged_in: bool = True
     return env
 
 
+def outside_probe() -> Path:
+    """A file path we may write but Codex's :workspace profile may not: outside the project, /tmp and
+    $TMPDIR (/var/tmp, else this checkout, else the home folder)."""
+    tmp_roots = {Path("/tmp").resolve(), Path(tempfile.gettempdir()).resolve()}
+    for d in (Path("/var/tmp"), REPO, Path.home()):
+        d = d.resolve()
+        if d.is_dir() and os.access(d, os.W_OK) and not any(t == d or t in d.parents for t in tmp_roots):
+            return d / f".eau_codex_sandbox_probe_{os.getpid()}"
+    pytest.skip("no writable folder outside /tmp and $TMPDIR to probe Codex's sandbox with")
+
+
 def shell(cmd: str) -> dict:
     return {"tool_calls": [{"name": "exec_command", "input": {"cmd": cmd}}]}
 
 
 def test_codex_supervises_the_live_run(live, tmp_path):
     need("codex")
-    probe = REPO / ".codex_sandbox_probe"  # outside every writable root (not under /tmp, not the project)
+    probe = outside_probe()  # outside every writable root of the session
     script = [
         shell(f"head -4 .agents/skills/{SKILL}/SKILL.md"),
         shell(f"eau status --run {RUN} --no-detectors --json"),
