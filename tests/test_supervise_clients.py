@@ -379,6 +379,27 @@ def test_claude_supervises_the_live_run(live, tmp_path):
     assert argv[:2] == ["claude", "-p"] and argv[argv.index("--permission-mode") + 1] == "dontAsk"
 
 
+def test_claude_stream_json_session_is_recorded_from_its_result_event(live, tmp_path):
+    """--output-format stream-json (one event per line; --verbose added): the result event's cost,
+    turns and text are recorded."""
+    need("claude")
+    script = [bash(f"eau knobs history --run {RUN} --limit 3 --json"), {"text": "No intervention: measuring."}]
+    with ModelServer(script) as srv:
+        env = claude_env(live, srv, tmp_path)
+        doc = supervise(live, "claude", env, "--output-format", "stream-json", "--model", CLAUDE_MODEL)
+    (res,) = doc["sessions"]
+    folder = session_folder(live, res)
+    argv = json.loads((folder / "command.json").read_text())["argv"]
+    assert argv[argv.index("--output-format") + 1] == "stream-json" and "--verbose" in argv
+    events = [json.loads(line) for line in (folder / "transcript.stdout").read_text().splitlines() if line.strip()]
+    assert len(events) > 3 and events[-1]["type"] == "result", [e.get("type") for e in events]
+    (history,) = tool_results(srv.main_requests()[-1]["body"])
+    assert not history["is_error"] and "events" in json.loads(history["content"])
+    assert res["exit_code"] == 0 and res["error"] is None
+    assert res["cost_usd"] == events[-1]["total_cost_usd"] > 0 and res["num_turns"] == events[-1]["num_turns"]
+    assert res["result"] == "No intervention: measuring." and res["knob_events"] == []
+
+
 # ----------------------------------------------------------------------------------------- Codex
 REASON_CODEX = "scripted codex: entropy falling; predict entropy higher after lag 1, success_rate not lower"
 FINAL_CODEX = "Diagnosis: entropy falling. Intervention: agent.entropy_coeff -> 0.002. No finding yet."
