@@ -188,3 +188,27 @@ def test_lend_and_give_back_are_exact_for_scalars_and_per_gym_values(knobs_dir, 
 
     give_back(store, lease, reason="done")
     assert values(knobs_dir) == before
+
+
+def test_a_reader_in_another_pid_namespace_never_takes_a_live_run_for_dead(tmp_path, monkeypatch):
+    """A command in a Codex session runs in its own PID namespace and cannot see the trainer's pid:
+    there the recorded state stands (settling the lease of a live run would undo its knob values)."""
+    import socket
+
+    from harness.io import processes
+    from harness.knobs.lease import lease_is_live
+    from harness.runs.reader import is_live
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid, ours = int(dead.stdout), processes.pid_namespace()
+    st = {"state": "running", "pid": pid, "host": socket.gethostname(), "pid_ns": ours}
+    lease = Lease(run_id="r", run_dir=str(tmp_path), pid=pid, pid_ns=ours)
+    assert not is_live(st) and not lease_is_live(lease)  # same namespace: the pid is gone, so is the run
+    for rec in (st, {**st, "pid_ns": None}):  # unknown namespace (older records): the pid decides
+        assert is_live(rec) is False
+    monkeypatch.setattr(processes, "pid_namespace", lambda: "pid:[4026532249]")  # a sandboxed reader
+    if ours is not None:
+        assert is_live(st) and lease_is_live(lease)
+        assert not is_live({**st, "state": "finished"})  # an ended run stays ended
+    lease.save(tmp_path)
+    assert read_lease(tmp_path).pid_ns == ours

@@ -50,6 +50,11 @@ def test_link_install_layout_pointers_and_permissions(tmp_path):
     assert "Edit(./knobs/**)" in allow and "Edit(./experience_pool/**)" in allow
     assert "Bash(eau eval:*)" in deny and "Read(./eval_results/**)" in deny
     assert not any("eval" in r for r in allow)  # nothing allowed touches evaluation
+    # Codex: the same command forbidden by an execpolicy rule (enforced by the real CLI in
+    # tests/test_supervise_clients.py)
+    rules = (tmp_path / ".codex" / "rules" / "eau-harness.rules").read_text()
+    assert 'prefix_rule(pattern=["eau", "eval"], decision="forbidden"' in rules
+    assert rules.count("prefix_rule(") == 1 and rep.paths[".codex/rules/eau-harness.rules"] == "created"
 
 
 def test_rerun_is_idempotent(tmp_path):
@@ -169,5 +174,6 @@ def test_console_script_install_copy_json(tmp_path):
         "AGENTS.md": "created",
         "CLAUDE.md": "created",
         ".claude/settings.json": "created",
+        ".codex/rules/eau-harness.rules": "created",
     }
     assert not (tmp_path / ".agents" / "skills" / NAME).is_symlink()

@@ -9,7 +9,14 @@ import pytest
 
 from harness.skill.claude_settings import ALLOW_RULES, DENY_RULES
 from harness.supervise import prompt as prompt_mod
-from harness.supervise.agents import AgentOptions, agent_kind, build_command, parse_output, session_env
+from harness.supervise.agents import (
+    AgentOptions,
+    agent_kind,
+    build_command,
+    failure_message,
+    parse_output,
+    session_env,
+)
 from harness.supervise.runwatch import Schedule
 
 PROMPT = "Supervise run r1.\nLine two with 'quotes' and $dollar."
@@ -72,7 +79,13 @@ def test_codex_command_line(tmp_path):
         opts=AgentOptions(model="gpt-5-codex", max_budget_usd=2.0),
     )
     a = cmd.argv
-    assert a[:6] == ["codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check"]
+    assert a[:4] == ["codex", "exec", "--json", "--skip-git-repo-check"] and "--sandbox" not in a
+    configs = [a[i + 1] for i, x in enumerate(a) if x == "-c"]  # the eau_supervise permission profile
+    assert configs == [
+        'default_permissions="eau_supervise"',
+        'permissions.eau_supervise={extends=":workspace", filesystem={":project_roots"={"eval_results"="none"}}}',
+        "allow_login_shell=false",
+    ]
     assert a[a.index("-C") + 1] == str(repo.resolve())
     add = [a[i + 1] for i, x in enumerate(a) if x == "--add-dir"]
     assert add == [str(outside.resolve())]  # knobs/ is inside the workspace; the session is under runs/
@@ -175,6 +188,8 @@ CODEX_JSONL = "\n".join(
         json.dumps(
             {"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 0, "output_tokens": 25}}
         ),
+        json.dumps({"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": "No change."}}),
+        json.dumps({"type": "error", "message": '{"error": {"type": "x", "message": "stream disconnected"}}'}),
         json.dumps({"type": "turn.failed", "error": {"message": "stream disconnected"}}),
     ]
 )
@@ -192,7 +207,25 @@ def test_parse_codex_usage_and_failures():
     r = parse_output("codex", CODEX_JSONL)
     assert r["agent_session_id"] == "th_42"
     assert r["usage"] == {"input_tokens": 1500, "cached_input_tokens": 200, "output_tokens": 75}
-    assert r["errors"] == ["stream disconnected"] and "cost_usd" not in r
+    assert r["errors"] == ["stream disconnected"] and "cost_usd" not in r  # the API's message, once
+    assert r["is_error"] is True and r["commands"] == 1 and r["result"] == "No change."
+    retry_only = parse_output("codex", json.dumps({"type": "error", "message": "Reconnecting... 1/5"}))
+    assert retry_only == {"errors": ["Reconnecting... 1/5"]}  # an error event alone is no failed turn
+
+
+def test_failure_message_names_the_agents_own_reason():
+    assert failure_message("claude", "claude", 0, {"is_error": False, "result": "done"}, "") is None
+    assert (
+        failure_message("claude", "claude", 1, {"is_error": True, "result": "Not logged in · Please run /login"}, "")
+        == "claude failed (exit 1): Not logged in · Please run /login"
+    )
+    codex = parse_output("codex", CODEX_JSONL)
+    assert failure_message("codex", "codex", 1, codex, "") == "codex failed (exit 1): stream disconnected"
+    assert (
+        failure_message("command", "python", 3, {}, "warn\nboom: bad input\n\n")
+        == "python failed (exit 3): boom: bad input"
+    )
+    assert failure_message("command", "python", 2, {}, "") == "python failed (exit 2): no message on stdout or stderr"
 
 
 def test_parse_output_without_reports():

@@ -108,7 +108,8 @@ def test_custom_command_session_records_everything(tmp_path):
     assert cmd["env_set"]["EAU_RUN"] == "r1" and "PATH" in cmd["env_keys"] and "PATH" not in cmd["env_set"]
     on_disk = json.loads((folder / "result.json").read_text())
     assert on_disk == json.loads(json.dumps(res))
-    assert res["exit_code"] == 4 and res["timed_out"] is False and res["error"] is None
+    assert res["exit_code"] == 4 and res["timed_out"] is False
+    assert res["error"] == f"{sys.executable} failed (exit 4): to stderr"  # non-zero exit: its last stderr line
     assert res["cost_usd"] == 0.125 and res["num_turns"] == 3 and res["agent_session_id"] == "x1"
     assert res["knob_events"] == [] and res["findings"] == [] and res["duration_s"] < 30
 

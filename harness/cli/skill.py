@@ -1,7 +1,8 @@
 """``eau skill``: install | catalogue | check — the skill that guides a meta-agent through a run.
 
 ``install`` puts the skill where Claude Code (``.claude/skills``) and Codex (``.agents/skills``)
-find it, with pointers in AGENTS.md / CLAUDE.md and a permission set in ``.claude/settings.json``;
+find it, with pointers in AGENTS.md / CLAUDE.md, a permission set in ``.claude/settings.json`` and
+Codex execpolicy rules in ``.codex/rules/eau-harness.rules``;
 ``catalogue`` regenerates ``skill/references/knobs.md`` from the knob schemas; ``check`` verifies
 the skill's format limits and that every ``eau`` command it names exists.
 """
@@ -47,7 +48,8 @@ def install_cmd(
     """Install the skill for Claude Code and Codex into a project folder (safe to re-run).
 
     Puts it at DIR/.claude/skills/<name> and DIR/.agents/skills/<name>, adds a pointer block to
-    DIR/AGENTS.md and DIR/CLAUDE.md, and merges the permission set into DIR/.claude/settings.json.
+    DIR/AGENTS.md and DIR/CLAUDE.md, merges the permission set into DIR/.claude/settings.json, and
+    writes DIR/.codex/rules/eau-harness.rules (Codex: eau eval forbidden, once the project is trusted).
     """
     from harness.skill.claude_settings import SettingsError
     from harness.skill.install import InstallError, install

@@ -149,6 +149,7 @@ def supervise_cmd(
             f"{' (timed out)' if r['timed_out'] else ''}, {r['duration_s']:.0f}s; {evs}; "
             f"findings: {', '.join(r['findings']) or 'none'}"
             + (f"; cost ${r['cost_usd']:.4f}" if r.get("cost_usd") is not None else "")
+            + (f"; error: {r['error']}" if r.get("error") else "")
         )
     typer.echo(
         f"stopped: {doc['stopped']}; {doc['sessions_run']} session(s); skipped triggers "

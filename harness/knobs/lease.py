@@ -11,7 +11,7 @@ applied) stays in the run folder, and ``eau train --resume`` / ``--from`` start 
 The lease file (``<knobs>/.lease.json``) is written before the first value is lent, so a crash at
 any point leaves a record to give back from::
 
-    {"run_id": "...", "run_dir": "/abs/runs/...", "pid": 123, "host": "...",
+    {"run_id": "...", "run_dir": "/abs/runs/...", "pid": 123, "host": "...", "pid_ns": "pid:[...]",
      "knobs": {"agent.lr": {"before": 1e-05, "lent": 0.0001}, ...}}
 
 ``before`` and ``lent`` are raw values (a scalar, or a per-gym mapping).
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from harness.io import yamlio
-from harness.io.processes import pid_alive
+from harness.io.processes import pid_alive, pid_namespace, sees_pid_namespace
 
 LEASE_FILE = ".lease.json"
 
@@ -40,6 +40,7 @@ class Lease:
     pid: int
     host: str = field(default_factory=socket.gethostname)
     knobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # full name -> {"before", "lent"}
+    pid_ns: str | None = field(default_factory=pid_namespace)  # the holder's PID namespace
 
     def save(self, knobs_dir: Path) -> None:
         yamlio.atomic_write_text(Path(knobs_dir) / LEASE_FILE, json.dumps(asdict(self), indent=1, default=str))
@@ -50,7 +51,7 @@ def read_lease(knobs_dir: Path) -> Lease | None:
     path = Path(knobs_dir) / LEASE_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Lease(**{k: data[k] for k in ("run_id", "run_dir", "pid", "host", "knobs")})
+        return Lease(**{k: data[k] for k in ("run_id", "run_dir", "pid", "host", "knobs")}, pid_ns=data.get("pid_ns"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError):
@@ -58,8 +59,12 @@ def read_lease(knobs_dir: Path) -> Lease | None:
 
 
 def lease_is_live(lease: Lease) -> bool:
-    """Whether the run that holds ``lease`` is still running (its trainer process exists on this host)."""
-    return lease.host == socket.gethostname() and pid_alive(lease.pid)
+    """Whether the run that holds ``lease`` is still running (its trainer process exists on this host).
+    From another PID namespace than the holder's the process cannot be seen: the lease is taken as
+    live (settling it is destructive; a reader in the holder's namespace settles a stale one)."""
+    if lease.host != socket.gethostname():
+        return False
+    return not sees_pid_namespace(lease.pid_ns) or pid_alive(lease.pid)
 
 
 def lend(store: Any, lease: Lease, values: Mapping[str, Any], *, reason: str) -> list[dict[str, Any]]:

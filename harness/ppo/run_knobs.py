@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from harness.envs.registry import gym_class
 from harness.gyms import BUILTIN_GYMS
 from harness.io import jsonl
+from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import KnobEvent, new_id
 from harness.knobs.lease import Lease, give_back, lease_is_live, lend, read_lease, settle_stale_lease
@@ -119,7 +120,7 @@ class RunKnobs:
             self.store = self._open()
             held = None
         self.lease = held or Lease(run_id=self.run_id, run_dir=str(self.run_dir.resolve()), pid=os.getpid())
-        self.lease.pid = os.getpid()
+        self.lease.pid, self.lease.pid_ns = os.getpid(), pid_namespace()
         self.lease.save(self.dir)  # the folder knows the live process even when nothing is lent again
         try:
             lend(self.store, self.lease, values, reason=reason)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.io import jsonl
-from harness.io.processes import pid_alive
+from harness.io.processes import pid_alive, sees_pid_namespace
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -29,11 +29,17 @@ def status(run_dir: Path) -> dict[str, Any] | None:
 
 
 def is_live(st: dict[str, Any] | None) -> bool:
-    """A run is live when its status says running and its trainer process exists on this host."""
+    """A run is live when its status says running and its trainer process exists on this host.
+
+    A reader in another PID namespace than the trainer's (a command of a Codex session runs in its
+    own) cannot see that process; for it the status's word stands: concluding "ended" there would
+    treat a live run as dead (and settle its knob lease under it)."""
     if not st or st.get("state") != "running":
         return False
     if st.get("host") not in (None, socket.gethostname()):
         return False
+    if not sees_pid_namespace(st.get("pid_ns")):
+        return True
     return pid_alive(st.get("pid"))
 
 

@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from harness.io import jsonl
+from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import new_event_id
 
@@ -96,6 +97,7 @@ class RunWriter:
             "step": 0,
             "total_steps": total_steps,
             "pid": os.getpid(),
+            "pid_ns": pid_namespace(),
             "host": socket.gethostname(),
             "knobs_dir": str(Path(knobs_dir).resolve()),
             "gyms": gyms,
@@ -133,6 +135,7 @@ class RunWriter:
             {
                 "state": "running",
                 "pid": os.getpid(),
+                "pid_ns": pid_namespace(),
                 "host": socket.gethostname(),
                 "step": next_step,
                 "resumed": now_iso(),

@@ -8,7 +8,11 @@ For a target project folder DIR it
 2. adds a short marked block to ``DIR/AGENTS.md`` and ``DIR/CLAUDE.md`` naming the skill and the
    one rule that must hold even without it (evaluation data is off-limits);
 3. merges the permission set of :mod:`harness.skill.claude_settings` into
-   ``DIR/.claude/settings.json``.
+   ``DIR/.claude/settings.json``;
+4. writes ``DIR/.codex/rules/eau-harness.rules``: Codex execpolicy rules that forbid the commands
+   the Claude Code deny rules deny (``eau eval``). Codex reads a project's rules once the project
+   is trusted (``trust_level = "trusted"`` in ``~/.codex/config.toml``, as its first interactive
+   start asks); the file is the harness's own and rewritten on every install.
 
 Re-running is safe: a link or copy already in place is left alone (or refreshed when the source
 changed), the marked block is replaced rather than appended again, and settings entries are only
@@ -29,12 +33,33 @@ from typing import Any
 import yaml
 
 from harness.experience.pool import atomic_write
-from harness.skill.claude_settings import load_settings, merge_permissions
+from harness.skill.claude_settings import DENY_RULES, load_settings, merge_permissions
 
 MODES = ("link", "copy")
 BEGIN_MARK = "<!-- eau-harness skill: begin (managed by `eau skill install`; edits inside are replaced) -->"
 END_MARK = "<!-- eau-harness skill: end -->"
 _BLOCK_RE = re.compile(r"<!-- eau-harness skill: begin.*?-->.*?<!-- eau-harness skill: end -->\n?", re.S)
+
+
+CODEX_RULES = ".codex/rules/eau-harness.rules"
+_BASH_PREFIX = re.compile(r"^Bash\((.+):\*\)$")
+
+
+def codex_rules() -> str:
+    """Codex execpolicy rules (Starlark): each ``Bash(PREFIX:*)`` deny rule as a forbidden prefix."""
+    lines = [
+        "# Managed by `eau skill install` (rewritten on each install): what the meta-agent must not run.",
+        "# The same commands are denied to Claude Code in .claude/settings.json.",
+    ]
+    for rule in DENY_RULES:
+        m = _BASH_PREFIX.match(rule)
+        if m:
+            words = json.dumps(m.group(1).split())
+            lines.append(
+                f'prefix_rule(pattern={words}, decision="forbidden", '
+                'justification="evaluation data is off-limits to the meta-agent: use training-side data only")'
+            )
+    return "\n".join(lines) + "\n"
 
 
 class InstallError(ValueError):
@@ -193,6 +218,9 @@ def install(target: str | Path, source: str | Path | None = None, mode: str = "l
         path = target / fname
         old = path.read_text(encoding="utf-8") if path.exists() else ""
         report.paths[fname] = _write_if_changed(path, upsert_block(old, pointer_block(name, skills_dir)))
+    rules_path = target / CODEX_RULES
+    rules_path.parent.mkdir(parents=True, exist_ok=True)
+    report.paths[CODEX_RULES] = _write_if_changed(rules_path, codex_rules())
     merged = merge_permissions(settings, str(settings_path))
     if merged.changed or not settings_path.exists():
         settings_path.parent.mkdir(parents=True, exist_ok=True)

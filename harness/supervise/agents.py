@@ -9,10 +9,17 @@ Three kinds (``--agent``):
   result carries ``total_cost_usd``, ``num_turns`` and ``session_id``, which are recorded.
   ``--output-format stream-json`` (one event per line) needs ``--verbose`` in print mode, which is
   added.
-* ``codex``: ``codex exec --json --sandbox workspace-write --skip-git-repo-check -C CWD`` with
-  ``--add-dir`` for each folder the session must write that lies outside CWD, ``-o`` for the last
-  message, and the prompt last. Codex has no spending cap; its ``turn.completed`` events report
-  token usage, which is summed. The session is bounded by the wall-clock timeout.
+* ``codex``: ``codex exec --json --skip-git-repo-check -C CWD`` under the permission profile
+  ``eau_supervise`` (``-c default_permissions=...`` and ``-c permissions.eau_supervise=...``, Codex
+  0.138 or later): the built-in ``:workspace`` profile (writes only inside CWD, the ``--add-dir``
+  folders and temporary folders) with ``eval_results/`` of CWD unreadable, enforced by Codex's own
+  sandbox. ``--add-dir`` names each folder the session must write that lies outside CWD, ``-o`` the
+  file for the last message, and the prompt comes last. ``-c allow_login_shell=false``: commands run
+  in a plain shell with the supervisor's PATH (a login shell resets PATH from /etc/profile on many
+  systems, and ``eau`` in a virtual environment is then not found). Codex has no spending cap; its
+  ``turn.completed`` events report token usage, which is summed. The session is bounded by the
+  wall-clock timeout. The model provider (base URL, key) comes from Codex's own configuration
+  (``$CODEX_HOME/config.toml``) or ``--agent-arg -c --agent-arg KEY=VALUE``.
 * any other string: a command line (split like a shell, no shell involved). It gets the prompt on
   **stdin** and the prompt file's path in ``EAU_SESSION_PROMPT_FILE`` (plus the ``EAU_*`` variables
   of :func:`session_env`). If its stdout holds a JSON object with ``total_cost_usd`` (the Claude Code
@@ -31,14 +38,23 @@ from harness.skill.claude_settings import ALLOW_RULES, DENY_RULES
 
 KINDS = ("claude", "codex", "command")
 CLAUDE_OUTPUT_FORMATS = ("json", "stream-json")
-# Claude Code permission modes (``--permission-mode``; ``manual`` is an alias of ``default``). dontAsk
-# never prompts: whatever the allow rules do not pre-approve is refused, which is what an unattended
-# session needs.
-CLAUDE_PERMISSION_MODES = ("default", "manual", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
+# Claude Code permission modes: the choices its ``--permission-mode`` accepts (``claude --help``; checked
+# against the real CLI in tests/test_supervise_clients.py). dontAsk never prompts: whatever the allow
+# rules do not pre-approve is refused, which is what an unattended session needs.
+CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
 # Read-only built-in tools the skill needs besides its own rules (reading files, finding them).
 CLAUDE_READ_TOOLS = ("Read", "Glob", "Grep")
 # Shell steps of the gate protocol: copy a knob or rule file into a candidate folder first.
 CLAUDE_GATE_TOOLS = ("Bash(mkdir:*)", "Bash(cp:*)")
+# Codex: the permission profile a session runs under (see the module docstring). Codex's sandbox
+# enforces it: writes inside the workspace roots only, and nothing under eval_results/ can be read.
+CODEX_PROFILE = "eau_supervise"
+CODEX_PROFILE_TOML = '{extends=":workspace", filesystem={":project_roots"={"eval_results"="none"}}}'
+CODEX_CONFIG = (
+    f'default_permissions="{CODEX_PROFILE}"',
+    f"permissions.{CODEX_PROFILE}={CODEX_PROFILE_TOML}",
+    "allow_login_shell=false",
+)
 
 
 @dataclass
@@ -137,16 +153,9 @@ def build_command(
             argv += ["--model", opts.model]
         return AgentCommand(kind, argv + list(opts.extra_args), prompt_on_stdin=False)
     if kind == "codex":
-        argv = [
-            "codex",
-            "exec",
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-            "-C",
-            str(Path(cwd).resolve()),
-        ]
+        argv = ["codex", "exec", "--json", "--skip-git-repo-check", "-C", str(Path(cwd).resolve())]
+        for kv in CODEX_CONFIG:
+            argv += ["-c", kv]
         outside = [Path(d).resolve() for d in [*writable, session_dir] if not _inside(Path(d), cwd)]
         added: list[Path] = []
         for d in outside:  # one --add-dir per folder not already inside another one
@@ -231,29 +240,46 @@ def parse_output(kind: str, stdout: str) -> dict[str, Any]:
 
     claude (json or stream-json) and custom commands: the last object carrying ``total_cost_usd``
     (older Claude Code: ``cost_usd``) gives ``cost_usd``, ``num_turns``, ``agent_session_id``,
-    ``is_error`` and ``result`` (clipped). codex: ``usage`` sums ``turn.completed`` token counts;
-    ``agent_session_id`` is the ``thread.started`` thread id; ``errors`` lists failed turns.
+    ``is_error`` and ``result`` (clipped). codex (no cost, no turn count in its events): ``usage``
+    sums ``turn.completed`` token counts; ``agent_session_id`` is the ``thread.started`` thread id;
+    ``commands`` counts the shell commands it ran; ``result`` is its last agent message; ``errors``
+    lists error events (the API's message when the error is a JSON document); a failed turn sets
+    ``is_error``.
     """
     objs = _json_objects(stdout)
     out: dict[str, Any] = {}
     if kind == "codex":
         usage: dict[str, int] = {}
-        errors = []
+        errors: list[str] = []
+        failed = False
+        commands = 0
         for o in objs:
             t = o.get("type")
+            item = o.get("item") if isinstance(o.get("item"), dict) else {}
             if t == "thread.started" and o.get("thread_id"):
                 out["agent_session_id"] = o["thread_id"]
             elif t == "turn.completed" and isinstance(o.get("usage"), dict):
                 for k, v in o["usage"].items():
                     if isinstance(v, (int, float)):
                         usage[k] = usage.get(k, 0) + int(v)
+            elif t == "item.completed" and item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+                out["result"] = item["text"][:2000]
+            elif t == "item.completed" and item.get("type") == "command_execution":
+                commands += 1
             elif t in ("turn.failed", "error"):
+                failed = failed or t == "turn.failed"  # a lone error event may be a retry notice
                 err = o.get("error") if isinstance(o.get("error"), dict) else o
-                errors.append(str(err.get("message", ""))[:500])
+                msg = _api_message(str(err.get("message", "")))[:500]
+                if msg not in errors:  # codex reports a failed turn twice (error, then turn.failed)
+                    errors.append(msg)
         if usage:
             out["usage"] = usage
+        if commands:
+            out["commands"] = commands
         if errors:
             out["errors"] = errors
+        if failed:
+            out["is_error"] = True
         return out
     results = [o for o in objs if "total_cost_usd" in o or "cost_usd" in o]
     if results:
@@ -272,3 +298,36 @@ def parse_output(kind: str, stdout: str) -> dict[str, Any]:
         if isinstance(r.get("result"), str):
             out["result"] = r["result"][:2000]
     return out
+
+
+def _api_message(text: str) -> str:
+    """The ``message`` of an API error document (``{"error": {"message": ...}}``), else ``text``."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return err["message"]
+    return text
+
+
+def failure_message(kind: str, argv0: str, exit_code: int | None, parsed: dict[str, Any], stderr: str) -> str | None:
+    """Why a session that ran failed, in one line, or None when it did not fail.
+
+    A session failed when the agent exited non-zero or reported an error (Claude Code's ``is_error``,
+    Codex's failed turns): "claude failed (exit 1): Not logged in · Please run /login". The text is
+    the agent's own result or error message, else the last line of its stderr.
+    """
+    if not exit_code and not parsed.get("is_error"):
+        return None
+    why = ""
+    if kind == "codex" and parsed.get("errors"):
+        why = parsed["errors"][-1]
+    elif parsed.get("is_error") and isinstance(parsed.get("result"), str):
+        why = parsed["result"]
+    if not why.strip():
+        lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+        why = lines[-1] if lines else "no message on stdout or stderr"
+    name = kind if kind in ("claude", "codex") else argv0
+    return f"{name} failed (exit {exit_code}): {why.strip()[:500]}"

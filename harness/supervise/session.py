@@ -29,7 +29,7 @@ from typing import Any
 from harness.experience.finding import FILE_RE
 from harness.experience.pool import atomic_write
 from harness.io import jsonl
-from harness.supervise.agents import AgentCommand, parse_output
+from harness.supervise.agents import AgentCommand, failure_message, parse_output
 
 KILL_GRACE_S = 5.0  # seconds between SIGTERM and SIGKILL: enough for an agent CLI to flush its output
 MAX_SESSIONS_DIR = 999  # session_NNN: three digits
@@ -230,6 +230,9 @@ class Session:
             "transcript": {"stdout": "transcript.stdout", "stderr": "transcript.stderr"},
         }
         res.update(parse_output(self.command.kind, stdout))
+        if res["error"] is None and not self.timed_out and not self.stopped and self.proc is not None:
+            stderr = (self.dir / "transcript.stderr").read_text(encoding="utf-8", errors="replace")
+            res["error"] = failure_message(self.command.kind, self.command.argv[0], self.proc.returncode, res, stderr)
         self._result = res
         self._collect_events(initial=True)
         return res
@@ -279,8 +282,9 @@ class Session:
     @property
     def result(self) -> dict[str, Any] | None:
         """result.json's content: session, kind, run, step_at_start/end, started, ended, duration_s,
-        exit_code, timed_out, stopped, error, knob_events (the run's events authored by the agent
+        exit_code, timed_out, stopped, error (could not start, or why it failed: the agent's own
+        message, e.g. "claude failed (exit 1): Not logged in · Please run /login"), knob_events (the run's events authored by the agent
         during the session, then those it applied from the session's writes), pending_writes
         (writes not applied yet), findings (ids added to the pool), transcript, and what the
-        output reported: cost_usd, num_turns, usage, agent_session_id, is_error, result, errors."""
+        output reported: cost_usd, num_turns, usage, agent_session_id, is_error, result, errors, commands."""
         return self._result

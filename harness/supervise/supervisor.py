@@ -218,6 +218,7 @@ class Supervisor:
             knob_events=[e.get("id") for e in res["knob_events"]],
             findings=res["findings"],
             cost_usd=res.get("cost_usd"),
+            error=res.get("error"),
         )
 
     def _settle(self) -> None:
