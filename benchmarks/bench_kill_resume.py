@@ -542,7 +542,14 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
         if not wait_for(lambda: run_live(run) and len(jsonl.read(run / "metrics.jsonl")) >= 1, timeout):
             raise RuntimeError(f"the run did not reach step 1; see {log}")
         reason = "early write: entropy up"
-        out = eau(["knobs", "set", KNOB, "0.003", "--author", "agent", "--reason", reason, "--json"], kdir, rdir)
+        # the trainer is stopped while the CLI writes (a CLI start-up of seconds on a loaded box must not
+        # let the short run reach its end first), so the write is for the live run; it runs on to apply it
+        trainer = _status_pid(run)
+        os.kill(trainer, signal.SIGSTOP)
+        try:
+            out = eau(["knobs", "set", KNOB, "0.003", "--author", "agent", "--reason", reason, "--json"], kdir, rdir)
+        finally:
+            os.kill(trainer, signal.SIGCONT)
         doc = json.loads(out.stdout)
         writes.append({"i": 0, "value": 0.003, "reason": reason, "rc": out.returncode, "doc": doc})
         eid = doc["event"]["id"]
@@ -551,7 +558,10 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
                 r["id"] == eid and r.get("step_effective") is not None for r in jsonl.read(run / "knob_events.jsonl")
             ),
             300,
+            every=0.05,
         )
+        if applied:
+            os.kill(trainer, signal.SIGSTOP)  # at once: the kill below lands before the run's end
     finally:
         kill(proc)
     had_checkpoint = any((run / "checkpoints").glob("step_*"))

@@ -89,9 +89,12 @@ def test_writes_between_a_kill_and_the_resume_keep_their_ids_and_authors(tmp_pat
     assert not (run / "knobs_not_applied.json").exists()
 
 
-# Slow-marked: three trainer start-ups and the CLI checks take minutes, and on a loaded 2-core box the
-# campaign's timing (a write landing between a kill and the resume) has failed them (issue 28 notes).
-@pytest.mark.slow
+# Not slow-marked (a few minutes on a loaded 2-core box). They were, after failing under load: a write whose
+# CLI started while the run was live but ran after the kill settled the dead run's lease, which gave its
+# lent values back over the write it had not applied yet (lost), and was itself logged only in the folder's
+# history (a real defect, fixed in harness.knobs.lease.hand_over and RunKnobs); and the run killed before
+# its first checkpoint could end before a slow CLI write reached it (a timing assumption: the trainer is
+# now stopped while that write is made).
 @pytest.mark.timeout(1800)
 def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     doc = bench.kill_campaign(
@@ -111,7 +114,6 @@ def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     assert doc["timeline_steps_checked"] == 4 * doc["runs"]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_kill_before_the_first_checkpoint_keeps_the_knob_log(tmp_path):
     doc = bench.before_first_checkpoint(tmp_path, steps=6, timeout=900)

@@ -149,7 +149,14 @@ def hand_over(store: Any, run_dir: Path, lease: Lease, log: Callable[[str], None
     """Leave in ``run_dir`` what a resume needs (see the module docstring) before the lent values go back.
     ``store`` holds the run's values in force and logs to the run's knob log. Returns the unapplied writes."""
     run_dir = Path(run_dir)
+    earlier = _read_json(run_dir / HANDED_BACK)
     left = store.unapplied_writes(take=False)  # notes are dropped once the file below is written
+    if earlier is not None:
+        # a resume that ended (killed) before it took up the last hand-over: it ran no step, and that
+        # hand-over still says where the run stood. Of what the files hold now, only writes made for
+        # that resume while it was live (each with its note and id) are new; the writes made while no
+        # run was live are found again after the earlier offsets.
+        left = [w for w in left if w["id"]]
     for w in left:
         rec = store.log.append(
             KnobEvent(
@@ -190,8 +197,18 @@ def hand_over(store: Any, run_dir: Path, lease: Lease, log: Callable[[str], None
         "history_offset": _size(Path(store.dir) / HISTORY),
         "log_offset": _size(run_dir / KNOB_LOG),
     }
+    if earlier is not None:
+        doc.update({k: earlier[k] for k in ("lent", "history_offset", "log_offset") if k in earlier})
     yamlio.atomic_write_text(run_dir / HANDED_BACK, json.dumps(doc, indent=1, default=str))
     return left
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _known(store: Any, name: str) -> bool:
