@@ -12,7 +12,8 @@ Two campaigns, each a real ``eau train --preset tiny`` in a subprocess on a priv
   update, knob polls, checkpoint writes, wherever it lands) or, for ``--startup-share`` of them,
   after its start (imports, knob lending, model building), so the spread does not depend on load. A writer thread issues
   ``eau knobs set agent.entropy_coeff V --author agent --reason ... --json`` every 0.5-2.5 s while
-  the run is live (a write can be in flight when the kill lands).
+  the run is live (a write can be in flight when the kill lands), and after ``--gap-share`` of the
+  kills once more while no run is live, before the resume.
 * ``before_first_checkpoint``: a run with no checkpoint before its end, killed after an agent write
   was applied, resumed.
 
@@ -24,7 +25,8 @@ Checks (``problems`` lists every failure; the figures count what was checked):
 * every write the CLI made for the live run (its JSON says ``live``) is in ``knob_events.jsonl``
   under the id the CLI printed, with author ``agent`` and its reason; the last record of the id is
   accepted, rejected or not_applied; ``eau effect --event <id>`` finds it (in process for every
-  write, through the CLI for ``--cli-effects`` of them);
+  write, through the CLI for ``--cli-effects`` of them); so is every write accepted while no run was
+  live that a later resume followed (a kill's gap), under its id, as the agent's;
 * the knob log tells the truth about the resumed run: replaying the final applied records step by
   step gives ``entropy_coeff`` of every line of ``metrics.jsonl``.
 """
@@ -131,42 +133,50 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.kdir, self.rdir, self.run_dir, self.rng = kdir, rdir, run, random.Random(seed)
         self.writes: list[dict[str, Any]] = []
+        self.i = 0
         self.paused, self.stopped, self.busy = threading.Event(), threading.Event(), threading.Event()
 
     def run(self) -> None:
-        i = 0
         while not self.stopped.is_set():
             if self.paused.is_set() or not run_live(self.run_dir):
                 time.sleep(0.1)
                 continue
-            i += 1
-            value = round(0.001 + i * 1e-5, 6)
-            reason = f"bench write {i}: entropy to {value}"
             self.busy.set()
             try:
-                out = eau(
-                    ["knobs", "set", KNOB, str(value), "--author", "agent", "--reason", reason, "--json"],
-                    self.kdir,
-                    self.rdir,
-                    timeout=300,
-                )
+                self.write_once()
             finally:
                 self.busy.clear()
-            try:
-                doc = json.loads(out.stdout) if out.stdout.strip() else None
-            except ValueError:
-                doc = None
-            self.writes.append(
-                {
-                    "i": i,
-                    "value": value,
-                    "reason": reason,
-                    "rc": out.returncode,
-                    "doc": doc,
-                    "stderr": out.stderr[-500:],
-                }
-            )
             self.stopped.wait(self.rng.uniform(0.5, 2.5))
+
+    def write_once(self, tag: str = "") -> dict[str, Any]:
+        """One ``eau knobs set`` (also called between a kill and the resume, the writer paused)."""
+        self.i += 1
+        i = self.i
+        value = round(0.001 + i * 1e-5, 6)
+        reason = f"bench write {i}{tag}: entropy to {value}"
+        t0 = time.monotonic()
+        out = eau(
+            ["knobs", "set", KNOB, str(value), "--author", "agent", "--reason", reason, "--json"],
+            self.kdir,
+            self.rdir,
+            timeout=300,
+        )
+        try:
+            doc = json.loads(out.stdout) if out.stdout.strip() else None
+        except ValueError:
+            doc = None
+        w = {
+            "i": i,
+            "value": value,
+            "reason": reason,
+            "rc": out.returncode,
+            "doc": doc,
+            "stderr": out.stderr[-500:],
+            "t0": t0,
+            "t1": time.monotonic(),
+        }
+        self.writes.append(w)
+        return w
 
     def pause(self) -> None:
         """No new write; the one in flight finishes."""
@@ -224,6 +234,7 @@ def check_run(
     cli_effects: int,
     kdir: Path,
     rdir: Path,
+    starts: list[tuple[float, bool]] = (),
 ) -> dict[str, Any]:
     problems: list[str] = []
     figures: dict[str, Any] = {}
@@ -256,7 +267,7 @@ def check_run(
         problems.append(f"metrics.jsonl steps {steps_seen} != 0..{steps - 1}")
     figures["events_final"] = {name: len(final[name]) for name in LOGS}
     figures["event_kinds"] = _kinds(run)
-    figures.update(check_writes(run, writes, cli_effects, kdir, rdir, problems))
+    figures.update(check_writes(run, writes, cli_effects, kdir, rdir, problems, starts))
     figures["timeline_steps_checked"] = check_timeline(run, problems)
     figures["problems"] = problems
     return figures
@@ -270,7 +281,13 @@ def _kinds(run: Path) -> dict[str, int]:
 
 
 def check_writes(
-    run: Path, writes: list[dict[str, Any]], cli_effects: int, kdir: Path, rdir: Path, problems: list[str]
+    run: Path,
+    writes: list[dict[str, Any]],
+    cli_effects: int,
+    kdir: Path,
+    rdir: Path,
+    problems: list[str],
+    starts: list[tuple[float, bool]] = (),
 ) -> dict[str, Any]:
     records = jsonl.read(run / "knob_events.jsonl")
     last = {}
@@ -278,9 +295,17 @@ def check_writes(
         last[r["id"]] = r
     data = load_run_dir(run)
     live = [w for w in writes if w["doc"] and w["doc"].get("live")]
+
+    # a write accepted while no run was live (between a kill and the resume that followed it) belongs to
+    # the resumed run just the same: the resume applies it under its id
+    def resumed_after(w: dict[str, Any]) -> bool:
+        nxt = [is_resume for t, is_resume in starts if t > w.get("t1", float("inf"))]
+        return bool(nxt) and nxt[0]
+
+    between = [w for w in writes if w["doc"] and not w["doc"].get("live") and w["doc"].get("ok") and resumed_after(w)]
     outcome: dict[str, int] = {}
     found_by_effect, cli_checked = 0, 0
-    for w in live:
+    for w in live + between:
         eid = w["doc"]["event"]["id"]
         rec = last.get(eid)
         if rec is None:
@@ -308,6 +333,7 @@ def check_writes(
         "writes": len(writes),
         "writes_to_the_live_run": len(live),
         "writes_while_no_run_was_live": len(others),
+        "writes_between_a_kill_and_its_resume": len(between),
         "write_outcomes": outcome,
         "found_by_effect": found_by_effect,
         "cli_effect_checked": cli_checked,
@@ -348,6 +374,7 @@ def kill_campaign(
     cli_effects: int,
     timeout: float,
     startup_share: float = 0.25,
+    gap_share: float = 0.5,
 ) -> dict[str, Any]:
     """``kills`` SIGKILLs at random delays after each (re)start; a run that reaches its last step
     before the next kill is checked and a new run takes its place (so the count of kill points does
@@ -372,6 +399,7 @@ def kill_campaign(
             cli_effects,
             timeout,
             startup_share,
+            gap_share,
         )
         runs.append(doc)
         done += doc["kills"]
@@ -383,6 +411,7 @@ def kill_campaign(
             "writes",
             "writes_to_the_live_run",
             "writes_while_no_run_was_live",
+            "writes_between_a_kill_and_its_resume",
             "found_by_effect",
             "cli_effect_checked",
             "timeline_steps_checked",
@@ -425,12 +454,13 @@ def _one_run(
     cli_effects: int,
     timeout: float,
     startup_share: float,
+    gap_share: float,
 ) -> dict[str, Any]:
     run = rdir / run_id
     log = work / f"{run_id}.log"
     writer = Writer(kdir, rdir, run, rng.randrange(1 << 30))
     writer.start()
-    snaps, points = [], []
+    snaps, points, starts = [], [], []  # starts: (time, a resume?)
     args = [
         "train",
         "--preset",
@@ -448,6 +478,7 @@ def _one_run(
         for k in range(kills):
             # killed before its run folder existed: nothing to resume, the run starts again
             fresh = not (run / "config.yaml").exists()
+            starts.append((time.monotonic(), not fresh))
             proc = start(args if fresh else ["train", "--resume", run_id, "--no-progress"], kdir, rdir, log)
             t_start = time.monotonic()
             # a quarter of the kills land at a random time from the start (start-up: imports, knob lending,
@@ -478,15 +509,18 @@ def _one_run(
                     "metrics_lines": snap["metrics_steps"],
                 }
             )
+            if rng.random() < gap_share:  # an agent write while no run is live, before the resume
+                writer.write_once(" (between a kill and the resume)")
             writer.resume()
         if not finished:
             fresh = not (run / "config.yaml").exists()
+            starts.append((time.monotonic(), not fresh))
             proc = start(args if fresh else ["train", "--resume", run_id, "--no-progress"], kdir, rdir, log)
             rc = proc.wait(timeout=timeout)
     finally:
         writer.stopped.set()
         writer.join(timeout=300)
-    figures = check_run(run, steps, snaps, writer.writes, cli_effects, kdir, rdir)
+    figures = check_run(run, steps, snaps, writer.writes, cli_effects, kdir, rdir, starts)
     if rc != 0:
         figures["problems"].append(f"the last attempt exited {rc}; see {log}")
     return {"run": run_id, "kills": len(snaps), "kill_points": points, "final_rc": rc, **figures}
@@ -508,7 +542,14 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
         if not wait_for(lambda: run_live(run) and len(jsonl.read(run / "metrics.jsonl")) >= 1, timeout):
             raise RuntimeError(f"the run did not reach step 1; see {log}")
         reason = "early write: entropy up"
-        out = eau(["knobs", "set", KNOB, "0.003", "--author", "agent", "--reason", reason, "--json"], kdir, rdir)
+        # the trainer is stopped while the CLI writes (a CLI start-up of seconds on a loaded box must not
+        # let the short run reach its end first), so the write is for the live run; it runs on to apply it
+        trainer = _status_pid(run)
+        os.kill(trainer, signal.SIGSTOP)
+        try:
+            out = eau(["knobs", "set", KNOB, "0.003", "--author", "agent", "--reason", reason, "--json"], kdir, rdir)
+        finally:
+            os.kill(trainer, signal.SIGCONT)
         doc = json.loads(out.stdout)
         writes.append({"i": 0, "value": 0.003, "reason": reason, "rc": out.returncode, "doc": doc})
         eid = doc["event"]["id"]
@@ -517,7 +558,10 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
                 r["id"] == eid and r.get("step_effective") is not None for r in jsonl.read(run / "knob_events.jsonl")
             ),
             300,
+            every=0.05,
         )
+        if applied:
+            os.kill(trainer, signal.SIGSTOP)  # at once: the kill below lands before the run's end
     finally:
         kill(proc)
     had_checkpoint = any((run / "checkpoints").glob("step_*"))
@@ -546,6 +590,9 @@ def main() -> None:
     ap.add_argument("--min-delay", type=float, default=0.0, help="Seconds after a (re)start or going live, at least.")
     ap.add_argument("--max-delay", type=float, default=20.0, help="Seconds after a (re)start or going live, at most.")
     ap.add_argument("--startup-share", type=float, default=0.25, help="Share of kills timed from the start (start-up).")
+    ap.add_argument(
+        "--gap-share", type=float, default=0.5, help="Share of kills followed by an agent write before the resume."
+    )
     ap.add_argument("--cli-effects", type=int, default=3, help="Writes checked through `eau effect` too.")
     ap.add_argument("--timeout", type=float, default=1800.0, help="Seconds the last resume may take.")
     ap.add_argument("--workdir", type=Path, default=None)
@@ -570,6 +617,7 @@ def main() -> None:
         cli_effects=a.cli_effects,
         timeout=a.timeout,
         startup_share=a.startup_share,
+        gap_share=a.gap_share,
     )
     doc["ok"] = not doc["kills"]["problems"] and not doc["before_first_checkpoint"]["problems"]
     text = json.dumps(doc, indent=1, default=str)

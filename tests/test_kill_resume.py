@@ -4,6 +4,9 @@ campaign of 20 kills is the slow test here and the Reliability figures in BENCHM
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,10 +16,85 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_kill_resume as bench  # noqa: E402  (benchmarks/ is put on sys.path just above)
 
+from harness.io import jsonl  # noqa: E402
+from harness.knobs.folder import copy_defaults  # noqa: E402
 
-# Slow-marked: three trainer start-ups and the CLI checks take minutes, and on a loaded 2-core box the
-# campaign's timing (a write landing between a kill and the resume) has failed them (issue 28 notes).
-@pytest.mark.slow
+
+@pytest.mark.timeout(900)
+def test_writes_between_a_kill_and_the_resume_keep_their_ids_and_authors(tmp_path):
+    """No timing involved: the trainer is stopped (SIGSTOP) while an agent write waits for its step
+    boundary, then SIGKILLed; a command in the gap settles the dead run's lease (its lent values go back),
+    and the agent writes a knob the preset does not lend and one it lends, with no run live. The resume
+    applies all three at its first step boundary under the ids the CLI printed, as the agent's, with their
+    reasons. (Before: the pending write was lost when the lease was settled, the write of a lent knob was
+    overwritten by the resume lending its values again, and the other came back as a "hand edit" under a
+    new id; `eau effect --event` found none of them.)"""
+    kdir, rdir = copy_defaults(tmp_path / "knobs"), tmp_path / "runs"
+    run, log = rdir / "gap", tmp_path / "train.log"
+    args = ["train", "--preset", "tiny", "--steps", "5", "--run-id", "gap", "--set", "checkpoint_every=1", *bench.FAST]
+    proc = bench.start(args, kdir, rdir, log)
+    try:
+        assert bench.wait_for(lambda: bench.run_live(run) and len(jsonl.read(run / "metrics.jsonl")) >= 2, 600), (
+            log.read_text()[-3000:]
+        )
+        os.kill(bench._status_pid(run), signal.SIGSTOP)  # between two step boundaries, for good
+
+        def agent_set(knob: str, value: str, reason: str) -> dict:
+            out = bench.eau(
+                ["knobs", "set", knob, value, "--author", "agent", "--reason", reason, "--json"], kdir, rdir
+            )
+            assert out.returncode == 0, out.stderr
+            return json.loads(out.stdout)
+
+        pending = agent_set("agent.entropy_coeff", "0.0042", "pending at the kill")
+        assert pending["live"] and pending["pending"]
+    finally:
+        bench.kill(proc)
+    gap = bench.eau(["knobs", "get", "agent.lr"], kdir, rdir)  # any command settles the dead run's lease
+    assert "run gap is no longer running" in gap.stderr
+    not_lent = agent_set("agent.temperature", "0.9", "no run live, a knob the preset does not lend")
+    lent = agent_set("agent.lr", "0.0001", "no run live, a knob the preset lends")
+    assert not not_lent["live"] and not lent["live"]
+
+    out = bench.eau(["train", "--resume", "gap", "--no-progress"], kdir, rdir)
+    assert out.returncode == 0, out.stderr[-3000:]
+    start = next(e for e in jsonl.read(run / "events.jsonl") if e["event"] == "resumed")["next_step"]
+    last = {}
+    for rec in jsonl.read(run / "knob_events.jsonl"):
+        last[rec["id"]] = rec
+    for doc, value in ((pending, 0.0042), (not_lent, 0.9), (lent, 0.0001)):
+        ev = doc["event"]
+        rec = last.get(ev["id"])
+        assert rec is not None, f"{ev['knob']} {ev['id']} is not in knob_events.jsonl"
+        assert (rec["knob"], rec["new"], rec["author"], rec["reason"], rec["status"]) == (
+            ev["knob"],
+            value,
+            "agent",
+            ev["reason"],
+            "accepted",
+        ), rec
+        assert rec["step_effective"] == start, rec
+        found = bench.eau(["effect", "--event", ev["id"], "--run", "gap", "--json", "--window", "2"], kdir, rdir)
+        assert found.returncode != 5, found.stderr
+    hand_edits = [r for r in last.values() if r["reason"].startswith("hand edit")]
+    assert hand_edits == []
+    metrics = jsonl.read(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == list(range(5))
+    for m in metrics:
+        after = m["step"] >= start
+        assert (m["entropy_coeff"], m["temperature"], m["lr"]) == (
+            (0.0042, 0.9, 0.0001) if after else (0.001, 1.0, 0.001)
+        ), m
+    assert not list((kdir / ".pending").glob("*.json")) if (kdir / ".pending").is_dir() else True
+    assert not (run / "knobs_not_applied.json").exists()
+
+
+# Not slow-marked (a few minutes on a loaded 2-core box). They were, after failing under load: a write whose
+# CLI started while the run was live but ran after the kill settled the dead run's lease, which gave its
+# lent values back over the write it had not applied yet (lost), and was itself logged only in the folder's
+# history (a real defect, fixed in harness.knobs.lease.hand_over and RunKnobs); and the run killed before
+# its first checkpoint could end before a slow CLI write reached it (a timing assumption: the trainer is
+# now stopped while that write is made).
 @pytest.mark.timeout(1800)
 def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     doc = bench.kill_campaign(
@@ -36,7 +114,6 @@ def test_two_random_kills_keep_every_event_and_attribution(tmp_path):
     assert doc["timeline_steps_checked"] == 4 * doc["runs"]
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_a_kill_before_the_first_checkpoint_keeps_the_knob_log(tmp_path):
     doc = bench.before_first_checkpoint(tmp_path, steps=6, timeout=900)

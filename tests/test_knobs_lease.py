@@ -212,3 +212,40 @@ def test_a_reader_in_another_pid_namespace_never_takes_a_live_run_for_dead(tmp_p
         assert not is_live({**st, "state": "finished"})  # an ended run stays ended
     lease.save(tmp_path)
     assert read_lease(tmp_path).pid_ns == ours
+
+
+def test_a_second_hand_over_before_the_resume_took_up_the_first_keeps_its_offsets(knobs_dir, tmp_path):
+    """A resume killed before it took up the hand-over (knobs_handed_back.json) ran no step: when its own
+    lease is settled, the writes made while no run was live since the first hand-over must still be
+    found, so the earlier offsets and values stay; a write made for that resume (with its note) is new."""
+    from harness.knobs.lease import HANDED_BACK, HISTORY, hand_over
+    from harness.ppo.run_knobs import writes_with_no_run
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    store = KnobStore(knobs_dir, events_path=run / "knob_events.jsonl")
+    lease = Lease(run_id="r", run_dir=str(run), pid=dead_pid())
+    lend(store, lease, {"agent.lr": 1e-3}, reason="the run's preset")
+    assert hand_over(store, run, lease, log=lambda m: None) == []
+    first = json.loads((run / HANDED_BACK).read_text())
+    assert first["lent"] == {"agent.lr": 1e-3} and first["history_offset"] == 0
+    # no run live: an agent write to the folder, logged in its history
+    free = KnobStore(knobs_dir)
+    res = free.set("agent.temperature", 0.9, author="agent", reason="while no run was live")
+    assert res.ok and (knobs_dir / HISTORY).stat().st_size > 0
+    # the resume lends again, is killed before it takes up the hand-over; a write for it was pending
+    store = KnobStore(knobs_dir, events_path=run / "knob_events.jsonl")
+    pending = store.set("agent.entropy_coeff", 0.002, author="agent", reason="for the resume", run_live=True)
+    assert pending.pending
+    left = hand_over(store, run, lease, log=lambda m: None)
+    second = json.loads((run / HANDED_BACK).read_text())
+    assert (second["lent"], second["history_offset"], second["log_offset"]) == (
+        first["lent"],
+        first["history_offset"],
+        first["log_offset"],
+    )
+    # the pending write is handed over under its id; the no-run write (no note) is not, it is found again
+    assert [(w["knob"], w["id"], w["author"]) for w in left] == [("agent.entropy_coeff", pending.event["id"], "agent")]
+    apply, replaced = writes_with_no_run(jsonl.read_from(knobs_dir / HISTORY, second["history_offset"]))
+    assert [(r["knob"], r["id"], r["author"]) for r in apply] == [("agent.temperature", res.event["id"], "agent")]
+    assert replaced == []

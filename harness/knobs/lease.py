@@ -15,6 +15,21 @@ any point leaves a record to give back from::
      "knobs": {"agent.lr": {"before": 1e-05, "lent": 0.0001}, ...}}
 
 ``before`` and ``lent`` are raw values (a scalar, or a per-gym mapping).
+
+Whenever the values go back while the run folder exists (the run ended, or a later command settles
+the lease of a killed run), :func:`hand_over` first leaves in the run folder what a resume needs to
+go on where the run stopped, with every write's author, reason and event id:
+
+* ``knobs_not_applied.json``: the writes the files hold that the run accepted but never applied (a
+  CLI write waiting for a step boundary, a hand edit not yet polled), each also logged as a
+  ``not_applied`` event under its id; the resume writes them again;
+* ``knobs_handed_back.json``: the values the run had in force for the knobs it lent (the resume lends
+  those, so a write applied after the last checkpoint is not undone), and where the folder's history
+  and the run's knob log ended, so that the resume applies the writes made while no run was live
+  (``eau knobs set`` with no run, after a kill) under their ids rather than as anonymous hand edits::
+
+    {"time": "...", "run_id": "...", "lent": {"agent.lr": 0.0001, ...},
+     "history_offset": 1234, "log_offset": 5678}
 """
 
 from __future__ import annotations
@@ -27,8 +42,13 @@ from typing import Any, Callable, Mapping
 
 from harness.io import yamlio
 from harness.io.processes import pid_alive, pid_namespace, sees_pid_namespace
+from harness.knobs.events import KnobEvent, new_id, now_iso
 
 LEASE_FILE = ".lease.json"
+NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
+HANDED_BACK = "knobs_handed_back.json"  # in a run folder: where the run stood when its lent values went back
+KNOB_LOG = "knob_events.jsonl"
+HISTORY = Path(".history") / "knob_events.jsonl"  # in a knobs folder: events of writes made with no run live
 
 
 @dataclass
@@ -117,16 +137,118 @@ def give_back(store: Any, lease: Lease, *, reason: str) -> list[dict[str, Any]]:
     return events
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def log_line(run_dir: Path, line: str) -> None:
+    """A line in a run's ``log.txt`` (the format of harness.runs.writer), from outside the run."""
+    with open(Path(run_dir) / "log.txt", "a", encoding="utf-8") as f:
+        f.write(f"{now_iso()} {line.rstrip()}\n")
+
+
+def hand_over(store: Any, run_dir: Path, lease: Lease, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Leave in ``run_dir`` what a resume needs (see the module docstring) before the lent values go back.
+    ``store`` holds the run's values in force and logs to the run's knob log. Returns the unapplied writes."""
+    run_dir = Path(run_dir)
+    earlier = _read_json(run_dir / HANDED_BACK)
+    left = store.unapplied_writes(take=False)  # notes are dropped once the file below is written
+    if earlier is not None:
+        # a resume that ended (killed) before it took up the last hand-over: it ran no step, and that
+        # hand-over still says where the run stood. Of what the files hold now, only writes made for
+        # that resume while it was live (each with its note and id) are new; the writes made while no
+        # run was live are found again after the earlier offsets.
+        left = [w for w in left if w["id"]]
+    for w in left:
+        rec = store.log.append(
+            KnobEvent(
+                id=w["id"] or new_id(),
+                knob=w["knob"],
+                gym=w["gym"],
+                old=w["in_force"],
+                new=w["written"],
+                author=w["author"],
+                reason=w["reason"],
+                status="not_applied",
+                source=w["source"],
+                file=w["file"],
+                step_written=w["step_written"],
+                message="accepted for this run, which ended before its next step "
+                "boundary: `eau train --resume` applies it",
+            )
+        )
+        w["event"] = w["id"] = rec["id"]
+        log(
+            f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
+            f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
+            f"({w['author']}: {w['reason']}); `eau train --resume {lease.run_id}` applies it"
+        )
+    if left:
+        path = run_dir / NOT_APPLIED
+        try:  # a resume killed before it wrote them again left some: keep those too
+            kept = [w for w in json.loads(path.read_text()) if w.get("id") not in {x["id"] for x in left}]
+        except (OSError, ValueError, TypeError, AttributeError):
+            kept = []
+        yamlio.atomic_write_text(path, json.dumps(kept + left, indent=1, default=str))
+        for w in left:
+            store.drop_attribution(w["knob"], w["gym"], w["written"])
+    doc = {
+        "time": now_iso(),
+        "run_id": lease.run_id,
+        "lent": {name: store.raw(name) for name in lease.knobs if _known(store, name)},
+        "history_offset": _size(Path(store.dir) / HISTORY),
+        "log_offset": _size(run_dir / KNOB_LOG),
+    }
+    if earlier is not None:
+        doc.update({k: earlier[k] for k in ("lent", "history_offset", "log_offset") if k in earlier})
+    yamlio.atomic_write_text(run_dir / HANDED_BACK, json.dumps(doc, indent=1, default=str))
+    return left
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _known(store: Any, name: str) -> bool:
+    try:
+        store.spec(name)
+        return True
+    except KeyError:
+        return False
+
+
 def settle_stale_lease(knobs_dir: Path, log: Callable[[str], None] = lambda m: None) -> Lease | None:
-    """Give back the lease of a run that ended without giving it back (SIGKILL, power loss). Returns
-    the settled lease (None when there was none, or its run is still live)."""
+    """Give back the lease of a run that ended without giving it back (SIGKILL, power loss), after
+    handing its unapplied writes and its values in force to its run folder (:func:`hand_over`), as the
+    run itself would have done at its end. Returns the settled lease (None when there was none, or its
+    run is still live)."""
     from harness.knobs.store import KnobStore
 
     lease = read_lease(knobs_dir)
     if lease is None or lease_is_live(lease):
         return None
-    events_path = Path(lease.run_dir) / "knob_events.jsonl" if Path(lease.run_dir).is_dir() else "auto"
+    run_dir = Path(lease.run_dir)
+    events_path = run_dir / KNOB_LOG if run_dir.is_dir() else "auto"
     store = KnobStore(knobs_dir, events_path=events_path)
+    if run_dir.is_dir():
+        try:
+            in_force = json.loads((run_dir / "knobs_in_force.json").read_text(encoding="utf-8"))["values"]
+        except (OSError, ValueError, KeyError, TypeError):
+            # killed before its first step boundary: what it had in force is what it lent
+            in_force = {}
+            for name, rec in lease.knobs.items():
+                area, _, knob = name.partition(".")
+                in_force.setdefault(area, {})[knob] = rec.get("lent")
+        if isinstance(in_force, dict):
+            store.load_in_force(in_force)
+        hand_over(store, run_dir, lease, log=lambda m: log_line(run_dir, m))
     back = give_back(
         store,
         lease,

@@ -578,6 +578,8 @@ class KnobStore:
             ref=ref,
         )
         refused = dict(common, line=self._knob_line(path, spec.name))
+        if event_id:  # a write carried over a resume is refused now under the id it was accepted with
+            refused["id"] = event_id
         old_v = resolve(old_raw, gym)
         if gym is not None and not spec.governs(gym):
             r = Refusal("wrong gym", f"{full_name} does not govern gym {gym!r}; it governs {', '.join(spec.gyms)}")

@@ -16,19 +16,29 @@ from harness.gyms import BUILTIN_GYMS
 from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
-from harness.knobs.events import KnobEvent, new_id
-from harness.knobs.lease import Lease, give_back, lease_is_live, lend, read_lease, settle_stale_lease
+from harness.knobs.events import KnobEvent
+from harness.knobs.lease import (
+    HANDED_BACK,
+    HISTORY,
+    KNOB_LOG,
+    NOT_APPLIED,
+    Lease,
+    give_back,
+    hand_over,
+    lease_is_live,
+    lend,
+    read_lease,
+    settle_stale_lease,
+)
 from harness.knobs.run_checks import facts_from_config
-from harness.knobs.snapshot import KnobSnapshot
+from harness.knobs.snapshot import AREAS, KnobSnapshot, resolve
 from harness.knobs.store import KnobStore
 from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
 
-NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
 PLUGIN_REPLAY_STEPS = 3  # recent steps of recorded episodes a plug-in's gate replays
 AT_START = "knobs_at_start.json"  # in a run folder: the knob state its step 0 ran with (a resume with no
 # checkpoint starts from it)
-KNOB_LOG = "knob_events.jsonl"
 
 
 def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> list[dict[str, Any]]:
@@ -51,6 +61,61 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
         and r.get("author") in ("human", "agent", "system")
         and r.get("reason")
     ]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _records_between(path: Path, start: int, end: int) -> list[dict[str, Any]]:
+    """The complete JSON records of ``path`` between byte offsets ``start`` and ``end``."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, start))
+            data = f.read(max(0, end - start))
+    except OSError:
+        return []
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def writes_with_no_run(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Among knob events logged while no run was live (the folder's history, or a stopped run's log
+    through ``--run``), the accepted writes of knob cells by a person or an agent: (the last of each
+    cell, unless a later system write such as a run lending or giving back values replaced it; the
+    others, replaced by a later write). Rule and schema files are not among them (a resume reads those
+    as they are)."""
+
+    def by_someone(r: Mapping[str, Any]) -> bool:
+        return (
+            r.get("author") in ("human", "agent")
+            and r.get("source") in ("cli", "revert", "watch")
+            and r.get("applies") == "live"
+            and bool(r.get("reason"))
+            and bool(r.get("id"))
+        )
+
+    last: dict[tuple[str, Any], dict[str, Any]] = {}
+    replaced: list[dict[str, Any]] = []
+    for r in records:
+        knob = str(r.get("knob", ""))
+        if r.get("status") != "accepted" or knob.partition(".")[0] not in AREAS:
+            continue
+        prev = last.pop((knob, r.get("gym")), None)
+        if prev is not None and by_someone(prev) and prev.get("id") != r.get("id"):
+            replaced.append({**prev, "_by": r})
+        last[(knob, r.get("gym"))] = r
+    return [r for r in last.values() if by_someone(r)], replaced
 
 
 def lent_values(
@@ -106,7 +171,8 @@ class RunKnobs:
         of another live run is refused (ValueError naming it); a lease of this run (killed, now resumed)
         keeps the values it recorded from before the run."""
         held = read_lease(self.dir)
-        if held is not None and held.run_id == self.run_id and (self.run_dir / "config.yaml").exists():
+        resuming = (self.run_dir / "config.yaml").exists()
+        if held is not None and held.run_id == self.run_id and resuming:
             # this run, killed, now resumed: the files hold what it lent and every write made since (the
             # first step boundary applies those with their authors); lend only what it had not lent yet
             values = {k: v for k, v in values.items() if k not in held.knobs}
@@ -119,6 +185,17 @@ class RunKnobs:
             settle_stale_lease(self.dir, log=self.note)
             self.store = self._open()
             held = None
+        self.handed_back = self._handed_back() if resuming else None
+        if self.handed_back and held is None:
+            # this run's values went back to the folder when it ended (or when a command settled its lease
+            # after a kill): lend what it had in force then, writes applied after its last checkpoint included
+            values = {k: self.handed_back["lent"].get(k, v) for k, v in values.items()}
+        # what the folder held before this resume lent anything (an attempt of it killed before its first
+        # step boundary lent some already: their values from before are in its lease)
+        self.folder_values = {spec.full_name: self.store.raw(spec.full_name) for spec in self.store.specs()}
+        for name, rec in (held.knobs if held is not None else {}).items():
+            self.folder_values[name] = rec.get("before")
+        self.log_size_at_start = _size(self.run_dir / KNOB_LOG)  # what this attempt logs comes after
         self.lease = held or Lease(run_id=self.run_id, run_dir=str(self.run_dir.resolve()), pid=os.getpid())
         self.lease.pid, self.lease.pid_ns = os.getpid(), pid_namespace()
         self.lease.save(self.dir)  # the folder knows the live process even when nothing is lent again
@@ -130,6 +207,13 @@ class RunKnobs:
         except ValueError:
             self.give_back(f"run {self.run_id} did not start: lent values given back")
             raise
+
+    def _handed_back(self) -> dict[str, Any] | None:
+        try:
+            doc = json.loads((self.run_dir / HANDED_BACK).read_text())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and isinstance(doc.get("lent"), dict) else None
 
     def attach(self, writer: Any, resumed: bool) -> None:
         """From now on events go to the run folder (with those logged before it existed)."""
@@ -157,9 +241,9 @@ class RunKnobs:
         self.plugins.start_note = f"when the run resumed at step {start_step} (gated again)"
         self._carry_over_applied(start_step)
         path = self.run_dir / NOT_APPLIED
-        if not path.is_file():
-            return
-        for w in json.loads(path.read_text()):
+        written_again: dict[tuple[str, Any], dict[str, Any]] = {}  # (knob, gym) -> the write, for a later one
+        for w in json.loads(path.read_text()) if path.is_file() else []:
+            written_again[(w["knob"], w["gym"])] = w
             res = self.store.set(
                 w["knob"],
                 w["written"],
@@ -176,7 +260,114 @@ class RunKnobs:
             self.writer.log(
                 f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}"
             )
-        path.unlink()
+        path.unlink(missing_ok=True)
+        self._apply_writes_with_no_run(start_step, written_again)
+
+    def _apply_writes_with_no_run(self, start_step: int, written_again: Mapping[tuple[str, Any], Any]) -> None:
+        """Resume after the run's values went back: the writes made while no run was live (in the folder's
+        history, or in this run's log through ``--run``) that the folder still holds are written again
+        for this run, under their ids, authors and reasons; the first step boundary applies them."""
+        doc = self.handed_back
+        if not doc:
+            return
+        records = jsonl.read_from(self.dir / HISTORY, int(doc.get("history_offset") or 0))
+        # and those logged to this run's log through `--run` while it was stopped (before this attempt's own)
+        records += _records_between(self.run_dir / KNOB_LOG, int(doc.get("log_offset") or 0), self.log_size_at_start)
+        records.sort(key=lambda r: str(r.get("time", "")))
+        apply, replaced = writes_with_no_run(records)
+        for w in replaced:
+            by = w["_by"]
+            self._not_applied(
+                w, f"written while no run was live; replaced before the resume by {by.get('id')} ({by.get('author')})"
+            )
+        for w in apply:
+            if resolve(self.folder_values.get(w["knob"]), w.get("gym")) != w.get("new"):
+                # changed again since (by hand): the rescan at the first boundary sees that
+                self._not_applied(w, "written while no run was live; the file no longer held it at the resume")
+                continue
+            earlier = written_again.get((w["knob"], w.get("gym")))
+            if earlier is not None and (earlier.get("id") or earlier.get("event")) != w["id"]:
+                # a write the run never applied, replaced while no run was live: it never will be
+                self.store.drop_attribution(earlier["knob"], earlier["gym"], earlier["written"])
+                self.store.log.append(
+                    KnobEvent(
+                        id=earlier.get("id") or earlier.get("event"),
+                        knob=earlier["knob"],
+                        gym=earlier["gym"],
+                        old=earlier.get("in_force"),
+                        new=earlier["written"],
+                        author=earlier["author"],
+                        reason=earlier["reason"],
+                        status="not_applied",
+                        source=earlier.get("source") or "cli",
+                        file=earlier.get("file"),
+                        step_written=earlier.get("step_written"),
+                        message=f"replaced before the resume by {w['id']} ({w['author']}: {w['reason']}), "
+                        "written while no run was live",
+                    )
+                )
+            res = self.store.set(
+                w["knob"],
+                w["new"],
+                gym=w.get("gym"),
+                author=w["author"],
+                reason=w["reason"],
+                step_written=start_step,
+                run_live=True,
+                source=w["source"],
+                ref=w.get("ref"),
+                skip_requires=True,  # checked when it was written; the max delta holds against what the run has
+                event_id=w["id"],
+            )
+            if res.ok and not res.pending:  # the value the run resumes with already: in force, say so under its id
+                self.store.log.append(
+                    KnobEvent(
+                        id=w["id"],
+                        knob=w["knob"],
+                        gym=w.get("gym"),
+                        old=w.get("old"),
+                        new=w["new"],
+                        author=w["author"],
+                        reason=w["reason"],
+                        status="accepted",
+                        source=w["source"],
+                        file=w.get("file"),
+                        step_written=w.get("step_written"),
+                        ref=w.get("ref"),
+                        message=f"written while no run was live; the run resumed at step {start_step} with this "
+                        "value in force already",
+                    )
+                )
+            state = (
+                "applied at the next step boundary"
+                if res.pending
+                else ("in force already" if res.ok else f"refused now: {res.event.get('message')}")
+            )
+            self.writer.log(
+                f"knob {w['knob']}{'[' + w['gym'] + ']' if w.get('gym') else ''} = {json.dumps(w['new'])} "
+                f"({w['id']}, {w['author']}: {w['reason']}; written while no run was live): {state}"
+            )
+        (self.run_dir / HANDED_BACK).unlink(missing_ok=True)
+
+    def _not_applied(self, w: Mapping[str, Any], message: str) -> None:
+        """Log a write made while no run was live that this resume does not apply, under its id."""
+        self.store.log.append(
+            KnobEvent(
+                id=w["id"],
+                knob=w["knob"],
+                gym=w.get("gym"),
+                old=w.get("old"),
+                new=w.get("new"),
+                author=w["author"],
+                reason=w["reason"],
+                status="not_applied",
+                source=w.get("source") or "cli",
+                file=w.get("file"),
+                step_written=w.get("step_written"),
+                ref=w.get("ref"),
+                message=message,
+            )
+        )
 
     def _carry_over_applied(self, start_step: int) -> None:
         """Notes for the writes logged after the checkpoint (or since the start) that were in force."""
@@ -258,39 +449,11 @@ class RunKnobs:
     def end(self) -> None:
         """However the run ends: report the writes it accepted but never applied (kept in
         ``knobs_not_applied.json`` for a resume), then give the lent values back to the folder."""
-        try:
-            left = self.store.unapplied_writes(take=False)  # notes are dropped once the file below is written
-        except Exception as exc:  # a report must not hide the run's own error
-            left = []
-            self.note(f"knobs: could not check for unapplied writes: {exc}")
-        if left and self.writer is not None:
-            for w in left:
-                rec = self.store.log.append(
-                    KnobEvent(
-                        id=w["id"] or new_id(),
-                        knob=w["knob"],
-                        gym=w["gym"],
-                        old=w["in_force"],
-                        new=w["written"],
-                        author=w["author"],
-                        reason=w["reason"],
-                        status="not_applied",
-                        source=w["source"],
-                        file=w["file"],
-                        step_written=w["step_written"],
-                        message="accepted for this run, which ended before its next step "
-                        "boundary: `eau train --resume` applies it",
-                    )
-                )
-                w["event"] = w["id"] = rec["id"]
-                self.writer.log(
-                    f"knob {w['knob']}{'[' + w['gym'] + ']' if w['gym'] else ''} = "
-                    f"{json.dumps(w['written'])} NOT APPLIED: the run ended before its next step boundary "
-                    f"({w['author']}: {w['reason']}); `eau train --resume {self.run_id}` applies it"
-                )
-            atomic_write_text(self.run_dir / NOT_APPLIED, json.dumps(left, indent=1, default=str))
-            for w in left:
-                self.store.drop_attribution(w["knob"], w["gym"], w["written"])
+        if self.writer is not None and self.lease is not None:
+            try:
+                hand_over(self.store, self.run_dir, self.lease, log=self.writer.log)
+            except Exception as exc:  # a report must not hide the run's own error
+                self.note(f"knobs: could not hand over unapplied writes: {exc}")
         self.give_back(f"run {self.run_id} ended: the values it lent go back")
 
     def give_back(self, reason: str) -> None:

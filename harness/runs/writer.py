@@ -14,6 +14,7 @@
                            metrics.jsonl (one line per update: update, updates, epoch, loss, time_s)
     knobs_not_applied.json knob writes accepted for the run that it ended before applying (a resume
                            writes them again)
+    knobs_handed_back.json where the run stood when its lent knob values went back (harness.knobs.lease)
     meta/                  meta-agent sessions (eau supervise)
 
 Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py), and

@@ -11,7 +11,8 @@ Compiled rules are cached by content, so re-reading an unchanged file at every r
 Patterns are RE2 regular expressions (``google-re2``, imported as ``re2``), searched case-insensitively.
 RE2 matches in time linear in the question's length and bounds a pattern's compiled size
 (RE2_MAX_MEM), so no pattern, however hostile, can hang a live run or burn CPU at compile time; the
-price is RE2's syntax: no lookaround and no backreferences. The gate (:func:`validate_rule_file`,
+price is RE2's syntax: no lookaround and no backreferences, and ``\\b``, ``\\w``, ``\\d``, ``\\s`` are ASCII-only
+(``ï`` is not a word character to ``\\b``; ``\\pL`` matches any letter). The gate (:func:`validate_rule_file`,
 which the knob store calls on every write) refuses a pattern RE2 cannot take, naming what is allowed.
 An intent's optional ``unless`` patterns veto it: the intent does not match a question that any of
 them matches (what a negative lookahead would say in another engine).
