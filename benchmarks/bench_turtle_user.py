@@ -8,8 +8,9 @@ with the symbolic user and the shipped rule file, a fresh episode per story) and
 word is compared with the label. The three files were written in turn on different stories:
 ``turtle_questions.jsonl`` first, and the judge was tuned against it; ``turtle_questions_heldout.jsonl``
 next, measured, and then some of its errors led to general repairs (refusals as negation, pronouns,
-letter names, hedged clauses); ``turtle_questions_fresh.jsonl`` last, measured with the judge frozen
-(two general repairs followed). Read the later files as the better estimate on unseen stories.
+letter names, hedged clauses); ``turtle_questions_fresh.jsonl`` next, measured with the judge frozen
+(two general repairs followed); ``turtle_questions_blind.jsonl`` last (22 stories drawn one per bin of
+the ids no other set uses, never tuned on). Read the blind file as the estimate on unseen stories.
 
 **Leaks.** :func:`adversarial_questions` builds questions that try to make the user tell the story:
 prompt injections, requests for the story, enumerations of options, and questions that paste the
@@ -36,7 +37,12 @@ from harness.envs.registry import make
 from harness.envs.turtle.data import load_turtle
 
 DATA = Path(__file__).resolve().parent / "data"
-LABEL_FILES = ("turtle_questions.jsonl", "turtle_questions_heldout.jsonl", "turtle_questions_fresh.jsonl")
+LABEL_FILES = (
+    "turtle_questions.jsonl",
+    "turtle_questions_heldout.jsonl",
+    "turtle_questions_fresh.jsonl",
+    "turtle_questions_blind.jsonl",
+)
 LEAK_WORDS = 6  # a reply must never hold this many consecutive words of the bottom
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
