@@ -44,8 +44,16 @@ class _Ctx:
     """Resolved folders, the store and the run a knobs command works against."""
 
     def __init__(
-        self, kdir: Optional[Path], rdir: Optional[Path], run: Optional[str], as_json: bool, need_valid: bool = True
+        self,
+        kdir: Optional[Path],
+        rdir: Optional[Path],
+        run: Optional[str],
+        as_json: bool,
+        need_valid: bool = True,
+        allow_invalid: bool = False,
     ):
+        """need_valid: invalid files end the command (exit 4); allow_invalid: they leave ``store`` None
+        (reset and upgrade repair such a folder, writing to ``log``)."""
         from harness.knobs.store import KnobError, KnobStore
         from harness.runs import reader
 
@@ -74,9 +82,17 @@ class _Ctx:
         try:
             self.store = KnobStore(self.kdir, events_path=events, run_gyms=gyms)
         except KnobError as exc:
+            if allow_invalid:
+                from harness.knobs.events import EventLog
+
+                self.store = None
+                self.log = EventLog(self.kdir / ".history" / "knob_events.jsonl" if events == "auto" else events)
+                self.metrics = []
+                return
             if need_valid:
                 fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
             raise
+        self.log = self.store.log
         if self.live:
             from harness.knobs.run_checks import read_run_facts
 
@@ -362,7 +378,7 @@ def reset_cmd(
     from harness.knobs.events import KnobEvent
     from harness.knobs.folder import reset_to_defaults
 
-    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False)
+    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False, allow_invalid=True)
     if ctx.live:
         fail(
             f"run {ctx.run_dir.name} is live on {ctx.kdir}; stop it first (its lent values go back when it ends)",
@@ -371,7 +387,7 @@ def reset_cmd(
         )
     changed = reset_to_defaults(ctx.kdir)
     for c in changed:
-        ctx.store.log.append(
+        ctx.log.append(
             KnobEvent(
                 knob=c["knob"],
                 gym=c.get("gym"),
@@ -396,11 +412,67 @@ def reset_cmd(
             )
 
 
+@app.command("upgrade")
+def upgrade_cmd(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change; write nothing."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+) -> None:
+    """Bring a knobs folder made from older packaged defaults up to date, keeping every edit.
+
+    New files (a new gym's rules) are copied in, files nobody edited are replaced by the newer
+    defaults, edited files are kept (new knobs are added to edited value files). Refused while a run
+    is live on the folder."""
+    from harness.knobs.folder import upgrade_from_defaults
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False, allow_invalid=True)
+    if ctx.live:
+        fail(
+            f"run {ctx.run_dir.name} is live on {ctx.kdir}; upgrade it after the run ends",
+            EXIT_REFUSED,
+            as_json,
+        )
+    report = upgrade_from_defaults(ctx.kdir, dry_run=dry_run)
+    if not dry_run:  # the folder's history says what changed, as for a reset
+        from harness.knobs.events import KnobEvent
+
+        changed = [(rel, "a newer packaged default") for rel in report["added"] + report["updated"]]
+        changed += [(k, "a new knob, with its packaged default value") for k in report["knobs_added"]]
+        for what, message in changed:
+            knob = what if "/" not in what else ".".join(Path(what).with_suffix("").parts)
+            ctx.log.append(
+                KnobEvent(
+                    knob=knob,
+                    author="human",
+                    reason="eau knobs upgrade",
+                    status="accepted",
+                    source="upgrade",  # not a write a resumed run applies again (no value of its own)
+                    file=str(ctx.kdir / what) if "/" in what else str(ctx.kdir / f"{what.split('.')[0]}.yaml"),
+                    message=message,
+                )
+            )
+    if as_json:
+        emit_json({"ok": True, "knobs_dir": str(ctx.kdir), "dry_run": dry_run, **report})
+        return
+    would = "would be " if dry_run else ""
+    for key, what in (("added", "added"), ("updated", "updated to the newer default")):
+        for rel in report[key]:
+            typer.echo(f"  {rel}: {would}{what}")
+    for k in report["knobs_added"]:
+        typer.echo(f"  {k}: new knob {'would be ' if dry_run else ''}added with its default value")
+    for kept in report["kept"]:
+        typer.echo(f"  {kept['file']}: edited here, kept; the newer default is {kept['packaged']}")
+    n = len(report["added"]) + len(report["updated"]) + len(report["knobs_added"])
+    typer.echo(f"{ctx.kdir}: {n} change(s){' (dry run)' if dry_run else ''}, {len(report['kept'])} edited file(s) kept")
+
+
 @app.command("validate")
 def validate_cmd(
     as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt
 ) -> None:
     """Validate every knob, schema and rule file; exit 4 naming each invalid file."""
+    from harness.knobs.folder import upgrade_hint
     from harness.knobs.store import validate_dir
 
     kdir = knobs_dir(knobs_dir_)
@@ -410,6 +482,8 @@ def validate_cmd(
     else:
         for p in problems:
             err(f"{p['file']}" + (f":{p['line']}" if p.get("line") else "") + f": [{p['rule']}] {p['message']}")
+        if problems and (hint := upgrade_hint(kdir)):
+            err(hint)
         if not problems:
             typer.echo(f"ok: every knob, schema and rule file in {kdir} is valid")
     if problems:

@@ -48,6 +48,7 @@ from jsonschema.exceptions import SchemaError
 from harness.io import jsonl, yamlio
 from harness.knobs.checks import check_change
 from harness.knobs.events import AUTHORS, EventLog, KnobEvent, new_id, now_iso
+from harness.knobs.folder import upgrade_hint
 from harness.knobs.rule_checks import rule_problem
 from harness.knobs.run_checks import RunFacts, run_refusal
 from harness.knobs.schema import (
@@ -101,13 +102,13 @@ def canonical_json(value: Any) -> str:
 class KnobError(Exception):
     """Invalid knob files at load time; ``problems`` lists every one (dicts with file, line, rule, message)."""
 
-    def __init__(self, problems: list[dict[str, Any]]):
+    def __init__(self, problems: list[dict[str, Any]], hint: str | None = None):
         self.problems = problems
         lines = [
             f"{p['file']}" + (f":{p['line']}" if p.get("line") else "") + f": [{p['rule']}] {p['message']}"
             for p in problems
         ]
-        super().__init__("invalid knob files:\n  " + "\n  ".join(lines))
+        super().__init__("invalid knob files:\n  " + "\n  ".join(lines) + (f"\n{hint}" if hint else ""))
 
 
 class UnknownKnob(KeyError):
@@ -226,7 +227,7 @@ class KnobStore:
         self._snapshot: KnobSnapshot | None = None
         problems = self._load_all()
         if problems:
-            raise KnobError(problems)
+            raise KnobError(problems, upgrade_hint(self.dir))
 
     # ------------------------------------------------------------------ loading
     def _area_path(self, area: str) -> Path:
