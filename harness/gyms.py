@@ -10,6 +10,9 @@ BUILTIN_GYMS = {
     "telepathy": "harness.envs.telepathy",
     "intention": "harness.envs.intention",
     "colbench": "harness.envs.colbench",
+    "tau2_airline": "harness.envs.tau2",
+    "tau2_retail": "harness.envs.tau2",
+    "tau2_telecom": "harness.envs.tau2",
 }
 
 _registered: set[str] = set()

@@ -131,6 +131,11 @@ class UserCentricEnv(gymnasium.Env):
     def tool_schema(self) -> dict[str, Any]:
         return interact_tool_schema(self.allowed_choices)
 
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Every function schema the agent may call (``info["tools"]``): the interact tool here; a gym
+        with tools of its own (τ²'s domain tools) lists them instead."""
+        return [self.tool_schema()]
+
     def set_knobs(self, knobs: KnobSnapshot) -> None:
         """Swap the knob snapshot; it is read at the next reset (never mid-episode)."""
         self.knobs = knobs
@@ -162,7 +167,7 @@ class UserCentricEnv(gymnasium.Env):
             "split": self.task.split,
             "arm": self.arm,
             "system_prompt": self.system_prompt(),
-            "tools": [self.tool_schema()],
+            "tools": self.tool_schemas(),
         }
         return obs, info
 

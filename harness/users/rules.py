@@ -98,6 +98,33 @@ def backtracking_probe(pattern: regex.Pattern[str]) -> str | None:
     return None
 
 
+SCENARIO_SLOTS = {
+    "insist": {"request"},
+    "remind": {"request"},
+    "tool_result": {"tool", "result"},
+    "tool_failed": {"tool", "result"},
+}
+
+
+@dataclass(frozen=True)
+class ScenarioRules:
+    """The compiled ``scenario`` section (users that act out a task with a goal: the τ² gyms, tau).
+    Fields as in the schema; patterns compiled case-insensitive; user_tools as (tool, patterns)."""
+
+    confirm: tuple[regex.Pattern[str], ...]
+    refusal: tuple[regex.Pattern[str], ...]
+    closing: tuple[regex.Pattern[str], ...]
+    unknown: tuple[regex.Pattern[str], ...]
+    ids: tuple[regex.Pattern[str], ...]
+    max_insist: int
+    user_tools: tuple[tuple[str, tuple[regex.Pattern[str], ...]], ...]
+    replies: dict[str, tuple[str, ...]]
+
+    @staticmethod
+    def any_match(patterns: tuple[regex.Pattern[str], ...], text: str) -> bool:
+        return any(search_bounded(p, text) for p in patterns)
+
+
 @dataclass(frozen=True)
 class UserRules:
     """A compiled symbolic-user rule file."""
@@ -110,6 +137,7 @@ class UserRules:
     volunteer: tuple[str, ...]
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
+    scenario: ScenarioRules | None = None
 
     def classify(self, question: str) -> Intent:
         """The first intent whose patterns match ``question``, else the fallback intent."""
@@ -203,7 +231,9 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
     _check_templates(source, ("replies", "volunteer"), rep["volunteer"], True)
     redacted = rep.get("redacted", list(DEFAULT_REDACTED))
     _check_templates(source, ("replies", "redacted"), redacted, False)
+    scenario = _compile_scenario(data["scenario"], source, probe) if "scenario" in data else None
     return UserRules(
+        scenario=scenario,
         gym=data["gym"],
         intents=tuple(intents),
         fallback=by_name[fb],
@@ -212,6 +242,66 @@ def _compile(data: dict[str, Any], source: str, gym: str | None, probe: bool = F
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
         personas=persona_table(data.get("personas")),
+    )
+
+
+def _patterns(source: str, path: tuple[Any, ...], raw: list[str], probe: bool) -> tuple[regex.Pattern[str], ...]:
+    out = []
+    for j, pat in enumerate(raw):
+        try:
+            compiled = regex.compile(pat, regex.IGNORECASE | regex.V0)
+        except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+            raise RuleFileError(
+                f"{_p(source)}{_where((*path, j))} = {pat!r} is not a valid regular expression: {exc}", (*path, j)
+            ) from None
+        if probe and (bad := backtracking_probe(compiled)) is not None:
+            raise RuleFileError(
+                f"{_p(source)}{_where((*path, j))} = {pat!r} backtracks catastrophically on {bad!r}", (*path, j)
+            )
+        out.append(compiled)
+    return tuple(out)
+
+
+def _compile_scenario(raw: dict[str, Any], source: str, probe: bool) -> ScenarioRules:
+    """The ``scenario`` section (already schema-checked): patterns compiled, placeholders checked."""
+    pats = {
+        k: _patterns(source, ("scenario", f"{k}_patterns"), raw[f"{k}_patterns"], probe)
+        for k in ("confirm", "refusal", "closing", "unknown", "id")
+    }
+    replies: dict[str, tuple[str, ...]] = {}
+    for key, templates in raw["replies"].items():
+        allowed = SCENARIO_SLOTS.get(key, set())
+        for i, t in enumerate(templates):
+            bad = set(_PLACEHOLDER_RE.findall(t)) - allowed
+            if bad:
+                only = ", ".join("{" + n + "}" for n in sorted(allowed)) or "none"
+                raise RuleFileError(
+                    f"{_p(source)}scenario.replies.{key}[{i}] = {t!r} uses unknown placeholder(s) "
+                    f"{', '.join(sorted('{' + n + '}' for n in bad))}; allowed here: {only}",
+                    ("scenario", "replies", key, i),
+                )
+        replies[key] = tuple(templates)
+    tools = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw.get("user_tools", [])):
+        if entry["tool"] in seen:
+            raise RuleFileError(
+                f"{_p(source)}scenario.user_tools[{i}].tool = {entry['tool']!r} is a duplicate",
+                ("scenario", "user_tools", i, "tool"),
+            )
+        seen.add(entry["tool"])
+        tools.append(
+            (entry["tool"], _patterns(source, ("scenario", "user_tools", i, "patterns"), entry["patterns"], probe))
+        )
+    return ScenarioRules(
+        confirm=pats["confirm"],
+        refusal=pats["refusal"],
+        closing=pats["closing"],
+        unknown=pats["unknown"],
+        ids=pats["id"],
+        max_insist=int(raw.get("max_insist", 2)),
+        user_tools=tuple(tools),
+        replies=replies,
     )
 
 
