@@ -10,6 +10,7 @@ BUILTIN_GYMS = {
     "telepathy": "harness.envs.telepathy",
     "intention": "harness.envs.intention",
     "colbench": "harness.envs.colbench",
+    "tau": "harness.envs.tau",
     "tau2_airline": "harness.envs.tau2",
     "tau2_retail": "harness.envs.tau2",
     "tau2_telecom": "harness.envs.tau2",

@@ -242,9 +242,8 @@ _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
 }
 
 
-def _tau_call(env: UserCentricEnv, name: str, arguments: dict[str, Any]) -> str:
-    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-    return f"<tool_call>{call}</tool_call>" if env.rendering == "tool_call" else f"CALL: {call}"
+def _tau_call(env: Any, name: str, arguments: dict[str, Any]) -> str:
+    return env.render_call(name, arguments)
 
 
 def _tau_progress(env: Any) -> int:
@@ -267,24 +266,25 @@ def _tau_last(env: Any) -> tuple[str | None, dict[str, Any]]:
 def _tau_oracle(env: Any) -> str:
     from harness.envs.tau2.actions import STOP_TOKEN
 
+    say = env.render_message
     gold, p = env.gold(), _tau_progress(env)
     unsaid = env.user.pending_outputs() if hasattr(env.user, "pending_outputs") else []
     last, flags = _tau_last(env)
     if p < len(gold):
         g = gold[p]
         if g.name == "transfer_to_human_agents" and unsaid:
-            return "Here is what I found: " + "; ".join(unsaid) + "."
+            return say("Here is what I found: " + "; ".join(unsaid) + ".")
         if g.requestor == "user":
-            return f"Please do this on your phone: {g.name} {json.dumps(g.arguments)}"
+            return say(f"Please do this on your phone: {g.name} {json.dumps(g.arguments)}")
         if g.name in env.write_tools():
             proposal = f"I will now {g.verb()} as follows: {g.name} {json.dumps(g.arguments)}. Do you confirm (yes/no)?"
             if last != proposal:
-                return proposal
+                return say(proposal)
         return _tau_call(env, g.name, g.arguments)
     closing = "Is there anything else I can help you with?"
     if unsaid:
-        return "Here is what I found: " + "; ".join(unsaid) + ". " + closing
-    return STOP_TOKEN if last == closing else closing
+        return say("Here is what I found: " + "; ".join(unsaid) + ". " + closing)
+    return say(STOP_TOKEN if last == closing else closing)
 
 
 def _next_turn(planners: dict[str, Callable[[UserCentricEnv], str]], env: UserCentricEnv, who: str) -> str:
@@ -394,9 +394,9 @@ def _tau_random(env: Any, rng: np.random.Generator) -> str:
     words = _WORD_RE.findall(env.task.prompt) + re.findall(r"#?\w*\d\w*", env.task.prompt) or ["hello"]
     kind = int(rng.integers(3))
     if kind == 0:
-        return " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(2, 8)))) + "?"
+        return env.render_message(" ".join(str(w) for w in rng.choice(words, size=int(rng.integers(2, 8)))) + "?")
     if kind == 2:
-        return "###STOP###"
+        return env.render_message("###STOP###")
     schema = env.tool_schemas()[int(rng.integers(len(env.tool_schemas())))]["function"]
     props = schema.get("parameters", {}).get("properties", {})
     args = {k: str(rng.choice(words)) for k in props}

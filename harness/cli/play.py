@@ -99,7 +99,10 @@ def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], a
 
 
 def play(
-    gym: str = typer.Argument(..., help="Gym name (travel, function, telepathy, intention, colbench)."),
+    gym: str = typer.Argument(
+        ...,
+        help="Gym name (travel, function, telepathy, intention, colbench, tau, tau2_airline, tau2_retail, tau2_telecom).",
+    ),
     user: str = typer.Option("symbolic", "--user", help="User arm: symbolic or llm."),
     seed: int = typer.Option(0, "--seed", help="Episode seed (task draw and user)."),
     split: str = typer.Option("train", "--split", help="Task split: train or eval."),

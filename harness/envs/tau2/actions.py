@@ -43,6 +43,9 @@ class TauTurn:
     message: str
     stop: bool
     empty: bool = False
+    search: str | None = None  # tau (UserRL's interface): a search query (``tools`` or ``help``)
+    format_error: str | None = None  # why a turn is empty (tau: the harness's format errors)
+    feedback: str | None = None  # what the agent is told about a malformed turn
 
 
 def parse_call(blob: str) -> ParsedCall:

@@ -210,12 +210,20 @@ def gold_environment(domain: str, task: Any) -> Any:
     return env
 
 
-@lru_cache(maxsize=512)
-def gold_hashes(domain: str, task_id: str) -> tuple[str | None, str | None]:
-    """(agent database hash, user database hash) of the task's gold end state; cached, as a task's
-    gold end state never changes."""
-    env = gold_environment(domain, task_by_id(domain)[task_id])
-    return env.get_db_hash(), env.get_user_db_hash()
+_GOLD_HASHES: dict[tuple[str, str, str], tuple[str | None, str | None]] = {}
+
+
+def gold_hashes(domain: str, task: Any) -> tuple[str | None, str | None]:
+    """(agent database hash, user database hash) of the task's gold end state; cached by task id and
+    gold actions, as a task's gold end state never changes."""
+    actions = [(a.name, a.requestor, canonical_args(a.arguments)) for a in task.evaluation_criteria.actions or []]
+    key = (domain, str(task.id), json.dumps(actions))
+    if key not in _GOLD_HASHES:
+        if len(_GOLD_HASHES) > 4096:
+            _GOLD_HASHES.clear()
+        env = gold_environment(domain, task)
+        _GOLD_HASHES[key] = (env.get_db_hash(), env.get_user_db_hash())
+    return _GOLD_HASHES[key]
 
 
 def canonical_args(arguments: dict[str, Any]) -> str:

@@ -104,6 +104,7 @@ class Tau2Env(UserCentricEnv):
     """One τ² domain as a gym; subclasses set ``name`` and ``domain``. See the module docstring."""
 
     domain: ClassVar[str] = ""
+    call_choice: ClassVar[str] = "search"  # the harness choice a turn of tool calls is recorded as
     allowed_choices = ("ask", "search", "answer")
     fact_kinds = ("detail",)
 
@@ -167,6 +168,8 @@ class Tau2Env(UserCentricEnv):
         """The τ² customer of arm ``arm`` (called by ``UserFactory.make``)."""
         from harness.envs.tau2.user import Tau2LLMUser, Tau2SymbolicUser
 
+        if self.task is not None:  # the user is built before reset() returns: take the task's domain now
+            self.domain = self.task.data["domain"]
         unknown = [t for t, _ in (rules.scenario.user_tools if rules.scenario else ()) if t not in self.user_tools()]
         if unknown:
             from harness.users.rules import RuleFileError
@@ -203,12 +206,34 @@ class Tau2Env(UserCentricEnv):
         opts = dict(options or {})
         obs, info = super().reset(seed=seed, options=opts)
         assert self.task is not None
-        self.tau_task = dom.task_by_id(self.domain)[self.task.data["tau2_id"]]
+        self.domain = self.task.data["domain"]  # tau mixes domains; τ² gyms have one (same value)
+        self.tau_task = self.tau2_task(self.task)
         self.world_env = dom.initial_environment(self.domain, self.tau_task)
         self.calls, self.messages, self.errors = [], [], 0
         self.score, self.end = None, None
         info["tau2_id"] = self.tau_task.id
         return obs, info
+
+    def tau2_task(self, task: Task) -> Any:
+        """The τ² task object (scenario, initial state, evaluation criteria) behind ``task``."""
+        return dom.task_by_id(self.domain)[task.data["tau2_id"]]
+
+    def parse(self, action_text: str) -> Any:
+        """One agent turn as a ``TauTurn`` (tau overrides this with UserRL's interface)."""
+        return parse_turn(action_text, self.rendering)
+
+    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """A tool call written as an agent writes it in this gym's rendering (scripted agents)."""
+        call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        return f"<tool_call>{call}</tool_call>" if self.rendering == "tool_call" else f"CALL: {call}"
+
+    def render_message(self, text: str) -> str:
+        """A message to the customer as an agent writes it (plain text in both renderings)."""
+        return text
+
+    def search_result(self, query: str) -> tuple[str, bool]:
+        """tau's ``search`` (this gym has none)."""
+        return "There is no search here.", False
 
     def error_limit(self) -> int:
         return int(self.env_knobs.get("max_tool_errors", DEFAULT_ERROR_LIMIT))
@@ -267,13 +292,16 @@ class Tau2Env(UserCentricEnv):
         if self.task is None or self.state.done:
             raise RuntimeError(f"{self.name}: step() called before reset() or after the episode ended")
         st = self.state
-        turn = parse_turn(action_text, self.rendering)
+        turn = self.parse(action_text)
         end: str | None = None
+        raw = action_text if isinstance(action_text, str) else ""
         if turn.empty:
-            action = Action(None, "", action_text if isinstance(action_text, str) else "", "empty_turn", self.rendering)
+            action = Action(None, "", raw, turn.format_error or "empty_turn", self.rendering)
+        elif turn.search is not None:
+            action = Action("search", turn.search, raw, None, self.rendering)
         elif turn.calls:
             content = "\n".join(c.raw for c in turn.calls)
-            action = Action("search", content, action_text, None, self.rendering)
+            action = Action(self.call_choice, content, raw, None, self.rendering)
         else:
             action = Action(
                 "answer" if turn.stop else "ask", turn.message or STOP_TOKEN, action_text, None, self.rendering
@@ -282,7 +310,12 @@ class Tau2Env(UserCentricEnv):
         if turn.empty:
             st.format_errors += 1
             record.events.append("format_error")
-            record.observation = "Your turn was empty. Call a tool or write a message to the customer."
+            record.observation = turn.feedback or "Your turn was empty. Call a tool or write a message to the customer."
+        elif turn.search is not None:
+            st.searches += 1
+            text, ok = self.search_result(turn.search)
+            record.tool = {"name": "search", "args": turn.search, "ok": ok, "result": text}
+            record.obs_role, record.observation = "tool", text
         elif turn.calls:
             st.searches += 1
             end = self._run_calls(turn.calls, record)

@@ -121,7 +121,7 @@ def env_assertion_check(env: Any, assertions: Sequence[Any]) -> tuple[float, lis
 
 
 def db_check(domain: str, task: Any, env: Any) -> tuple[float, dict[str, bool]]:
-    gold_agent, gold_user = gold_hashes(domain, task.id)
+    gold_agent, gold_user = gold_hashes(domain, task)
     match = {"agent_db": env.get_db_hash() == gold_agent, "user_db": env.get_user_db_hash() == gold_user}
     return (1.0 if all(match.values()) else 0.0), match
 
