@@ -113,6 +113,24 @@ def test_nl_assertion_is_unscored_without_a_judge_and_never_counted_as_passed():
     assert judged.components["NL_ASSERTION"] == 0.0 and judged.reward == 0.0 and judged.scored_on[-1] == "NL_ASSERTION"
 
 
+def test_the_llm_judge_scores_nl_assertions_and_a_bad_reply_leaves_them_unscored():
+    from harness.envs.tau2.scoring import llm_judge
+
+    class Backend:
+        def __init__(self, reply):
+            self.reply, self.prompts = reply, []
+
+        def chat(self, messages, temperature, seed):
+            self.prompts.append(messages[-1]["content"])
+            return self.reply
+
+    yes = Backend("YES.")
+    assert llm_judge(yes)(["I cancelled it."], ["The agent cancels", "The agent apologises"]) == [True, True]
+    assert "I cancelled it." in yes.prompts[0] and "The agent apologises" in yes.prompts[1]
+    assert llm_judge(Backend("Maybe"))(["x"], ["a"]) is None
+    assert llm_judge(Backend("no"))(["x"], ["a"]) == [False]
+
+
 @pytest.mark.parametrize("end", ["max_steps", "too_many_errors", "error"])
 def test_a_premature_end_scores_zero_but_keeps_its_components(end):
     t = task("retail", "36")

@@ -64,8 +64,9 @@ def _check_tau(gym: str, limit: int | None, verbose: bool, as_json: bool) -> Non
         per = ", ".join(f"{d} {v['passed']}/{v['total']}" for d, v in doc["per_domain"].items())
         print(
             f"{gym} ({doc['source']}): {doc['passed']}/{doc['total']} tasks replay their gold actions and score 1.0 "
-            f"on every scored component ({per}) in {doc['seconds']:.1f}s; {doc['unscored_tasks']} task(s) have a "
-            "basis component left unscored (no LLM judge)."
+            f"on every scored component ({per}) in {doc['seconds']:.1f}s; the gold trajectory scores 1.0 on "
+            f"{doc['gold_scores_1']}/{doc['total']}; {doc['unscored_tasks']} task(s) have a basis component left "
+            "unscored (no LLM judge)."
         )
         if doc["failures"]:
             print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["reasons"].items())))
@@ -99,8 +100,8 @@ def check(
     runs_dir: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Run every reference against its own tests twice in the sandbox and report failures by reason.
-    τ² gyms (``tau2``, ``tau2_<domain>``, ``tau``): replay every task's gold actions and score the
-    gold trajectory (every scored component must be 1.0)."""
+    τ² gyms (tau2, tau2_<domain>, tau): replay every task's gold actions and score the gold
+    trajectory (every scored component must be 1.0)."""
     if gym == "tau2" or gym.startswith("tau2_") or gym == "tau":
         _check_tau(gym, limit, verbose, as_json)
         return

@@ -22,6 +22,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import warnings
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -193,7 +194,11 @@ def call_tool(env: Any, name: str, arguments: dict[str, Any], requestor: str = "
         call = ToolCall(id="0", name=str(name), arguments=arguments, requestor=requestor)
     except Exception as exc:  # noqa: BLE001 -- pydantic rejects what a model wrote: the tool's error
         return ToolOutcome(f"Error: {exc}", True)
-    msg = env.get_response(call)
+    with warnings.catch_warnings():
+        # pydantic warns when a tool serialises a value a model passed in the wrong type; the
+        # call's result (or its error) is what the agent sees, the warning is noise on stderr
+        warnings.simplefilter("ignore", UserWarning)
+        msg = env.get_response(call)
     return ToolOutcome(msg.content if msg.content is not None else "", bool(msg.error))
 
 

@@ -33,7 +33,7 @@ from harness.envs.base import UserCentricEnv
 from harness.envs.tau2 import domain as dom
 from harness.envs.tau2.actions import STOP_TOKEN, parse_turn, tagged_instructions, tool_call_instructions
 from harness.envs.tau2.scenario import GoldAction, first_person, known_corpus, known_facts, opening_message, sentences
-from harness.envs.tau2.scoring import SCORED_ENDS, Call, Score, score_episode
+from harness.envs.tau2.scoring import SCORED_ENDS, Call, Score, llm_judge, score_episode
 from harness.types import Action, Task, TurnRecord, UserReply
 
 DEFAULT_ERROR_LIMIT = 10  # τ²'s max_errors
@@ -111,14 +111,25 @@ class Tau2Env(UserCentricEnv):
     def __init__(self, *args: Any, judge: Any = None, **kwargs: Any):
         dom.require_tau2()  # a clear error naming the install command before anything else
         super().__init__(*args, **kwargs)
-        self.judge = judge
-        self.world_env: Any = None
+        llm = getattr(self.user_factory, "llm", None)
+        # NL assertions are judged by the run's LLM-user endpoint when it has one, else left unscored
+        self.judge = judge if judge is not None else (llm_judge(llm) if llm is not None else None)
+        self._world_env: Any = None
         self.tau_task: Any = None
         self.calls: list[Call] = []
         self.messages: list[str] = []
         self.errors = 0
         self.score: Score | None = None
         self.end: str | None = None
+
+    @property
+    def world_env(self) -> Any:
+        """The episode's τ² environment (its databases), in the task's initial state."""
+        if self._world_env is None:
+            if self.tau_task is None:
+                raise RuntimeError(f"{self.name}: the environment exists only after reset()")
+            self._world_env = dom.initial_environment(self.domain, self.tau_task)
+        return self._world_env
 
     # ------------------------------------------------------------------ tasks
     def split_ids(self, split: str) -> tuple[str, ...]:
@@ -208,7 +219,7 @@ class Tau2Env(UserCentricEnv):
         assert self.task is not None
         self.domain = self.task.data["domain"]  # tau mixes domains; τ² gyms have one (same value)
         self.tau_task = self.tau2_task(self.task)
-        self.world_env = dom.initial_environment(self.domain, self.tau_task)
+        self._world_env = None  # built on first use: loading a domain database is most of a reset's cost
         self.calls, self.messages, self.errors = [], [], 0
         self.score, self.end = None, None
         info["tau2_id"] = self.tau_task.id

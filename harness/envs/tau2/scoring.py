@@ -82,6 +82,36 @@ class Score:
         }
 
 
+JUDGE_PROMPT = (
+    "You check a customer-service conversation against one statement. The agent's messages to the "
+    "customer were:\n{messages}\n\nStatement: {assertion}\n\nDoes the conversation satisfy the "
+    "statement? Answer with one word: YES or NO."
+)
+
+
+def llm_judge(backend: Any, temperature: float = 0.0, seed: int = 0) -> Judge:
+    """An NL-assertion judge on a chat backend (``harness.users.backends``: the LLM user's kind of
+    endpoint): one question per assertion; a reply that is neither YES nor NO, or a backend
+    failure, leaves the component unscored (None), never passed."""
+
+    def judge(messages: Sequence[str], assertions: Sequence[str]) -> list[bool] | None:
+        text = "\n".join(f"- {m}" for m in messages) or "(none)"
+        verdicts = []
+        for a in assertions:
+            prompt = JUDGE_PROMPT.format(messages=text, assertion=a)
+            try:
+                reply = backend.chat([{"role": "user", "content": prompt}], temperature, seed)
+            except Exception:  # noqa: BLE001 -- any backend failure: unscored, never passed
+                return None
+            word = reply.strip().split()[0].strip(".,!").upper() if reply.strip() else ""
+            if word not in ("YES", "NO"):
+                return None
+            verdicts.append(word == "YES")
+        return verdicts
+
+    return judge
+
+
 def normalise_said(text: str) -> str:
     """A message as COMMUNICATE compares it: lower case, commas removed."""
     return text.lower().replace(",", "")

@@ -44,6 +44,7 @@ class TaskCheck:
     reason: str | None = None
     scored_on: list[str] = field(default_factory=list)
     unscored: list[str] = field(default_factory=list)
+    gold_reward: float | None = None  # what the gold trajectory scores (1.0 even for most gold_action_error)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -67,7 +68,7 @@ def check_task(domain: str, task: Any, split: str) -> TaskCheck:
         env, calls, errors = replay_gold(domain, task)
         said = list(task.evaluation_criteria.communicate_info or [])
         score = score_episode(domain, task, env, [" ".join(said)] if said else [], calls, "user_stop")
-        res.scored_on, res.unscored = score.scored_on, score.unscored
+        res.scored_on, res.unscored, res.gold_reward = score.scored_on, score.unscored, score.reward
         failed = [c for c in score.scored_on if score.components[c] != 1.0]
         verdict = (
             f"the gold trajectory scores 0 on {', '.join(failed)}" if failed else "the gold trajectory still scores 1.0"
@@ -125,6 +126,7 @@ def summarise(gym: str, results: Sequence[TaskCheck], seconds: float) -> dict[st
         "reasons": reasons,
         "per_domain": per_domain,
         "unscored_tasks": sum(bool(r.unscored) for r in results),
+        "gold_scores_1": sum(r.gold_reward == 1.0 for r in results),
         "failures": [r.to_dict() for r in failures],
         "seconds": round(seconds, 2),
     }
