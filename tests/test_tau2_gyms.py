@@ -214,3 +214,25 @@ def test_oracle_success_is_at_least_95_percent(gym, split):
 @pytest.mark.parametrize("gym", ["tau2_airline", "tau2_retail", "tau2_telecom"])
 def test_random_agent_rarely_succeeds(gym):
     assert _rate(gym, "random", "train", step=3) <= 0.15
+
+
+def test_the_tau2_protocol_is_taus_test_split_with_frozen_files_inside_eval():
+    from pathlib import Path
+
+    import yaml
+
+    from harness.eval.protocol import load_protocol
+
+    root = Path(__file__).resolve().parents[1] / "eval"
+    p = load_protocol(root / "protocol-tau2.yaml")
+    assert p.name == "eau-eval-tau2-v1" and p.split == "eval" and p.trials == 4
+    assert {g.name: g.tasks for g in p.gyms} == {"tau2_airline": 20, "tau2_retail": 40, "tau2_telecom": 40}
+    for g in p.gyms:  # the task counts are τ²'s test splits, whole
+        assert len(env_of(g.name, split="eval").split_ids("eval")) == g.tasks
+    doc = yaml.safe_load((root / "protocol-tau2.yaml").read_text())
+    for ref in [*doc["knob_schemas"].values(), *doc["rules"]["users"].values(), *doc["rules"]["rewards"].values()]:
+        assert (root / ref).resolve().is_relative_to(root.resolve()), ref
+    assert (
+        p.knobs.get("env", "max_steps", "tau2_retail") == 50
+        and p.knobs.get("user", "user_strategy_mix", "tau2_retail") == 1.0
+    )
