@@ -177,7 +177,7 @@ def test_from_starts_where_the_parent_left_its_lent_knobs(knobs_dir, tmp_path):
 
 
 # the τ² gyms' own entries stay as they are: a whole-value write may not change gyms the run does not train
-TAU2_STEPS = {"tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
+TAU2_STEPS = {"tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
 
 
 @pytest.mark.parametrize("value", [{"default": 6, "colbench": 4, **TAU2_STEPS}, 7])
@@ -190,7 +190,7 @@ def test_lend_and_give_back_are_exact_for_scalars_and_per_gym_values(knobs_dir, 
     assert now == (
         value
         if isinstance(value, dict)
-        else {"default": 7, "colbench": 10, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
+        else {"default": 7, "colbench": 10, "tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
     )  # a scalar sets default
     from harness.knobs.lease import give_back
 

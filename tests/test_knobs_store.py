@@ -197,6 +197,7 @@ def test_events_in_force_document(knobs_dir):
     assert doc["values"]["env"]["max_steps"] == {
         "default": 16,
         "colbench": 10,
+        "tau": 30,
         "tau2_airline": 50,
         "tau2_retail": 50,
         "tau2_telecom": 50,

@@ -202,6 +202,15 @@ def call_tool(env: Any, name: str, arguments: dict[str, Any], requestor: str = "
     return ToolOutcome(msg.content if msg.content is not None else "", bool(msg.error))
 
 
+def db_hashes(env: Any) -> tuple[str | None, str | None]:
+    """(agent database hash, user database hash) of ``env``, as τ² computes them. A tool that stored
+    a value of the wrong type (a model's bad argument that τ² accepted) makes pydantic warn while
+    hashing; the hash still differs from the gold one, which is the verdict that matters."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return env.get_db_hash(), env.get_user_db_hash()
+
+
 def gold_environment(domain: str, task: Any) -> Any:
     """The task's initial state with its gold actions replayed (τ²'s reference end state); a gold
     action that raises is skipped, as τ²'s evaluator does (``eau tasks check`` reports it)."""
@@ -226,8 +235,7 @@ def gold_hashes(domain: str, task: Any) -> tuple[str | None, str | None]:
     if key not in _GOLD_HASHES:
         if len(_GOLD_HASHES) > 4096:
             _GOLD_HASHES.clear()
-        env = gold_environment(domain, task)
-        _GOLD_HASHES[key] = (env.get_db_hash(), env.get_user_db_hash())
+        _GOLD_HASHES[key] = db_hashes(gold_environment(domain, task))
     return _GOLD_HASHES[key]
 
 

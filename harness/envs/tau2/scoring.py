@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from harness.envs.tau2.domain import gold_hashes
+from harness.envs.tau2.domain import db_hashes, gold_hashes
 
 COMPONENTS = ("DB", "ENV_ASSERTION", "COMMUNICATE", "ACTION", "NL_ASSERTION")
 # How an episode may end; the first two are scored (τ²'s USER_STOP and AGENT_STOP: a transfer or
@@ -152,7 +152,8 @@ def env_assertion_check(env: Any, assertions: Sequence[Any]) -> tuple[float, lis
 
 def db_check(domain: str, task: Any, env: Any) -> tuple[float, dict[str, bool]]:
     gold_agent, gold_user = gold_hashes(domain, task)
-    match = {"agent_db": env.get_db_hash() == gold_agent, "user_db": env.get_user_db_hash() == gold_user}
+    agent, user = db_hashes(env)
+    match = {"agent_db": agent == gold_agent, "user_db": user == gold_user}
     return (1.0 if all(match.values()) else 0.0), match
 
 

@@ -5,7 +5,8 @@ The symbolic user, on every agent message (rules: the ``scenario`` section of
 ``knobs/rules/users/<gym>.yaml``, then its intents):
 
 1. **nothing pending and the agent wraps up, refuses or asks nothing** -> it ends the
-   conversation (``done``). Pending = a gold write action (the agent's or, in telecom, the
+   conversation (``done``); a task that wants no change and no output (the policy forbids the
+   request) ends only on a refusal or a wrap-up, not on any statement. Pending = a gold write action (the agent's or, in telecom, the
    user's own) no call has matched yet (a failed call counts: τ²'s ACTION check counts it too), or
    a required output the agent has not said.
    So it never stops right after confirming and before the write: the write is still pending.
@@ -103,6 +104,11 @@ class Tau2SymbolicUser(SimulatedUser):
         said = [m.lower().replace(",", "") for m in self.world.said()]
         return [o for o in self.world.outputs() if not any(o.lower() in m for m in said)]
 
+    def had_requests(self) -> bool:
+        """Whether the task wants any change or any output at all (from the gold, not the episode)."""
+        w = self.world
+        return bool(w.outputs()) or any(g.requestor == "user" or g.name in w.write_tools() for g in w.gold())
+
     def nothing_pending(self) -> bool:
         return not self.pending_writes() and not self.pending_outputs()
 
@@ -198,7 +204,10 @@ class Tau2SymbolicUser(SimulatedUser):
             return acted
         refusal = sc.any_match(sc.refusal, question)
         closing = sc.any_match(sc.closing, question)
-        if self.nothing_pending() and (refusal or closing or "?" not in question):
+        # a statement with no question ends the call once the wanted changes are made; a customer whose
+        # wish the policy forbids (no gold write, nothing to say) waits for the refusal or the wrap-up
+        settled = refusal or closing or ("?" not in question and self.had_requests())
+        if self.nothing_pending() and settled:
             flags["intent"] = "wrap_up"
             return self.stop("done", STOP_DONE, flags)
         if refusal:
