@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from harness.envs.base import UserCentricEnv
 from harness.envs.tau2 import domain as dom
 from harness.envs.tau2.actions import STOP_TOKEN, parse_turn, tagged_instructions, tool_call_instructions
-from harness.envs.tau2.scenario import GoldAction, first_person, known_corpus, known_facts, opening_message, sentences
+from harness.envs.tau2.scenario import GoldAction, known_corpus, known_facts, opening_message
 from harness.envs.tau2.scoring import SCORED_ENDS, Call, Score, llm_judge, score_episode
 from harness.types import Action, Task, TurnRecord, UserReply
 
@@ -94,10 +94,6 @@ def gold_actions(data: dict[str, Any]) -> list[GoldAction]:
         )
         for g in data["gold"]
     ]
-
-
-def unknown_sentences(data: dict[str, Any]) -> list[str]:
-    return [first_person(s) for s in sentences(data.get("unknown_info"))]
 
 
 class Tau2Env(UserCentricEnv):
