@@ -132,7 +132,10 @@ def play(
     except KnobError as exc:
         fail(f"knobs folder {folder} is invalid: {exc}", EXIT_INVALID, as_json, problems=exc.problems)
     factory = _make_factory(user, llm_url, llm_model, as_json)
-    env = cls(knobs=knobs, rendering=fmt, user_factory=factory, split=split)
+    try:
+        env = cls(knobs=knobs, rendering=fmt, user_factory=factory, split=split)
+    except ImportError as exc:  # a gym on an optional package (τ²) names its install command
+        fail(str(exc), 1, as_json)
     out = sys.stderr if as_json else sys.stdout
 
     def show(text: str = "") -> None:

@@ -127,6 +127,10 @@ class UserCentricEnv(gymnasium.Env):
             f"incomplete on purpose: find out what the user wants before answering.\n{how}"
         )
 
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise ImportError naming what to install when the gym needs an absent optional package."""
+
     # ------------------------------------------------------------------ API
     def tool_schema(self) -> dict[str, Any]:
         return interact_tool_schema(self.allowed_choices)

@@ -104,6 +104,10 @@ class Tau2Env(UserCentricEnv):
     allowed_choices = ("ask", "search", "answer")
     fact_kinds = ("detail",)
 
+    @classmethod
+    def check_available(cls) -> None:
+        dom.require_tau2()
+
     def __init__(self, *args: Any, judge: Any = None, **kwargs: Any):
         dom.require_tau2()  # a clear error naming the install command before anything else
         super().__init__(*args, **kwargs)
