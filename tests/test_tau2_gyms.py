@@ -212,8 +212,16 @@ def test_oracle_success_is_at_least_95_percent(gym, split):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("gym", ["tau2_airline", "tau2_retail", "tau2_telecom"])
-def test_random_agent_rarely_succeeds(gym):
-    assert _rate(gym, "random", "train", step=3) <= 0.15
+def test_random_agent_rarely_succeeds_where_something_must_be_done(gym):
+    """Over the tasks that want a change or an answer. The others (19 of airline's 50: the policy
+    forbids the request) score 1.0 for an agent that changes nothing, in τ² as here."""
+    env = env_of(gym, split="train")
+    wins, n = 0, 0
+    for i in range(env.task_count("train")):
+        rec = run_episode(env, "random", seed=i, options={"task_index": i})
+        if env.user.had_requests():
+            n, wins = n + 1, wins + bool(rec["success"])
+    assert n >= 10 and wins / n <= 0.1
 
 
 def test_the_tau2_protocol_is_taus_test_split_with_frozen_files_inside_eval():
