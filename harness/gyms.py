@@ -12,6 +12,10 @@ BUILTIN_GYMS = {
     "persuade": "harness.envs.persuade",
     "colbench": "harness.envs.colbench",
     "turtle": "harness.envs.turtle",
+    "tau": "harness.envs.tau",
+    "tau2_airline": "harness.envs.tau2",
+    "tau2_retail": "harness.envs.tau2",
+    "tau2_telecom": "harness.envs.tau2",
 }
 
 _registered: set[str] = set()

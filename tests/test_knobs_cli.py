@@ -32,7 +32,12 @@ def test_list_json(cli):
     names = {k["name"] for k in out["knobs"]}
     assert "agent.entropy_coeff" in names and "env.max_steps" in names
     k = next(k for k in out["knobs"] if k["name"] == "env.max_steps")
-    assert k["value"] == {"default": 16, "colbench": 10} and k["hot"] is True and k["description"]
+    assert (
+        k["value"]
+        == {"default": 16, "colbench": 10, "tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
+        and k["hot"] is True
+        and k["description"]
+    )
 
 
 def test_list_text(cli):

@@ -176,14 +176,22 @@ def test_from_starts_where_the_parent_left_its_lent_knobs(knobs_dir, tmp_path):
     assert cfg["env_knobs"]["max_steps"] == final["env"]["max_steps"]
 
 
-@pytest.mark.parametrize("value", [{"default": 6, "colbench": 4}, 7])
+# the τ² gyms' own entries stay as they are: a whole-value write may not change gyms the run does not train
+TAU2_STEPS = {"tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
+
+
+@pytest.mark.parametrize("value", [{"default": 6, "colbench": 4, **TAU2_STEPS}, 7])
 def test_lend_and_give_back_are_exact_for_scalars_and_per_gym_values(knobs_dir, value):
     store = KnobStore(knobs_dir, events_path=None, run_gyms=["intention", "colbench"])
     before = values(knobs_dir)
     lease = Lease(run_id="x", run_dir="/nowhere", pid=os.getpid())
     lend(store, lease, {"env.max_steps": value}, reason="test")
     now = values(knobs_dir)["env"]["max_steps"]
-    assert now == (value if isinstance(value, dict) else {"default": 7, "colbench": 10})  # a scalar sets default
+    assert now == (
+        value
+        if isinstance(value, dict)
+        else {"default": 7, "colbench": 10, "tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 50}
+    )  # a scalar sets default
     from harness.knobs.lease import give_back
 
     give_back(store, lease, reason="done")

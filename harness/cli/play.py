@@ -100,7 +100,11 @@ def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], a
 
 def play(
     gym: str = typer.Argument(
-        ..., help="Gym name (travel, function, telepathy, intention, persuade, turtle, colbench)."
+        ...,
+        help=(
+            "Gym name (travel, function, telepathy, intention, persuade, turtle, colbench, tau, "
+            "tau2_airline, tau2_retail, tau2_telecom)."
+        ),
     ),
     user: str = typer.Option("symbolic", "--user", help="User arm: symbolic or llm."),
     seed: int = typer.Option(0, "--seed", help="Episode seed (task draw and user)."),
@@ -131,7 +135,10 @@ def play(
     except KnobError as exc:
         fail(f"knobs folder {folder} is invalid: {exc}", EXIT_INVALID, as_json, problems=exc.problems)
     factory = _make_factory(user, llm_url, llm_model, as_json)
-    env = cls(knobs=knobs, rendering=fmt, user_factory=factory, split=split)
+    try:
+        env = cls(knobs=knobs, rendering=fmt, user_factory=factory, split=split)
+    except ImportError as exc:  # a gym on an optional package (τ²) names its install command
+        fail(str(exc), 1, as_json)
     out = sys.stderr if as_json else sys.stdout
 
     def show(text: str = "") -> None:

@@ -36,6 +36,49 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="tasks")
 
 
+def _check_tau(gym: str, limit: int | None, verbose: bool, as_json: bool) -> None:
+    """The τ² (and tau) task check: gold actions replay, the gold trajectory scores 1.0."""
+    from harness.envs.tau2.domain import Tau2Unavailable
+
+    try:
+        if gym == "tau":
+            from harness.envs.tau.taskcheck import run_tau_check as run
+        else:
+            from harness.envs.tau2.taskcheck import run_tau2_check as run
+    except Tau2Unavailable as exc:
+        fail(str(exc), 1, as_json)
+
+    def progress(res) -> None:
+        if not res.passed:
+            err(f"  {res.domain} {res.task_id} ({res.split}): {res.reason_kind}: {res.reason}")
+        elif verbose:
+            err(f"  {res.domain} {res.task_id} ({res.split}): passed on {', '.join(res.scored_on)}")
+
+    try:
+        doc = run(gym, limit=limit, progress=None if as_json else progress)
+    except KeyError as exc:
+        fail(str(exc.args[0]) if exc.args else str(exc), EXIT_NOT_FOUND, as_json)
+    except Tau2Unavailable as exc:
+        fail(str(exc), 1, as_json)
+    if as_json:
+        emit_json(doc)
+    else:
+        per = ", ".join(f"{d} {v['passed']}/{v['total']}" for d, v in doc["per_domain"].items())
+        print(
+            f"{gym} ({doc['source']}): {doc['passed']}/{doc['total']} tasks replay their gold actions and score 1.0 "
+            f"on every scored component ({per}) in {doc['seconds']:.1f}s; the gold trajectory scores 1.0 on "
+            f"{doc['gold_scores_1']}/{doc['total']}; {doc['unscored_tasks']} task(s) have a basis component left "
+            "unscored (no LLM judge)."
+        )
+        if doc["failures"]:
+            print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(doc["reasons"].items())))
+            for r in doc["failures"][:50]:
+                print(f"  {r['domain']} {r['task_id']} ({r['split']}): {r['reason_kind']}: {r['reason']}")
+    sys.stdout.flush()
+    if doc["failures"]:
+        raise typer.Exit(EXIT_INVALID)
+
+
 def _default_workers() -> int:
     # Each worker keeps one sandbox process busy; more than the cores only adds contention.
     return max(1, min(4, os.cpu_count() or 1))
@@ -59,7 +102,12 @@ def check(
     runs_dir: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Run every reference against its own tests twice in the sandbox and report failures by reason
-    (turtle: every story's own bottom solves it, and broken stories are listed as excluded)."""
+    (turtle: every story's own bottom solves it, and broken stories are listed as excluded; τ² gyms
+    (tau2, tau2_<domain>, tau): replay every task's gold actions and score the gold trajectory, every
+    scored component must be 1.0)."""
+    if gym == "tau2" or gym.startswith("tau2_") or gym == "tau":
+        _check_tau(gym, limit, verbose, as_json)
+        return
     if gym == "turtle":
         if data is not None:
             fail(

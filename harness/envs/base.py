@@ -167,9 +167,18 @@ class UserCentricEnv(gymnasium.Env):
             f"incomplete on purpose: find out what the user wants before answering.\n{how}"
         )
 
+    @classmethod
+    def check_available(cls) -> None:
+        """Raise ImportError naming what to install when the gym needs an absent optional package."""
+
     # ------------------------------------------------------------------ API
     def tool_schema(self) -> dict[str, Any]:
         return interact_tool_schema(self.allowed_choices)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Every function schema the agent may call (``info["tools"]``): the interact tool here; a gym
+        with tools of its own (τ²'s domain tools) lists them instead."""
+        return [self.tool_schema()]
 
     def set_knobs(self, knobs: KnobSnapshot) -> None:
         """Swap the knob snapshot; it is read at the next reset (never mid-episode)."""
@@ -202,7 +211,7 @@ class UserCentricEnv(gymnasium.Env):
             "split": self.task.split,
             "arm": self.arm,
             "system_prompt": self.system_prompt(),
-            "tools": [self.tool_schema()],
+            "tools": self.tool_schemas(),
         }
         return obs, info
 

@@ -132,7 +132,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Cross-field checks with messages that say what to fix."""
-        from harness.envs.registry import names
+        from harness.envs.registry import gym_class, names
 
         for name, (low, high) in LIMITS.items():  # sizes first (types were checked when it was built)
             check_range(name, getattr(self, name), low, high)
@@ -146,6 +146,11 @@ class TrainConfig:
         unknown = [g for g in self.gyms if g not in names()]
         if not self.gyms or unknown:
             raise ValueError(f"gyms must be a non-empty list of {', '.join(names())}; unknown: {unknown}")
+        for g in self.gyms:  # a gym on an optional package (τ²) says what to install before the run starts
+            try:
+                gym_class(g).check_available()
+            except ImportError as exc:
+                raise ValueError(f"gym {g!r} cannot run here: {exc}") from None
         if self.rendering not in ("tagged", "tool_call"):
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
         check_user_replies(self.rendering, self.user_replies)

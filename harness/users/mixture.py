@@ -67,6 +67,14 @@ class UserFactory:
                 "need one (start from knobs/rules/users/travel.yaml; schema knobs/schema/user_rules.schema.json)"
             )
         rules = compile_user_rules(data, f"knobs/rules/users/{env.name}.yaml", gym=env.name)
+        build = getattr(env, "build_user", None)
+        if build is not None:
+            # a gym whose users act in its world (τ²'s customers run tools on their own phone)
+            if arm == "llm" and self.llm is None:
+                raise RuntimeError(
+                    "the LLM user arm was requested but UserFactory has no LLM backend (llm=None); configure `user_llm` in the run config"
+                )
+            return build(arm, rules, self.llm)
         if arm == "symbolic":
             if rules.persuasion is not None:  # a rule file with a persuasion section: a persuadable user
                 return PersuadableUser(rules, env.dynamic_facts)

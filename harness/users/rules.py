@@ -90,6 +90,33 @@ class Intent:
         )
 
 
+SCENARIO_SLOTS = {
+    "insist": {"request"},
+    "remind": {"request"},
+    "tool_result": {"tool", "result"},
+    "tool_failed": {"tool", "result"},
+}
+
+
+@dataclass(frozen=True)
+class ScenarioRules:
+    """The compiled ``scenario`` section (users that act out a task with a goal: the τ² gyms, tau).
+    Fields as in the schema; patterns compiled case-insensitive; user_tools as (tool, patterns)."""
+
+    confirm: tuple[Any, ...]
+    refusal: tuple[Any, ...]
+    closing: tuple[Any, ...]
+    unknown: tuple[Any, ...]
+    ids: tuple[Any, ...]
+    max_insist: int
+    user_tools: tuple[tuple[str, tuple[Any, ...]], ...]
+    replies: dict[str, tuple[str, ...]]
+
+    @staticmethod
+    def any_match(patterns: tuple[Any, ...], text: str) -> bool:
+        return any(p.search(text) is not None for p in patterns)
+
+
 @dataclass(frozen=True)
 class UserRules:
     """A compiled symbolic-user rule file."""
@@ -103,6 +130,7 @@ class UserRules:
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
     persuasion: Any = None  # harness.users.persuasion.PersuasionRules for a persuadable user, else None
+    scenario: ScenarioRules | None = None
 
     def classify(self, question: str) -> Intent:
         """The first intent whose patterns match ``question``, else the fallback intent."""
@@ -221,7 +249,9 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
     _check_templates(source, ("replies", "volunteer"), rep["volunteer"], True)
     redacted = rep.get("redacted", list(DEFAULT_REDACTED))
     _check_templates(source, ("replies", "redacted"), redacted, False)
+    scenario = _compile_scenario(data["scenario"], source) if "scenario" in data else None
     return UserRules(
+        scenario=scenario,
         gym=data["gym"],
         intents=tuple(intents),
         fallback=by_name[fb],
@@ -257,6 +287,52 @@ def _compile_persuasion(raw: dict[str, Any], source: str) -> Any:
         repeat_overlap=float(raw["repeat_overlap"]),
         cues=cues,
         moves={k: int(v) for k, v in raw["moves"].items()},
+        replies=replies,
+    )
+
+
+def _compile_scenario(raw: dict[str, Any], source: str) -> ScenarioRules:
+    """The ``scenario`` section (already schema-checked): patterns compiled, placeholders checked."""
+    pats = {
+        k: tuple(_compile_patterns(source, ("scenario", f"{k}_patterns"), raw[f"{k}_patterns"]))
+        for k in ("confirm", "refusal", "closing", "unknown", "id")
+    }
+    replies: dict[str, tuple[str, ...]] = {}
+    for key, templates in raw["replies"].items():
+        allowed = SCENARIO_SLOTS.get(key, set())
+        for i, t in enumerate(templates):
+            bad = set(_PLACEHOLDER_RE.findall(t)) - allowed
+            if bad:
+                only = ", ".join("{" + n + "}" for n in sorted(allowed)) or "none"
+                raise RuleFileError(
+                    f"{_p(source)}scenario.replies.{key}[{i}] = {t!r} uses unknown placeholder(s) "
+                    f"{', '.join(sorted('{' + n + '}' for n in bad))}; allowed here: {only}",
+                    ("scenario", "replies", key, i),
+                )
+        replies[key] = tuple(templates)
+    tools = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw.get("user_tools", [])):
+        if entry["tool"] in seen:
+            raise RuleFileError(
+                f"{_p(source)}scenario.user_tools[{i}].tool = {entry['tool']!r} is a duplicate",
+                ("scenario", "user_tools", i, "tool"),
+            )
+        seen.add(entry["tool"])
+        tools.append(
+            (
+                entry["tool"],
+                tuple(_compile_patterns(source, ("scenario", "user_tools", i, "patterns"), entry["patterns"])),
+            )
+        )
+    return ScenarioRules(
+        confirm=pats["confirm"],
+        refusal=pats["refusal"],
+        closing=pats["closing"],
+        unknown=pats["unknown"],
+        ids=pats["id"],
+        max_insist=int(raw.get("max_insist", 2)),
+        user_tools=tuple(tools),
         replies=replies,
     )
 
