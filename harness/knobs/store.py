@@ -1040,6 +1040,18 @@ class KnobStore:
                 out.append(rec)
         return out
 
+    def waiting_notes(self) -> list[dict[str, Any]]:
+        """The notes of CLI writes waiting for a run to apply them (not those of :meth:`carry_over`), oldest first."""
+        out = []
+        for p in sorted(self._pending_dir().glob("*.json")) if self._pending_dir().is_dir() else []:
+            try:
+                rec = json.loads(p.read_text())
+            except (json.JSONDecodeError, OSError):
+                continue
+            if isinstance(rec, dict) and "first_applied_at" not in rec and rec.get("knob") and rec.get("author"):
+                out.append({"reason": "", **rec})
+        return sorted(out, key=lambda r: r.get("time") or 0)
+
     def _attribution_source(self, knob: str, gym: str | None, new: Any) -> str | None:
         """The ``source`` of a pending CLI write's attribution, without taking it (None: no attribution)."""
         att = self._peek_attribution(knob, gym, new)
