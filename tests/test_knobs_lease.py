@@ -347,3 +347,24 @@ def test_notes_no_run_applied_are_logged_by_the_hand_over_or_the_next_run(knobs_
     assert [(e["status"], e["author"], e["reason"]) for e in hist] == [("not_applied", "agent", "orphan")]
     assert not list((knobs_dir / ".pending").glob("*.json"))
     rk2.give_back("done")
+
+
+def test_a_write_of_the_value_already_there_is_logged_under_its_id(knobs_dir, tmp_path):
+    """The second campaign's find: an agent write made while no run was live, of the value the folder
+    already held (a settle had just given it back), was reported with an id that no log held, so the
+    resume never applied it. It is logged (accepted, unchanged) under the id the CLI printed."""
+    from harness.knobs.lease import HISTORY
+    from harness.ppo.run_knobs import writes_with_no_run
+
+    rdir = tmp_path / "runs"
+    value = values(knobs_dir)["agent"]["entropy_coeff"]
+    out = eau(
+        ["knobs", "set", "agent.entropy_coeff", str(value), "--author", "agent", "--reason", "keep", "--json"],
+        knobs_dir,
+        rdir,
+    )
+    assert out.returncode == 0, out.stderr
+    eid = json.loads(out.stdout)["event"]["id"]
+    hist = [e for e in jsonl.read(knobs_dir / HISTORY) if e["id"] == eid]
+    assert [(e["status"], e["author"], e["reason"], e["new"]) for e in hist] == [("accepted", "agent", "keep", value)]
+    assert [w["id"] for w in writes_with_no_run(hist)[0]] == [eid]  # a resume applies it like any such write

@@ -606,20 +606,14 @@ class KnobStore:
                 ],
             )
         if not changed:
-            return WriteResult(
-                True,
-                [
-                    {
-                        **KnobEvent(
-                            status="accepted",
-                            old=old_v,
-                            new=value,
-                            message="unchanged: value already in force",
-                            **common,
-                        ).to_dict()
-                    }
-                ],
-            )
+            unchanged = dict(status="accepted", old=old_v, new=value, message="unchanged: value already in force")
+            if source in ("cli", "revert") and not event_id:
+                # a person's or an agent's write is logged under the id it is reported with, even when it
+                # changes nothing (made with no run live, a resume applies it like any such write)
+                return WriteResult(
+                    True, [self._event(**unchanged, applies="live" if spec.hot else "next_run", **common)]
+                )
+            return WriteResult(True, [{**KnobEvent(**unchanged, **common).to_dict()}])
         # write the file (comments and layout kept)
         try:
             doc, _ = yamlio.read_yaml(path)
