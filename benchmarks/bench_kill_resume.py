@@ -329,11 +329,20 @@ def check_writes(
             if out.returncode == 5:
                 problems.append(f"eau effect --event {eid}: not found ({out.stderr.strip()[-200:]})")
     others = [w for w in writes if not (w["doc"] and w["doc"].get("live"))]
+    # a write made while the run was ending (its values already given back): the folder's, in its history
+    ending = [w for w in others if w["doc"] and w["doc"].get("ok") and w["doc"].get("ending_run") and w not in between]
+    history = {r["id"] for r in jsonl.read(kdir / ".history" / "knob_events.jsonl")} if ending else set()
+    for w in ending:
+        if w["doc"]["event"]["id"] not in history:
+            problems.append(
+                f"write {w['i']} ({w['doc']['event']['id']}, while the run was ending) is not in the history"
+            )
     return {
         "writes": len(writes),
         "writes_to_the_live_run": len(live),
         "writes_while_no_run_was_live": len(others),
         "writes_between_a_kill_and_its_resume": len(between),
+        "writes_while_the_run_was_ending": len(ending),
         "write_outcomes": outcome,
         "found_by_effect": found_by_effect,
         "cli_effect_checked": cli_checked,
@@ -405,6 +414,8 @@ def kill_campaign(
         done += doc["kills"]
         points += [{"run": run_id, **p} for p in doc.pop("kill_points")]
     problems = [f"{r['run']}: {p}" for r in runs for p in r["problems"]]
+    for note in sorted((kdir / ".pending").glob("*.json")) if (kdir / ".pending").is_dir() else []:
+        problems.append(f"a note no run logged is left in .pending: {note.read_text()[:200]}")
     totals = {
         key: sum(r[key] for r in runs)
         for key in (
@@ -412,6 +423,7 @@ def kill_campaign(
             "writes_to_the_live_run",
             "writes_while_no_run_was_live",
             "writes_between_a_kill_and_its_resume",
+            "writes_while_the_run_was_ending",
             "found_by_effect",
             "cli_effect_checked",
             "timeline_steps_checked",

@@ -257,3 +257,122 @@ def test_a_second_hand_over_before_the_resume_took_up_the_first_keeps_its_offset
     apply, replaced = writes_with_no_run(jsonl.read_from(knobs_dir / HISTORY, second["history_offset"]))
     assert [(r["knob"], r["id"], r["author"]) for r in apply] == [("agent.temperature", res.event["id"], "agent")]
     assert replaced == []
+
+
+def test_a_write_after_the_run_handed_over_is_the_folders_not_an_orphan(knobs_dir, tmp_path, monkeypatch):
+    """The 20-kill campaign's defect: `eau knobs set` while the run is past its hand-over and has given
+    its values back, but still running (its status not yet written as ended). The command used to take
+    the run for live and leave a note in .pending that nobody ever logged; the run no longer holds the
+    folder's lease, so the write is the folder's: logged in the folder history under the id the CLI
+    printed, its JSON saying so, and nothing left in .pending."""
+    from harness.knobs.lease import HISTORY
+    from harness.ppo.config import build_config
+    from harness.ppo.trainer import Trainer
+
+    rdir = tmp_path / "runs"
+    monkeypatch.setenv("EAU_KNOBS_DIR", str(knobs_dir))
+    monkeypatch.setenv("EAU_RUNS_DIR", str(rdir))
+    overrides = [x for x in TINY[1::2] if "=" in x] + ["run_id=r", "steps=1", "progress=false"]
+    trainer = Trainer(build_config("tiny", None, overrides), rdir, knobs_dir)
+    docs = []
+    finish = trainer.writer.finish
+
+    def write_then_finish(state, **data):  # the run handed over and gave back; its status still says running
+        assert json.loads((rdir / "r" / "status.json").read_text())["state"] == "running"
+        out = eau(
+            ["knobs", "set", "agent.entropy_coeff", "0.004", "--author", "agent", "--reason", "late", "--json"],
+            knobs_dir,
+            rdir,
+        )
+        assert out.returncode == 0, out.stderr
+        docs.append(json.loads(out.stdout))
+        finish(state, **data)
+
+    trainer.writer.finish = write_then_finish
+    with trainer.session():
+        trainer.train()
+    doc = docs[0]
+    eid = doc["event"]["id"]
+    assert doc["ok"] and not doc["live"] and not doc["pending"] and doc["ending_run"] == "r", doc
+    assert "folder history" in doc["note"]
+    hist = [e for e in jsonl.read(knobs_dir / HISTORY) if e["id"] == eid]
+    assert [(e["status"], e["author"], e["reason"], e["new"]) for e in hist] == [("accepted", "agent", "late", 0.004)]
+    assert not any(e["id"] == eid for e in jsonl.read(rdir / "r" / "knob_events.jsonl"))
+    assert not list((knobs_dir / ".pending").glob("*.json"))  # no note waits for a run that is gone
+    assert values(knobs_dir)["agent"]["entropy_coeff"] == 0.004
+
+
+def test_a_write_command_waits_while_a_run_hands_over(knobs_dir, tmp_path):
+    """A write command decides whether the run is live and writes under the folder's lock, which a run
+    holds while it hands over and gives its values back: a command that found the run live cannot write
+    after the hand-over looked (its note would never be logged)."""
+    import time
+
+    from harness.knobs.lease import folder_lock
+
+    rdir = tmp_path / "runs"
+    env = {**os.environ, "EAU_KNOBS_DIR": str(knobs_dir), "EAU_RUNS_DIR": str(rdir)}
+    cmd = [sys.executable, "-m", "harness.cli.main", "knobs", "set", "agent.entropy_coeff", "0.002", "--reason", "x"]
+    with folder_lock(knobs_dir):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert proc.poll() is None  # waiting for the lock
+        assert values(knobs_dir)["agent"]["entropy_coeff"] != 0.002
+    out, errs = proc.communicate(timeout=120)
+    assert proc.returncode == 0, errs
+    assert values(knobs_dir)["agent"]["entropy_coeff"] == 0.002
+
+
+def test_notes_no_run_applied_are_logged_by_the_hand_over_or_the_next_run(knobs_dir, tmp_path):
+    """A write replaced in the file before a step boundary applied it leaves a note the run never
+    matches: the hand-over logs it as not_applied under its id; a note left with no run holding the
+    folder is logged in the folder history by the next run that starts there. .pending ends empty."""
+    from harness.knobs.lease import HISTORY
+    from harness.ppo.run_knobs import RunKnobs
+    from harness.runs.writer import RunWriter
+
+    run = tmp_path / "runs" / "r"
+    rk = RunKnobs(knobs_dir, "r", run, ["travel"])
+    rk.lend({}, "test")
+    run.mkdir(parents=True)
+    rk.attach(RunWriter(run), resumed=False)
+    first = rk.store.set("agent.entropy_coeff", 0.002, author="agent", reason="first", run_live=True)
+    second = rk.store.set("agent.entropy_coeff", 0.003, author="agent", reason="second", run_live=True)
+    rk.end()
+    last = {e["id"]: e for e in jsonl.read(run / "knob_events.jsonl")}
+    for res, reason in ((first, "first"), (second, "second")):
+        e = last[res.event["id"]]
+        assert (e["status"], e["author"], e["reason"]) == ("not_applied", "agent", reason)
+    assert not list((knobs_dir / ".pending").glob("*.json"))
+
+    # a note nobody matched (left by a run before this fix, or a command killed between note and file)
+    orphan = KnobStore(knobs_dir)
+    orphan.live_run = True
+    ids = orphan._write_attribution("agent.entropy_coeff", [(None, 0, 0.009)], "agent", "orphan", 3, "cli", None)
+    rk2 = RunKnobs(knobs_dir, "r2", tmp_path / "runs" / "r2", ["travel"])
+    rk2.lend({}, "test")
+    hist = [e for e in jsonl.read(knobs_dir / HISTORY) if e["id"] == ids[0]]
+    assert [(e["status"], e["author"], e["reason"]) for e in hist] == [("not_applied", "agent", "orphan")]
+    assert not list((knobs_dir / ".pending").glob("*.json"))
+    rk2.give_back("done")
+
+
+def test_a_write_of_the_value_already_there_is_logged_under_its_id(knobs_dir, tmp_path):
+    """The second campaign's find: an agent write made while no run was live, of the value the folder
+    already held (a settle had just given it back), was reported with an id that no log held, so the
+    resume never applied it. It is logged (accepted, unchanged) under the id the CLI printed."""
+    from harness.knobs.lease import HISTORY
+    from harness.ppo.run_knobs import writes_with_no_run
+
+    rdir = tmp_path / "runs"
+    value = values(knobs_dir)["agent"]["entropy_coeff"]
+    out = eau(
+        ["knobs", "set", "agent.entropy_coeff", str(value), "--author", "agent", "--reason", "keep", "--json"],
+        knobs_dir,
+        rdir,
+    )
+    assert out.returncode == 0, out.stderr
+    eid = json.loads(out.stdout)["event"]["id"]
+    hist = [e for e in jsonl.read(knobs_dir / HISTORY) if e["id"] == eid]
+    assert [(e["status"], e["author"], e["reason"], e["new"]) for e in hist] == [("accepted", "agent", "keep", value)]
+    assert [w["id"] for w in writes_with_no_run(hist)[0]] == [eid]  # a resume applies it like any such write

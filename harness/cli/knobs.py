@@ -51,18 +51,32 @@ class _Ctx:
         as_json: bool,
         need_valid: bool = True,
         allow_invalid: bool = False,
+        lock: bool = False,
     ):
         """need_valid: invalid files end the command (exit 4); allow_invalid: they leave ``store`` None
-        (reset and upgrade repair such a folder, writing to ``log``)."""
-        from harness.knobs.store import KnobError, KnobStore
-        from harness.runs import reader
-
+        (reset and upgrade repair such a folder, writing to ``log``); lock: a write command holds the
+        folder's lock (harness.knobs.lease.folder_lock) until :meth:`release`, so that the run it
+        finds live cannot hand over and give its values back before the write is made."""
         self.kdir = knobs_dir(kdir, as_json)
         self.rdir = runs_dir(rdir)
         self.as_json = as_json
         if not (self.kdir / "schema").is_dir():
             fail(f"{self.kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
+        from harness.knobs.lease import folder_lock
+
+        self._lock = folder_lock(self.kdir) if lock else None
+        if self._lock is not None:
+            self._lock.__enter__()
+        try:
+            self._open(run, as_json, need_valid, allow_invalid)
+        except BaseException:
+            self.release()
+            raise
+
+    def _open(self, run: Optional[str], as_json: bool, need_valid: bool, allow_invalid: bool) -> None:
         from harness.knobs.lease import read_lease, settle_stale_lease
+        from harness.knobs.store import KnobError, KnobStore
+        from harness.runs import reader
 
         try:  # a run killed without giving its knob values back: give them back before anything is read
             settle_stale_lease(self.kdir, log=err)
@@ -77,6 +91,13 @@ class _Ctx:
             self.run_dir = reader.find_live_run(self.rdir, self.kdir)
         self.status = reader.status(self.run_dir) if self.run_dir else None
         self.live = reader.is_live(self.status)
+        self.ending: str | None = None  # a run still running whose knob values already went back
+        if self.live and not self._holds_lease():
+            # its end has begun: it handed over its unapplied writes and gave its values back, so it
+            # would never see a write made now; the write is the folder's (logged in its history)
+            self.live, self.ending = False, self.run_dir.name
+            if not run:
+                self.run_dir, self.status = None, None
         events = (self.run_dir / "knob_events.jsonl") if self.run_dir else "auto"
         gyms = (self.status or {}).get("gyms") if self.live else None
         try:
@@ -102,12 +123,34 @@ class _Ctx:
             self.store.run_facts = read_run_facts(self.run_dir)  # a value this run cannot use is refused now
         self.metrics = reader.recent_metrics(self.run_dir, 100) if self.run_dir else []
 
+    def _holds_lease(self) -> bool:
+        """Whether the live run found holds this folder's lease (a run holds it from before it goes live
+        until it has handed over at its end)."""
+        if self.lease is None or self.run_dir is None:
+            return False
+        run_id = (self.status or {}).get("run_id") or self.run_dir.name
+        return self.lease.run_id == run_id or Path(self.lease.run_dir).resolve() == self.run_dir.resolve()
+
+    def release(self) -> None:
+        """Let go of the folder's lock (a write command, once its write is made)."""
+        if self._lock is not None:
+            lk, self._lock = self._lock, None
+            lk.__exit__(None, None, None)
+
     @property
     def step(self) -> int | None:
         return (self.status or {}).get("step") if self.live else None
 
     def run_info(self) -> dict[str, Any]:
-        return {"run": self.run_dir.name if self.run_dir else None, "live": self.live, "step": self.step}
+        info = {"run": self.run_dir.name if self.run_dir else None, "live": self.live, "step": self.step}
+        if self.ending:
+            info["ending_run"] = self.ending
+            info["note"] = (
+                f"run {self.ending} is ending: it had already handed over and given its knob values back, so "
+                "this write is not for it; it is the folder's (logged in the folder history)"
+                + ("" if self.run_dir is None else f", logged in the stopped run {self.run_dir.name}'s knob log")
+            )
+        return info
 
 
 def _parse_value(text: str) -> Any:
@@ -249,6 +292,8 @@ def _report_write(ctx: _Ctx, res: Any) -> None:
         )
         raise typer.Exit(EXIT_REFUSED)
     if not ctx.as_json:
+        if ctx.ending:
+            err(ctx.run_info()["note"])
         where = f" for gym {ev['gym']}" if ev.get("gym") else ""
         typer.echo(
             f"{ev['knob']}{where}: {json.dumps(ev.get('old'))} -> {json.dumps(ev.get('new'))} "
@@ -269,9 +314,17 @@ def set_cmd(
     run: Optional[str] = RunOpt,
 ) -> None:
     """Change a knob through the validation path (range, max delta, requires, gym). Refused: exit 3, file untouched."""
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
+    try:
+        _set(ctx, name, value, reason, gym, author, as_json)
+    finally:
+        ctx.release()
+
+
+def _set(ctx: _Ctx, name: str, value: str, reason: str, gym: Optional[str], author: str, as_json: bool) -> None:
     from harness.knobs.store import UnknownKnob
 
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     parsed = _parse_value(value)
     try:
         ctx.store.spec(name)
@@ -328,7 +381,14 @@ def add_cmd(
     run: Optional[str] = RunOpt,
 ) -> None:
     """Add a new knob with its schema entry (validated like any other write)."""
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
+    try:
+        _add(ctx, name, schema, value, reason, author, as_json)
+    finally:
+        ctx.release()
+
+
+def _add(ctx: _Ctx, name: str, schema: str, value: str, reason: str, author: str, as_json: bool) -> None:
     area, _, knob = name.partition(".")
     try:
         sch = json.loads(schema)
@@ -569,9 +629,17 @@ def revert_cmd(
 ) -> None:
     """Set the knob of an accepted event back to its value before that event (a plug-in: its code
     before that event, or no plug-in)."""
+
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
+    try:
+        _revert(ctx, event, reason, author, as_json)
+    finally:
+        ctx.release()
+
+
+def _revert(ctx: _Ctx, event: str, reason: Optional[str], author: str, as_json: bool) -> None:
     from harness.knobs.events import EventLog
 
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
     extra = [EventLog(ctx.kdir / ".history" / "knob_events.jsonl")]
     ev = ctx.store.log.find(event) or extra[0].find(event)
     if ev is not None and str(ev.get("knob", "")).startswith("plugins.") and ev.get("status") == "accepted":

@@ -19,7 +19,7 @@ from typing import Any
 
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 KNOBS_ENV = "EAU_KNOBS_DIR"
-# what a knobs folder holds besides its bookkeeping (.history/, .pending/, .lease.json)
+# what a knobs folder holds besides its bookkeeping (.history/, .pending/, .lease.json, .lease.lock)
 CONTENT = ("agent.yaml", "env.yaml", "user.yaml", "reward.yaml", "schema", "rules")
 AREA_FILES = ("agent.yaml", "env.yaml", "user.yaml", "reward.yaml")
 # which packaged files a folder was made from (path -> sha256), so that an upgrade can tell a file

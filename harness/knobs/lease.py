@@ -34,8 +34,12 @@ go on where the run stopped, with every write's author, reason and event id:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import socket
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -49,6 +53,51 @@ NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for t
 HANDED_BACK = "knobs_handed_back.json"  # in a run folder: where the run stood when its lent values went back
 KNOB_LOG = "knob_events.jsonl"
 HISTORY = Path(".history") / "knob_events.jsonl"  # in a knobs folder: events of writes made with no run live
+LOCK_FILE = ".lease.lock"  # in a knobs folder: held while a command writes for a run, or a run hands over
+
+_held: dict[str, list[int]] = {}  # lock path -> [fd, depth] held by this process
+_held_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def folder_lock(knobs_dir: Path):
+    """Hold the knobs folder's lock (``<knobs>/.lease.lock``, an exclusive ``flock``) for the block.
+
+    A command that writes for a live run holds it from deciding the run is live (its lease is in the
+    folder) to the write's note and file; a run holds it while it hands over and gives its values back
+    (and a command while it settles a killed run's lease). So a write is either seen by the hand-over
+    of the run it was made for, or made after the lease was gone, as a write with no run live.
+    Re-entrant within a process; a killed holder's lock is released by the kernel."""
+    path = os.path.abspath(Path(knobs_dir) / LOCK_FILE)
+    with _held_guard:
+        entry = _held.get(path)
+        if entry is not None:
+            entry[1] += 1
+    if entry is None:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a folder this process cannot write: it writes nothing there either
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        with _held_guard:
+            _held[path] = [fd, 1]
+    try:
+        yield
+    finally:
+        with _held_guard:
+            entry = _held[path]
+            entry[1] -= 1
+            done = entry[1] == 0
+            if done:
+                del _held[path]
+        if done:
+            fcntl.flock(entry[0], fcntl.LOCK_UN)
+            os.close(entry[0])
 
 
 @dataclass
@@ -195,6 +244,30 @@ def hand_over(store: Any, run_dir: Path, lease: Lease, log: Callable[[str], None
         yamlio.atomic_write_text(path, json.dumps(kept + left, indent=1, default=str))
         for w in left:
             store.drop_attribution(w["knob"], w["gym"], w["written"])
+    for note in store.waiting_notes():
+        # a write accepted for this run whose value the files no longer hold (a later write or a hand edit
+        # replaced it before a step boundary applied it): it never will be; say so under its id
+        store.log.append(
+            KnobEvent(
+                id=note.get("id") or new_id(),
+                knob=note["knob"],
+                gym=note.get("gym"),
+                new=note.get("new"),
+                author=note["author"],
+                reason=note["reason"],
+                status="not_applied",
+                source=note.get("source") or "cli",
+                step_written=note.get("step_written"),
+                ref=note.get("ref"),
+                message="accepted for this run, but the file no longer held this value when the run ended "
+                "(replaced before a step boundary applied it): never applied",
+            )
+        )
+        store.drop_attribution(note["knob"], note.get("gym"), note.get("new"))
+        log(
+            f"knob {note['knob']} = {json.dumps(note.get('new'))} ({note.get('id')}, {note['author']}: "
+            f"{note['reason']}) NOT APPLIED: replaced in the file before the run applied it"
+        )
     doc = {
         "time": now_iso(),
         "run_id": lease.run_id,
@@ -229,6 +302,14 @@ def settle_stale_lease(knobs_dir: Path, log: Callable[[str], None] = lambda m: N
     handing its unapplied writes and its values in force to its run folder (:func:`hand_over`), as the
     run itself would have done at its end. Returns the settled lease (None when there was none, or its
     run is still live)."""
+    lease = read_lease(knobs_dir)
+    if lease is None or lease_is_live(lease):
+        return None
+    with folder_lock(knobs_dir):  # checked again under the lock: another command may have settled it
+        return _settle_stale_lease(knobs_dir, log)
+
+
+def _settle_stale_lease(knobs_dir: Path, log: Callable[[str], None]) -> Lease | None:
     from harness.knobs.store import KnobStore
 
     lease = read_lease(knobs_dir)

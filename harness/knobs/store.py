@@ -606,20 +606,14 @@ class KnobStore:
                 ],
             )
         if not changed:
-            return WriteResult(
-                True,
-                [
-                    {
-                        **KnobEvent(
-                            status="accepted",
-                            old=old_v,
-                            new=value,
-                            message="unchanged: value already in force",
-                            **common,
-                        ).to_dict()
-                    }
-                ],
-            )
+            unchanged = dict(status="accepted", old=old_v, new=value, message="unchanged: value already in force")
+            if source in ("cli", "revert") and not event_id:
+                # a person's or an agent's write is logged under the id it is reported with, even when it
+                # changes nothing (made with no run live, a resume applies it like any such write)
+                return WriteResult(
+                    True, [self._event(**unchanged, applies="live" if spec.hot else "next_run", **common)]
+                )
+            return WriteResult(True, [{**KnobEvent(**unchanged, **common).to_dict()}])
         # write the file (comments and layout kept)
         try:
             doc, _ = yamlio.read_yaml(path)
@@ -1039,6 +1033,18 @@ class KnobStore:
             if isinstance(rec, dict) and "first_applied_at" in rec:
                 out.append(rec)
         return out
+
+    def waiting_notes(self) -> list[dict[str, Any]]:
+        """The notes of CLI writes waiting for a run to apply them (not those of :meth:`carry_over`), oldest first."""
+        out = []
+        for p in sorted(self._pending_dir().glob("*.json")) if self._pending_dir().is_dir() else []:
+            try:
+                rec = json.loads(p.read_text())
+            except (json.JSONDecodeError, OSError):
+                continue
+            if isinstance(rec, dict) and "first_applied_at" not in rec and rec.get("knob") and rec.get("author"):
+                out.append({"reason": "", **rec})
+        return sorted(out, key=lambda r: r.get("time") or 0)
 
     def _attribution_source(self, knob: str, gym: str | None, new: Any) -> str | None:
         """The ``source`` of a pending CLI write's attribution, without taking it (None: no attribution)."""

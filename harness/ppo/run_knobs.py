@@ -16,13 +16,14 @@ from harness.gyms import BUILTIN_GYMS
 from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
-from harness.knobs.events import KnobEvent
+from harness.knobs.events import EventLog, KnobEvent, new_id
 from harness.knobs.lease import (
     HANDED_BACK,
     HISTORY,
     KNOB_LOG,
     NOT_APPLIED,
     Lease,
+    folder_lock,
     give_back,
     hand_over,
     lease_is_live,
@@ -169,7 +170,12 @@ class RunKnobs:
     def lend(self, values: Mapping[str, Any], reason: str) -> None:
         """Lend ``values`` to the folder: a lease left by a run that died is given back first; a lease
         of another live run is refused (ValueError naming it); a lease of this run (killed, now resumed)
-        keeps the values it recorded from before the run."""
+        keeps the values it recorded from before the run. Under the folder's lock (a command writing
+        for a run decides under it whether a run holds the folder)."""
+        with folder_lock(self.dir):
+            self._lend(values, reason)
+
+    def _lend(self, values: Mapping[str, Any], reason: str) -> None:
         held = read_lease(self.dir)
         resuming = (self.run_dir / "config.yaml").exists()
         if held is not None and held.run_id == self.run_id and resuming:
@@ -185,6 +191,8 @@ class RunKnobs:
             settle_stale_lease(self.dir, log=self.note)
             self.store = self._open()
             held = None
+        if held is None:
+            self._retire_orphaned_notes()
         self.handed_back = self._handed_back() if resuming else None
         if self.handed_back and held is None:
             # this run's values went back to the folder when it ended (or when a command settled its lease
@@ -207,6 +215,40 @@ class RunKnobs:
         except ValueError:
             self.give_back(f"run {self.run_id} did not start: lent values given back")
             raise
+
+    def _retire_orphaned_notes(self) -> None:
+        """No run holds the folder: a note left in ``.pending`` belongs to no live run (its run ended, or
+        was settled, without matching it); log each in the folder's history under its id, then drop it.
+        Notes of writes a killed resume was to apply again are dropped (its log has them; a resume of it
+        writes them again)."""
+        for rec in self.store.carried_over():
+            self.store.drop_attribution(rec["knob"], rec.get("gym"), rec.get("new"))
+        notes = self.store.waiting_notes()
+        if not notes:
+            return
+        history = EventLog(self.dir / HISTORY)
+        for note in notes:
+            history.append(
+                KnobEvent(
+                    id=note.get("id") or new_id(),
+                    knob=note["knob"],
+                    gym=note.get("gym"),
+                    new=note.get("new"),
+                    author=note["author"],
+                    reason=note["reason"],
+                    status="not_applied",
+                    source=note.get("source") or "cli",
+                    step_written=note.get("step_written"),
+                    ref=note.get("ref"),
+                    message=f"found waiting in .pending when run {self.run_id} started: the run it was accepted "
+                    "for ended without applying it",
+                )
+            )
+            self.store.drop_attribution(note["knob"], note.get("gym"), note.get("new"))
+            self.note(
+                f"knobs: write {note.get('id')} ({note['knob']} = {json.dumps(note.get('new'))}) was left "
+                "unapplied by an earlier run; logged as not_applied in the folder history"
+            )
 
     def _handed_back(self) -> dict[str, Any] | None:
         try:
@@ -449,12 +491,13 @@ class RunKnobs:
     def end(self) -> None:
         """However the run ends: report the writes it accepted but never applied (kept in
         ``knobs_not_applied.json`` for a resume), then give the lent values back to the folder."""
-        if self.writer is not None and self.lease is not None:
-            try:
-                hand_over(self.store, self.run_dir, self.lease, log=self.writer.log)
-            except Exception as exc:  # a report must not hide the run's own error
-                self.note(f"knobs: could not hand over unapplied writes: {exc}")
-        self.give_back(f"run {self.run_id} ended: the values it lent go back")
+        with folder_lock(self.dir):  # a command writing for this run now either comes before or sees no lease
+            if self.writer is not None and self.lease is not None:
+                try:
+                    hand_over(self.store, self.run_dir, self.lease, log=self.writer.log)
+                except Exception as exc:  # a report must not hide the run's own error
+                    self.note(f"knobs: could not hand over unapplied writes: {exc}")
+            self.give_back(f"run {self.run_id} ended: the values it lent go back")
 
     def give_back(self, reason: str) -> None:
         if self.lease is None:

@@ -91,7 +91,9 @@ class RunWriter:
         atomic_write_text(
             run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)), sort_keys=False)
         )
-        shutil.copytree(knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".*.tmp"))
+        shutil.copytree(
+            knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".lease.lock", ".*.tmp")
+        )
         w.status_doc = {
             "run_id": run_dir.name,
             "state": "running",
