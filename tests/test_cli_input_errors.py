@@ -215,3 +215,10 @@ def test_every_command_and_option_every_value(tmp_path: Path, monkeypatch: pytes
     monkeypatch.chdir(tmp_path)
     doc = fz.fuzz(fz.Workspace(tmp_path / "ws"))
     assert doc["cases"] >= 2000 and doc["failures"] == [], doc["failures"][:10]
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../x", "a*", "Name"])
+def test_a_plugin_name_is_never_a_path_or_a_pattern(name: str, knobs_dir: Path) -> None:
+    # found by the fuzz: an absolute path reached Path.glob and ended in NotImplementedError
+    res = CliRunner().invoke(app, ["knobs", "plugin", "show", name, "--knobs-dir", str(knobs_dir)])
+    assert res.exit_code == 2 and "a name is lowercase letters" in res.output

@@ -10,12 +10,23 @@ previous code back; ``eau knobs history plugins.`` lists the swaps.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from harness.cli.common import EXIT_NOT_FOUND, EXIT_REFUSED, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json, err, fail
+from harness.cli.common import (
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    emit_json,
+    err,
+    fail,
+)
 
 app = typer.Typer(
     help="Plug-ins: Python in knobs/plugins/ that replaces a gym's override points live (a repair without a restart).",
@@ -162,8 +173,15 @@ def show_cmd(
 ) -> None:
     """Print a plug-in's code (the file, or a recorded version by its sha256)."""
     from harness.cli.common import knobs_dir
-    from harness.plugins.folder import VERSIONS, plugin_dir
+    from harness.plugins.folder import NAME_RE, VERSIONS, plugin_dir
 
+    if not NAME_RE.match(name) and not re.fullmatch(r"[0-9a-f]{6,64}", name):
+        # a name is a plain module name; a version is a hex sha256 prefix: never a path or a glob
+        fail(
+            f"plug-in {name!r}: a name is lowercase letters, digits and _ (a module name), a version a "
+            "sha256 prefix of 6-64 hex digits",
+            EXIT_USAGE,
+        )
     root = plugin_dir(knobs_dir(knobs_dir_))
     path = root / f"{name}.py"
     if not path.is_file():
