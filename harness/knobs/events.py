@@ -109,3 +109,21 @@ class EventLog:
             if rec.get("id") == event_id:
                 return rec
         return None
+
+
+def not_applied_event(note: dict[str, Any], message: str) -> KnobEvent:
+    """The ``not_applied`` event of a pending write's note (``.pending/``) that no run will apply, under
+    the note's id, author and reason."""
+    return KnobEvent(
+        id=note.get("id") or new_id(),
+        knob=note["knob"],
+        gym=note.get("gym"),
+        new=note.get("new"),
+        author=note["author"],
+        reason=note["reason"],
+        status="not_applied",
+        source=note.get("source") or "cli",
+        step_written=note.get("step_written"),
+        ref=note.get("ref"),
+        message=message,
+    )

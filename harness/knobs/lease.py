@@ -46,7 +46,7 @@ from typing import Any, Callable, Mapping
 
 from harness.io import yamlio
 from harness.io.processes import pid_alive, pid_namespace, sees_pid_namespace
-from harness.knobs.events import KnobEvent, new_id, now_iso
+from harness.knobs.events import KnobEvent, new_id, not_applied_event, now_iso
 
 LEASE_FILE = ".lease.json"
 NOT_APPLIED = "knobs_not_applied.json"  # in a run folder: writes accepted for the run that it never applied
@@ -248,18 +248,9 @@ def hand_over(store: Any, run_dir: Path, lease: Lease, log: Callable[[str], None
         # a write accepted for this run whose value the files no longer hold (a later write or a hand edit
         # replaced it before a step boundary applied it): it never will be; say so under its id
         store.log.append(
-            KnobEvent(
-                id=note.get("id") or new_id(),
-                knob=note["knob"],
-                gym=note.get("gym"),
-                new=note.get("new"),
-                author=note["author"],
-                reason=note["reason"],
-                status="not_applied",
-                source=note.get("source") or "cli",
-                step_written=note.get("step_written"),
-                ref=note.get("ref"),
-                message="accepted for this run, but the file no longer held this value when the run ended "
+            not_applied_event(
+                note,
+                "accepted for this run, but the file no longer held this value when the run ended "
                 "(replaced before a step boundary applied it): never applied",
             )
         )

@@ -16,7 +16,7 @@ from harness.gyms import BUILTIN_GYMS
 from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
-from harness.knobs.events import EventLog, KnobEvent, new_id
+from harness.knobs.events import EventLog, KnobEvent, not_applied_event
 from harness.knobs.lease import (
     HANDED_BACK,
     HISTORY,
@@ -229,18 +229,9 @@ class RunKnobs:
         history = EventLog(self.dir / HISTORY)
         for note in notes:
             history.append(
-                KnobEvent(
-                    id=note.get("id") or new_id(),
-                    knob=note["knob"],
-                    gym=note.get("gym"),
-                    new=note.get("new"),
-                    author=note["author"],
-                    reason=note["reason"],
-                    status="not_applied",
-                    source=note.get("source") or "cli",
-                    step_written=note.get("step_written"),
-                    ref=note.get("ref"),
-                    message=f"found waiting in .pending when run {self.run_id} started: the run it was accepted "
+                not_applied_event(
+                    note,
+                    f"found waiting in .pending when run {self.run_id} started: the run it was accepted "
                     "for ended without applying it",
                 )
             )
