@@ -24,9 +24,12 @@ def test_packaged_table_is_valid_and_names_real_detectors_and_knobs(knobs_dir):
     check_detectors(table, detector_names(), str(TABLE_PATH))
     store = KnobStore(knobs_dir, events_path=None)
     for e in table:
+        assert e.predicted and e.why and e.window >= 2
+        if e.action != "knob":
+            assert e.action in ("restore_user_rules", "disable_dominant_rule") and not e.knob
+            continue
         spec = store.spec(e.knob)  # raises for an unknown knob
         assert spec.schema.get("type") in ("integer", "number"), e.knob
-        assert e.predicted and e.why and e.window >= 2
     covered = {e.detector for e in table}
     assert {"deadlock", "user_leakage", "entropy_collapse", "question_rate_drop"} <= covered
     assert "arm_disparity" not in covered  # documented: the mix must not be moved to hide a weak arm
@@ -132,3 +135,36 @@ def test_cli_value_and_change_direction():
     assert change_direction({"change": "10 -> 6 (colbench)"}) == "lower"
     assert change_direction({"change": "0.001 -> 0.004"}) == "raise"
     assert change_direction({"change": "reveal filter shape"}) is None
+
+
+def test_rule_file_actions_and_when_conditions(tmp_path):
+    """A rule-file action takes no knob fields; ``when`` conditions are checked per gym on the
+    finding's metrics, and a path the finding lacks fails the condition."""
+    from harness.supervise.interventions import when_holds
+
+    rule = {k: v for k, v in BASE.items() if k not in ("knob", "direction", "step")}
+    [e] = load_table(_write(tmp_path, [{**rule, "action": "restore_user_rules", "repair": True}]))
+    assert (e.action, e.knob, e.repair) == ("restore_user_rules", "", True)
+    with pytest.raises(TableError, match=r"action restore_user_rules changes a rule file; drop direction, knob, step"):
+        load_table(_write(tmp_path, [{**BASE, "action": "restore_user_rules"}]))
+    with pytest.raises(TableError, match=r"action 'rewrite' is not allowed"):
+        load_table(_write(tmp_path, [{**rule, "action": "rewrite"}]))
+    with pytest.raises(TableError, match=r"field 'knob' is required for a knob action"):
+        load_table(_write(tmp_path, [rule]))
+    with pytest.raises(TableError, match=r"repair must be true or false"):
+        load_table(_write(tmp_path, [{**BASE, "repair": "yes"}]))
+    with pytest.raises(TableError, match=r"when\[0\].op '=' is not allowed"):
+        load_table(_write(tmp_path, [{**BASE, "when": [{"metric": "a", "op": "=", "value": 1}]}]))
+    with pytest.raises(TableError, match=r"when\[0\] must have exactly metric, op and value"):
+        load_table(_write(tmp_path, [{**BASE, "when": [{"metric": "a", "op": ">="}]}]))
+    cond = [
+        {"metric": "per_gym.{gym}.answered", "op": ">=", "value": 0.5},
+        {"metric": "per_gym.{gym}.disclosed", "op": "<", "value": 2},
+    ]
+    [w] = load_table(_write(tmp_path, [{**BASE, "when": cond}]))
+    metrics = {"per_gym": {"intention": {"answered": 0.9, "disclosed": 1.0}, "travel": {"answered": 0.2}}}
+    assert when_holds(w, metrics, "intention") == (True, None)
+    ok, why = when_holds(w, metrics, "travel")
+    assert not ok and why == "per_gym.{gym}.answered = 0.2, needed >= 0.5"
+    ok, why = when_holds(w, {"per_gym": {"colbench": {"answered": 1.0}}}, "colbench")
+    assert not ok and "per_gym.{gym}.disclosed is not in the finding" in why

@@ -18,7 +18,11 @@ What a reply must not give away, and how each is checked:
    on top allowed), or flagged ``over_disclosed`` by the LLM user, and *bulk* replies that hand over
    most of the task's hidden facts at once (the method's facts_per_reply 1 -> 3 change produced
    reference-solution disclosure in 837-character replies).
-4. **Redactions** (``flags.leak_redacted``): the guard caught a leaking reply; the agent read a
+4. **Unasked disclosures**: a reply to a question that discloses a fact the question does not ask
+   about (the users' own similarity below ``match_threshold``; one volunteered fact on top allowed).
+   A healthy symbolic user discloses only matched facts; a rule that answers every question with the
+   next hidden detail lets any question, however empty, collect the task.
+5. **Redactions** (``flags.leak_redacted``): the guard caught a leaking reply; the agent read a
    refusal instead. Frequent redactions mean the user keeps trying to leak.
 """
 
@@ -30,7 +34,7 @@ from typing import Any, Mapping
 
 from harness.types import Fact, Task
 from harness.users.leakguard import LeakGuard, normalise
-from harness.users.matching import discloses
+from harness.users.matching import discloses, similarity
 
 _LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,15}$")
 MIN_LABELS = 2  # a list answer has at least two labels; a single short token is too ambiguous to search for
@@ -67,6 +71,9 @@ class EpisodeLeaks:
     filtered_kinds: list[str] = field(default_factory=list)
     disclosing_replies: int = 0
     over_disclosed_turns: list[int] = field(default_factory=list)
+    # replies to a question that disclose a fact the question does not ask about (similarity below
+    # match_threshold; a volunteered fact on top is allowed): a rule answering what was not asked
+    unasked_turns: list[int] = field(default_factory=list)
     bulk_turns: list[int] = field(default_factory=list)
     redacted_turns: list[int] = field(default_factory=list)
 
@@ -155,6 +162,12 @@ def episode_leaks(
             if flags.get("over_disclosed") or len(distinct) > allowance:
                 out.over_disclosed_turns.append(turn)
             static = [k for k in distinct if k in by_key]
+            action = t.get("action") if isinstance(t.get("action"), dict) else {}
+            if action.get("choice") == "ask" and flags.get("intent") != "volunteer":
+                question = str(action.get("content") or "")
+                unasked = [k for k in static if similarity(question, by_key[k]) < threshold]
+                if len(unasked) > (1 if flags.get("volunteered") else 0):
+                    out.unasked_turns.append(turn)
             if (
                 len(facts) >= bulk_min_facts
                 and len(static) >= bulk_min_facts

@@ -8,6 +8,7 @@ applies it at its next step boundary (logging the accepted event with the step i
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -361,6 +362,54 @@ def _set(ctx: _Ctx, name: str, value: str, reason: str, gym: Optional[str], auth
     except ValueError as exc:
         fail(str(exc), EXIT_REFUSED, as_json)
     _report_write(ctx, res)
+
+
+@app.command("set-rules")
+def set_rules_cmd(
+    target: str = typer.Argument(
+        ..., help="The rule file to replace: users/<gym> (a symbolic user) or rewards/<name> (reward rules)."
+    ),
+    file: Path = typer.Argument(..., help="The new rule file (YAML, the rule schema of its kind)."),
+    reason: str = typer.Option(..., "--reason", help="Why (kept in the event log)."),
+    author: str = typer.Option("human", "--author", help="human | agent | system."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+) -> None:
+    """Replace a whole rule file through the validation path, attributed like `set` (a live run puts it
+    in force at its next step boundary as event rules.<kind>.<key>). Refused: exit 3, file untouched."""
+    from harness.io import yamlio
+    from harness.knobs.events import AUTHORS
+    from harness.knobs.store import RULE_KINDS
+
+    if author not in AUTHORS:
+        fail(f"author must be one of {', '.join(AUTHORS)}, got {author!r}", 2, as_json)
+    kind, slash, key = target.partition("/")
+    if not slash or kind not in RULE_KINDS or not re.fullmatch(r"[a-z][a-z0-9_]*", key or ""):
+        fail(
+            f"target {target!r}: expected users/<gym> or rewards/<name> (lower-case letters, digits, _)",
+            2,
+            as_json,
+        )
+    try:
+        doc, _ = yamlio.read_yaml(file)
+    except yamlio.FileProblem as exc:
+        fail(f"{file}: {exc}", EXIT_REFUSED, as_json)
+    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
+    try:
+        res = ctx.store.write_rules(
+            kind,
+            key,
+            yamlio.plain(doc),
+            author=author,
+            reason=reason,
+            step_written=ctx.step,
+            run_live=ctx.live,
+        )
+        _report_write(ctx, res)
+    finally:
+        ctx.release()
 
 
 @app.command("add")

@@ -322,7 +322,7 @@ def dump(doc: Any) -> str:
 
 
 def to_rt(value: Any) -> Any:
-    """Plain value -> ruamel node (lists of numbers in flow style, as people write them)."""
+    """Plain value -> ruamel node (lists of numbers in flow style, as people write them; others in block style)."""
     if isinstance(value, dict):
         m = CommentedMap()
         for k, v in value.items():
@@ -330,7 +330,10 @@ def to_rt(value: Any) -> Any:
         return m
     if isinstance(value, list):
         s = CommentedSeq(to_rt(v) for v in value)
-        s.fa.set_flow_style()
+        # only lists of numbers go in flow style: the emitter wraps long strings inside a flow
+        # sequence into plain scalars that no longer parse (a rule file's regex patterns did)
+        if all(isinstance(v, (int, float)) for v in value):
+            s.fa.set_flow_style()
         return s
     return value
 

@@ -9,11 +9,15 @@ Each turn (a *tick*) follows the skill's protocol with the same ``eau`` commands
    or inconclusive (``eau knobs revert``: an inconclusive tuning change is noise the next
    measurement does not need), and record a finding either way (``eau finding add``). On
    ``not_enough_data`` it waits for a later tick. One change at a time: nothing new meanwhile.
-3. Otherwise, on a live run: ``eau diagnose``; for the first flagged detector with an entry in the
-   intervention table (:mod:`harness.supervise.interventions`) that applies — the knob governs a
-   gym of the run, is not at its limit, and no active finding says the same change harmed — it
-   writes a candidate area file and runs ``eau gate`` on it, then applies the change with
-   ``eau knobs set --author agent --reason "autopilot: <detector>: <prediction> (lag L, window W)"``.
+3. Otherwise, on a live run: ``eau diagnose``; flagged detectors are taken causes first
+   (:data:`CAUSES_FIRST`); for the first with an entry in the intervention table
+   (:mod:`harness.supervise.interventions`) that applies — its ``when`` evidence holds, the knob
+   governs a gym of the run and is not at its limit, and no active finding says the same change
+   harmed — it writes a candidate area file and runs ``eau gate`` on it, then applies the change
+   with ``eau knobs set --author agent --reason "autopilot: <detector>: <prediction> (lag L, window
+   W)"``. A rule-file entry (``restore_user_rules``, ``disable_dominant_rule``) gates the candidate
+   rule file and writes it with ``eau knobs set-rules``; a ``repair`` entry is kept when its
+   measurement is inconclusive (only harmed reverts it).
 
 State lives in ``runs/<id>/meta/autopilot_state.json`` (the pending change, past interventions);
 every tick is appended to ``runs/<id>/meta/autopilot.jsonl`` with the commands it ran; gate
@@ -40,7 +44,7 @@ from harness.experience.pool import atomic_write
 from harness.io import jsonl
 from harness.runs import reader
 from harness.supervise.cli_client import CommandFailed, EauCLI
-from harness.supervise.interventions import Intervention, load_table, next_value
+from harness.supervise.interventions import Intervention, load_table, next_value, when_holds
 from harness.supervise.runwatch import Schedule, ended_text, progress
 from harness.supervise.session import now_iso
 
@@ -51,6 +55,22 @@ GATE_STEPS = 3  # recent steps the gate replays: a few batches, seconds of work
 DIAGNOSE_WINDOW = 10  # as eau diagnose's default
 # Metrics that metrics.jsonl splits per gym (gym/<g>/<m>); a per-gym change is judged on its gym.
 PER_GYM_METRICS = {"reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean"}
+# Which flagged detector gets the turn: causes before the symptoms they produce. A leaking user or a
+# reward rule paid for something else changes what the policy learns, and the policy then deadlocks,
+# stops asking or solves nothing (tests/test_planted_faults_training.py, COLLATERAL, measured those
+# second flags on real runs); tuning the symptom's knob first wastes a measurement and can feed the
+# cause (more turns for a policy farming a question bonus). Detectors not listed keep eau diagnose's
+# order after these.
+CAUSES_FIRST = (
+    "user_leakage",
+    "reward_hacking",
+    "silent_tool_failures",
+    "entropy_collapse",
+    "template_collapse",
+    "deadlock",
+    "unreachable_tasks",
+    "question_rate_drop",
+)
 _CHANGE_RE = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)\s*->\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
 
 
@@ -137,6 +157,8 @@ class Autopilot:
         if cfg.pool_dir is not None:
             env["EAU_POOL_DIR"] = str(Path(cfg.pool_dir).resolve())
         self.cli = cli or EauCLI(env=env, cwd=cfg.cwd)
+        # the folder rule-file actions read (the commands write it through eau knobs set-rules)
+        self.knobs_dir = Path(kdir) if kdir is not None else Path(cfg.cwd) / "knobs"
         self.meta = self.run_dir / "meta"
         self.state = self.load_state()
 
@@ -208,16 +230,24 @@ class Autopilot:
         diag = self.cli.run(*args).doc
         flagged = list(diag.get("flagged") or [])
         rec["flagged"] = flagged
+        rank = {d: i for i, d in enumerate(CAUSES_FIRST)}
+        flagged = sorted(flagged, key=lambda d: rank.get(d, len(rank)))
         if not flagged:
             rec["message"] = "nothing flagged: no change (an intervention without a diagnosis only adds noise)"
             return
+        findings = {f.get("name"): f for f in diag.get("findings") or [] if isinstance(f, dict)}
         for det in flagged:
             entries = [e for e in self.table if e.detector == det]
             if not entries:
                 rec["skipped"].append({"detector": det, "why": "no known intervention in the table"})
                 continue
+            metrics = ((findings.get(det) or {}).get("evidence") or {}).get("metrics") or {}
             for e in entries:
-                if self._try(e, st, rec):
+                why = self._when_fails(e, metrics, list(st.get("gyms") or []))
+                if why:
+                    rec["skipped"].append({"detector": det, "knob": e.knob or e.action, "why": why})
+                    continue
+                if self._try_rules(e, st, rec, metrics) if e.action != "knob" else self._try(e, st, rec):
                     return
         rec["message"] = "flagged, but no table entry applies (see skipped)"
 
@@ -234,17 +264,31 @@ class Autopilot:
             return (own[0], raw[own[0]], None) if own else (None, raw.get("default"), None)
         return None, raw, None
 
-    def _harmful(self, e: Intervention) -> list[str]:
-        """Ids of active findings that say this knob, moved this way, harmed."""
-        res = self.cli.run("finding", "search", f"{e.knob} {e.detector}", "--limit", "0", ok=(0, 5))
+    @staticmethod
+    def _when_fails(e: Intervention, metrics: dict[str, Any], gyms: list[str]) -> str | None:
+        """Why the entry's ``when`` conditions hold for no gym of the run (None: they hold, or none)."""
+        if not e.when:
+            return None
+        whys = []
+        for g in gyms or [None]:
+            ok, why = when_holds(e, metrics, g)
+            if ok:
+                return None
+            whys.append(f"{g}: {why}" if g else str(why))
+        return "evidence does not fit: " + "; ".join(whys)
+
+    def _harmful(self, e: Intervention, knob: str | None = None) -> list[str]:
+        """Ids of active findings that say this knob (or rule file), moved this way, harmed."""
+        knob = knob or e.knob
+        res = self.cli.run("finding", "search", f"{knob} {e.detector}", "--limit", "0", ok=(0, 5))
         if res.rc == 5:  # no pool yet
             return []
         return [
             r["id"]
             for r in res.doc.get("results", [])
             if r.get("verdict") == "harmed"
-            and e.knob in (r.get("knobs") or [])
-            and change_direction(r) in (None, e.direction)
+            and knob in (r.get("knobs") or [])
+            and (not e.direction or change_direction(r) in (None, e.direction))
         ]
 
     def _candidate_dir(self) -> Path:
@@ -328,6 +372,119 @@ class Autopilot:
         if res.rc in (3, 5):
             ev = (res.doc or {}).get("event") or {}
             return skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
+        self._pend(e, change, rec, lag, window, rule_file=False)
+        return True
+
+    # ------------------------------------------------------------------ rule-file actions
+    def _rule_candidates(self, e: Intervention, st: dict[str, Any], metrics: dict[str, Any]) -> tuple[list, list]:
+        """[(kind, key, new document, what)] the action would write, and why not for the others."""
+        from harness.io import yamlio
+        from harness.knobs.folder import defaults_dir
+
+        out, skipped = [], []
+        if e.action == "restore_user_rules":
+            for gym in st.get("gyms") or []:
+                cur_path = self.knobs_dir / "rules" / "users" / f"{gym}.yaml"
+                default_path = defaults_dir() / "rules" / "users" / f"{gym}.yaml"
+                if not default_path.is_file():
+                    skipped.append(f"{gym}: no packaged user rule file")
+                    continue
+                default = yamlio.plain(yamlio.read_yaml(default_path)[0])
+                try:
+                    current = yamlio.plain(yamlio.read_yaml(cur_path)[0])
+                except yamlio.FileProblem as exc:
+                    current = f"unreadable: {exc}"
+                if current == default:
+                    skipped.append(f"rules/users/{gym}.yaml is the packaged default")
+                    continue
+                out.append(("users", gym, default, f"rules/users/{gym}.yaml back to the packaged default"))
+        elif e.action == "disable_dominant_rule":
+            dominant = [str(x) for x in metrics.get("dominant_rules") or []]
+            if not dominant:
+                skipped.append("the finding names no dominant rule")
+            for name in dominant[:1]:
+                for path in sorted((self.knobs_dir / "rules" / "rewards").glob("*.yaml")):
+                    try:
+                        doc = yamlio.plain(yamlio.read_yaml(path)[0])
+                    except yamlio.FileProblem:
+                        continue
+                    rules = doc.get("rules") if isinstance(doc, dict) else None
+                    if not isinstance(rules, list) or not any(
+                        isinstance(r, dict) and r.get("name") == name for r in rules
+                    ):
+                        continue
+                    # value 0 keeps the rule (and its file) in place, visible and revertible, earning nothing
+                    new_rules = [{**r, "value": 0.0} if r.get("name") == name else r for r in rules]
+                    out.append(("rewards", path.stem, {**doc, "rules": new_rules}, f"rule {name} in {path.name} to 0"))
+                    break
+                else:
+                    skipped.append(f"no reward rule file holds rule {name!r}")
+        return out, skipped
+
+    def _try_rules(self, e: Intervention, st: dict[str, Any], rec: dict[str, Any], metrics: dict[str, Any]) -> bool:
+        """Gate and write a rule file for ``e`` (restore a gym's user rules, zero a dominant reward rule)."""
+        from harness.io import yamlio
+
+        skip = lambda why: rec["skipped"].append({"detector": e.detector, "knob": e.action, "why": why}) or False  # noqa: E731
+        cands, whys = self._rule_candidates(e, st, metrics)
+        for why in whys:
+            skip(why)
+        for kind, key, doc, what in cands:
+            knob = f"rules.{kind}.{key}"
+            harmful = self._harmful(e, knob)
+            if harmful:
+                skip(f"finding(s) {', '.join(harmful)} record that changing {knob} harmed")
+                continue
+            folder = self._candidate_dir()
+            path = folder / "rules" / kind / f"{key}.yaml"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yamlio.dump(yamlio.to_rt(doc)), encoding="utf-8")
+            try:
+                g = self.cli.run(
+                    "gate", str(path), "--run", self.cfg.run, "--steps", str(self.cfg.gate_steps), ok=(0, 3)
+                )
+                refusals = [r for c in g.doc.get("candidates", []) for r in c.get("refusals", [])]
+                rec["gate"] = {
+                    "candidate": None if self.cfg.dry_run else str(path),
+                    "ok": g.rc == 0,
+                    "refusals": refusals,
+                    "replays": len(g.doc.get("replays", [])),
+                }
+                if g.rc != 0:
+                    skip("gate refused: " + "; ".join(f"[{r.get('rule')}] {r.get('message')}" for r in refusals))
+                    continue
+                lag, window = self._lag_window(e)
+                reason = f"autopilot: {e.detector}: {what}: {e.predicted} (lag {lag}, window {window})"
+                change = {
+                    "detector": e.detector,
+                    "knob": knob,
+                    "gym": None,
+                    "old": "file as it was",
+                    "new": what,
+                    "direction": "",
+                    "reason": reason,
+                }
+                if self.cfg.dry_run:
+                    rec.update({"action": "would_apply", **change})
+                    return True
+                res = self.cli.run(
+                    "knobs", "set-rules", f"{kind}/{key}", str(path), "--author", "agent", "--reason", reason,
+                    "--run", self.cfg.run, ok=(0, 3),
+                )  # fmt: skip
+            finally:
+                if self.cfg.dry_run:
+                    shutil.rmtree(folder, ignore_errors=True)
+            if res.rc == 3:
+                ev = (res.doc or {}).get("event") or {}
+                skip(f"write refused ({ev.get('rule') or 'refused'}): {ev.get('message') or res.error}")
+                continue
+            self._pend(e, change, rec, lag, window, rule_file=True)
+            return True
+        return False
+
+    def _pend(
+        self, e: Intervention, change: dict[str, Any], rec: dict[str, Any], lag: int, window: int, rule_file: bool
+    ) -> None:
         self.state["pending"] = {
             **change,
             "event": None,
@@ -340,10 +497,11 @@ class Autopilot:
             "window": window,
             "predicted": e.predicted,
             "why": e.why,
+            "repair": e.repair,
+            "rule_file": rule_file,
         }
         self.state["interventions"] += 1
         rec.update({"action": "applied", **change})
-        return True
 
     # ------------------------------------------------------------------ measuring a change
     def _metric(self, name: str, gym: str | None) -> str:
@@ -355,7 +513,7 @@ class Autopilot:
             if (
                 e.get("author") == "agent"
                 and e.get("reason") == p["reason"]
-                and e.get("new") == p["new"]
+                and (p.get("rule_file") or e.get("new") == p["new"])
                 and e.get("gym") == p["gym"]
                 and (e.get("status") == "rejected" or isinstance(e.get("step_effective"), int))
             ):
@@ -418,7 +576,8 @@ class Autopilot:
             verdict = "harmed"
         measured = self._measured_text(main, guards)
         rec.update({"verdict": verdict, "measured": measured})
-        keep = verdict == "improved"
+        # a repair of a diagnosed defect (restoring a file) stays unless it measurably harmed
+        keep = verdict == "improved" or (bool(p.get("repair")) and verdict == "inconclusive")
         if self.cfg.dry_run:
             rec.update({"action": "would_measure", "would_revert": not keep})
             return
@@ -473,8 +632,7 @@ class Autopilot:
                 f"{p.get('step_effective')}",
                 f"- reason written: {p['reason']}",
                 f"- measured with eau effect (lag {p['lag']}, window {p['window']}): {measured}",
-                f"- decision: {'kept' if verdict == 'improved' else 'reverted'}"
-                + (f" ({revert.get('message')})" if revert else ""),
+                f"- decision: {'reverted' if revert else 'kept'}" + (f" ({revert.get('message')})" if revert else ""),
             ]
         )
         args = [
@@ -499,7 +657,7 @@ class Autopilot:
             "--tag",
             p["detector"],
             "--tag",
-            p["direction"],
+            p.get("direction") or "rule-file",
             "--event",
             p["event"],
             "--author",

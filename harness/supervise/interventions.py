@@ -18,8 +18,27 @@ TABLE_PATH = Path(__file__).with_name("interventions.yaml")
 DIRECTIONS = ("raise", "lower")
 BETTER = ("higher", "lower")
 KNOB_AREAS = ("env", "user", "reward", "agent")
-FIELDS = {"detector", "knob", "direction", "step", "metric", "better", "predicted", "guards", "lag", "window", "why"}
-REQUIRED = ("detector", "knob", "direction", "step", "metric", "better", "predicted")
+FIELDS = {
+    "detector",
+    "action",
+    "knob",
+    "direction",
+    "step",
+    "metric",
+    "better",
+    "predicted",
+    "guards",
+    "lag",
+    "window",
+    "why",
+    "repair",
+    "when",
+}
+REQUIRED = ("detector", "metric", "better", "predicted")
+KNOB_REQUIRED = ("knob", "direction", "step")
+# What an entry changes: one step of a numeric knob, or a rule file (see interventions.yaml)
+ACTIONS = ("knob", "restore_user_rules", "disable_dominant_rule")
+WHEN_OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b}
 DEFAULT_LAG = 1
 DEFAULT_WINDOW = 5
 
@@ -33,8 +52,8 @@ class Intervention:
     """One row of the table (fields as documented in interventions.yaml)."""
 
     detector: str
-    knob: str
-    direction: str
+    knob: str  # "" for a rule-file action
+    direction: str  # "" for a rule-file action
     delta: float | None
     factor: float | None
     metric: str
@@ -44,6 +63,9 @@ class Intervention:
     lag: int = DEFAULT_LAG
     window: int = DEFAULT_WINDOW
     why: str = ""
+    action: str = "knob"
+    repair: bool = False  # kept when inconclusive (reverted only when harmed)
+    when: tuple[tuple[str, str, float], ...] = ()  # (metric path, op, value): all must hold
 
     @property
     def area(self) -> str:
@@ -67,15 +89,31 @@ def _entry(raw: Any, where: str) -> Intervention:
     unknown = sorted(set(raw) - FIELDS)
     if unknown:
         raise TableError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(FIELDS))}")
-    for f in REQUIRED:
+    action = raw.get("action", "knob")
+    if action not in ACTIONS:
+        raise TableError(f"{where}: action {action!r} is not allowed; use one of {', '.join(ACTIONS)}")
+    order = REQUIRED[:1] + (KNOB_REQUIRED if action == "knob" else ()) + REQUIRED[1:]
+    for f in order:
         if raw.get(f) in (None, ""):
-            raise TableError(f"{where}: field {f!r} is required")
-    knob = str(raw["knob"])
-    area, dot, name = knob.partition(".")
-    if not dot or area not in KNOB_AREAS or not name:
-        raise TableError(f"{where}: knob {knob!r} must be <area>.<name> with area in {', '.join(KNOB_AREAS)}")
-    if raw["direction"] not in DIRECTIONS:
-        raise TableError(f"{where}: direction {raw['direction']!r} is not allowed; use raise or lower")
+            raise TableError(f"{where}: field {f!r} is required" + (" for a knob action" if f in KNOB_REQUIRED else ""))
+    repair = raw.get("repair", False)
+    if not isinstance(repair, bool):
+        raise TableError(f"{where}: repair must be true or false, got {repair!r}")
+    when = _when(raw.get("when"), where)
+    common = dict(
+        detector=str(raw["detector"]),
+        metric=str(raw["metric"]),
+        better=raw["better"],
+        predicted=str(raw["predicted"]).strip(),
+        why=str(raw.get("why", "")).strip(),
+        action=action,
+        repair=repair,
+        when=when,
+    )
+    if action != "knob":
+        extra = sorted(f for f in KNOB_REQUIRED if f in raw)
+        if extra:
+            raise TableError(f"{where}: action {action} changes a rule file; drop {', '.join(extra)}")
     if raw["better"] not in BETTER:
         raise TableError(f"{where}: better {raw['better']!r} is not allowed; use higher or lower")
     guards = raw.get("guards") or {}
@@ -84,6 +122,23 @@ def _entry(raw: Any, where: str) -> Intervention:
     for m, b in guards.items():
         if b not in BETTER:
             raise TableError(f"{where}: guards.{m} {b!r} is not allowed; use higher or lower")
+    for f, lo in (("lag", 0), ("window", 2)):
+        v = raw.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            raise TableError(f"{where}: {f} must be an integer >= {lo}, got {v!r}")
+    common.update(
+        guards=tuple((str(m), str(b)) for m, b in guards.items()),
+        lag=int(raw.get("lag", DEFAULT_LAG)),
+        window=int(raw.get("window", DEFAULT_WINDOW)),
+    )
+    if action != "knob":
+        return Intervention(knob="", direction="", delta=None, factor=None, **common)
+    knob = str(raw["knob"])
+    area, dot, name = knob.partition(".")
+    if not dot or area not in KNOB_AREAS or not name:
+        raise TableError(f"{where}: knob {knob!r} must be <area>.<name> with area in {', '.join(KNOB_AREAS)}")
+    if raw["direction"] not in DIRECTIONS:
+        raise TableError(f"{where}: direction {raw['direction']!r} is not allowed; use raise or lower")
     step = raw["step"]
     if not isinstance(step, Mapping) or len(step) != 1 or next(iter(step)) not in ("delta", "factor"):
         raise TableError(f"{where}: step must be {{delta: D}} or {{factor: F}}, got {step!r}")
@@ -94,24 +149,47 @@ def _entry(raw: Any, where: str) -> Intervention:
         raise TableError(f"{where}: step delta must be positive (direction says which way), got {val}")
     if kind == "factor" and val <= 1:
         raise TableError(f"{where}: step factor must be > 1 (direction says which way), got {val}")
-    for f, lo in (("lag", 0), ("window", 2)):
-        v = raw.get(f)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
-            raise TableError(f"{where}: {f} must be an integer >= {lo}, got {v!r}")
     return Intervention(
-        detector=str(raw["detector"]),
         knob=knob,
         direction=raw["direction"],
         delta=float(val) if kind == "delta" else None,
         factor=float(val) if kind == "factor" else None,
-        metric=str(raw["metric"]),
-        better=raw["better"],
-        predicted=str(raw["predicted"]).strip(),
-        guards=tuple((str(m), str(b)) for m, b in guards.items()),
-        lag=int(raw.get("lag", DEFAULT_LAG)),
-        window=int(raw.get("window", DEFAULT_WINDOW)),
-        why=str(raw.get("why", "")).strip(),
+        **common,
     )
+
+
+def _when(raw: Any, where: str) -> tuple[tuple[str, str, float], ...]:
+    """``when``: a list of {metric, op, value}; metric is a dotted path into the detector finding's
+    metrics, where ``{gym}`` stands for each gym of the run."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise TableError(f"{where}: when must be a non-empty list of {{metric, op, value}}, got {raw!r}")
+    out = []
+    for i, c in enumerate(raw):
+        if not isinstance(c, Mapping) or set(c) != {"metric", "op", "value"}:
+            raise TableError(f"{where}: when[{i}] must have exactly metric, op and value, got {c!r}")
+        if c["op"] not in WHEN_OPS:
+            raise TableError(f"{where}: when[{i}].op {c['op']!r} is not allowed; use {', '.join(WHEN_OPS)}")
+        v = c["value"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise TableError(f"{where}: when[{i}].value must be a number, got {v!r}")
+        out.append((str(c["metric"]), str(c["op"]), float(v)))
+    return tuple(out)
+
+
+def when_holds(entry: Intervention, metrics: Mapping[str, Any], gym: str | None) -> tuple[bool, str | None]:
+    """(True, None) when every condition of ``entry.when`` holds on a finding's ``metrics`` for ``gym``;
+    (False, why) otherwise (a path the finding does not have fails the condition)."""
+    for path, op, value in entry.when:
+        node: Any = metrics
+        for part in path.replace("{gym}", gym or "").split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if isinstance(node, bool) or not isinstance(node, (int, float)):
+            return False, f"{path} is not in the finding (needed: {op} {value:g})"
+        if not WHEN_OPS[op](float(node), value):
+            return False, f"{path} = {node:g}, needed {op} {value:g}"
+    return True, None
 
 
 def load_table(path: Path | None = None) -> list[Intervention]:

@@ -131,6 +131,7 @@ def reward_hacking(data: DetectorInput, th: Mapping[str, float]) -> Finding:
             for k, s in shares.items()
             if s >= th["rule_share"] and signed[k] > 0 and in_failed.get(k, 0.0) >= th["failed_share"]
         ]
+        metrics["dominant_rules"] = dominant
         if dominant:
             rule_flag = True
             problems.append(

@@ -25,6 +25,12 @@ LEAK_OVERDISCLOSURE_RATE = 0.10
 # A reply carrying 60%+ of a task's hidden facts (3+ facts) hands over the task in one turn.
 LEAK_BULK_SHARE = 0.6
 LEAK_BULK_MIN_FACTS = 3
+# Disclosing replies that answer something the question did not ask: the user's rules (or the LLM
+# user) hand out details for any question, so asking well stops mattering. Measured on the tiny
+# intention runs of benchmarks/bench_coevolution.py: 0.0 over 1,100 replies with the packaged rules
+# (a symbolic user discloses only the facts its question matches), 0.54-0.60 with a catch-all intent
+# disclosing `next` (the rest are replies where the next detail happened to be the one asked about).
+LEAK_UNASKED_RATE = 0.3
 
 
 @detector(
@@ -40,6 +46,10 @@ LEAK_BULK_MIN_FACTS = 3
         ),
         "bulk_share": (LEAK_BULK_SHARE, "share of a task's facts in one reply that counts as bulk"),
         "bulk_min_facts": (LEAK_BULK_MIN_FACTS, "facts a bulk reply must carry"),
+        "unasked_rate": (
+            LEAK_UNASKED_RATE,
+            "share of disclosing replies to a question that disclose what it did not ask",
+        ),
     },
 )
 def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
@@ -49,7 +59,8 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
     eps = data.episodes
     if not eps:
         return skipped("user_leakage", "user", "no trajectories in the window", th)
-    replies = redacted = disclosing = over = 0
+    replies = redacted = disclosing = over = unasked = 0
+    unasked_eps: list[str] = []
     secret_eps, filtered_eps, over_eps, redacted_eps, bulk_eps = [], [], [], [], []
     unchecked: dict[str, int] = defaultdict(int)
     checked = no_secret = 0
@@ -80,6 +91,9 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         if lk.filtered_kind_turns:
             filtered_eps.append(eid)
             kinds.update(lk.filtered_kinds)
+        unasked += len(lk.unasked_turns)
+        if lk.unasked_turns:
+            unasked_eps.append(eid)
         if n_over:
             over_eps.append(eid)
         if lk.bulk_turns:
@@ -90,6 +104,7 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         return skipped("user_leakage", "user", "no user replies in the window", th)
     red_rate = redacted / replies
     over_rate = over / disclosing if disclosing else 0.0
+    unasked_rate = unasked / disclosing if disclosing else 0.0
     metrics = {
         "episodes": len(eps),
         "user_replies": replies,
@@ -106,6 +121,8 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         "overdisclosed_replies": over,
         "overdisclosure_rate": round(over_rate, 4),
         "bulk_episodes": len(bulk_eps),
+        "unasked_replies": unasked,
+        "unasked_rate": round(unasked_rate, 4),
         "overdisclosure_rate_by_arm": {a: round(o / d, 4) for a, (o, d) in sorted(by_arm.items()) if d},
     }
     problems = []
@@ -120,11 +137,16 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
             f"{over_rate:.0%} of disclosing replies exceed facts_per_reply or hand over most facts at once "
             f"({len(bulk_eps)} episode(s) with bulk replies)"
         )
+    if disclosing and unasked_rate >= th["unasked_rate"]:
+        problems.append(
+            f"{unasked_rate:.0%} of disclosing replies to a question disclose details it did not ask about "
+            f"(rules/users/<gym>.yaml: an intent disclosing 'next' for any question?)"
+        )
     if red_rate >= th["redacted_rate"]:
         problems.append(f"the leak guard redacted {red_rate:.0%} of replies")
     flagged = bool(problems)
     severity = "high" if secret_eps or filtered_eps or bulk_eps else "medium"
-    examples = (secret_eps or filtered_eps or bulk_eps or over_eps or redacted_eps)[:5]
+    examples = (secret_eps or filtered_eps or bulk_eps or over_eps or unasked_eps or redacted_eps)[:5]
     note = f"; hidden answer not checked for {sum(unchecked.values())} episode(s)" if unchecked else ""
     return Finding(
         "user_leakage",
@@ -136,7 +158,7 @@ def user_leakage(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         severity=severity,
         metrics=metrics,
         evidence_episodes=examples,
-        matches=secret_eps + filtered_eps + over_eps + redacted_eps,
+        matches=secret_eps + filtered_eps + over_eps + unasked_eps + redacted_eps,
         suggestion=(
             "user.facts_per_reply (1 keeps elicitation multi-turn), user.reveal_kinds (exclude the kinds "
             "listed in filtered_kinds_disclosed or that carry the answer), rules/users/<gym>.yaml, the LLM "
