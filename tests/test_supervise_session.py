@@ -282,6 +282,33 @@ def test_loop_skips_busy_triggers_and_sigterm_ends_the_session(tmp_path, knobs_d
     assert log == ["supervise_started", "session_started", "session_ended", "supervise_stopped"]
 
 
+def test_a_client_failing_again_and_again_stops_the_supervisor(tmp_path, knobs_dir):
+    """A client that fails at once (not logged in) would fail at every trigger: after --max-failures
+    in a row the supervisor stops and says why; the run goes on untouched."""
+    steps = FakeSteps(tmp_path / "runs", knobs_dir, 0.3, 200)
+    steps.thread.start()
+    agent = f"{sys.executable} -c \"import sys; print('Not logged in', file=sys.stderr); sys.exit(1)\""
+    env = {**os.environ, "EAU_RUNS_DIR": str(tmp_path / "runs")}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "harness.cli.main", "supervise", "--run", "loop", "--every", "1"]
+            + ["--agent", agent, "--max-failures", "2", "--poll", "0.1", "--json", "--cwd", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        live_after = json.loads((tmp_path / "runs" / "loop" / "status.json").read_text())["state"]
+    finally:
+        steps.stop.set()
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["sessions_run"] == 2 and [r["exit_code"] for r in doc["sessions"]] == [1, 1]
+    assert doc["stopped"].startswith("2 sessions in a row failed (last: ") and "Not logged in" in doc["stopped"]
+    assert live_after == "running"  # the supervisor stopped, not the run
+
+
 def test_cli_errors(tmp_path, knobs_dir):
     out = eau(["supervise", "--run", "nope", "--every", "2", "--agent", "python -V", "--wait", "0", "--json"], tmp_path)
     assert out.returncode == 5 and "no run 'nope'" in json.loads(out.stdout)["error"]

@@ -63,6 +63,12 @@ def supervise_cmd(
         1800.0, "--timeout", help="Wall-clock seconds per session; then its process group is ended."
     ),
     max_sessions: int = typer.Option(10, "--max-sessions", help="Stop after this many sessions (0: no limit)."),
+    max_failures: int = typer.Option(
+        3,
+        "--max-failures",
+        min=0,
+        help="Stop after this many sessions in a row failed (non-zero exit, not a timeout; 0: never).",
+    ),
     max_budget_usd: Optional[float] = typer.Option(
         None,
         "--max-budget-usd",
@@ -98,7 +104,8 @@ def supervise_cmd(
     """Start a coding agent with the skill every N steps of a live run, within time and budget bounds.
 
     Each session's prompt, command, transcript and result go to runs/<id>/meta/session_NNN/. Stops
-    when the run ends, after --max-sessions, at --total-budget-usd, or on Ctrl-C (the running
+    when the run ends, after --max-sessions or --max-failures failed sessions in a row, at
+    --total-budget-usd, or on Ctrl-C (the running
     session is ended and recorded). --json prints a summary of every session at the end.
     """
     _check_run(run, as_json)
@@ -115,6 +122,7 @@ def supervise_cmd(
         cwd=cwd,
         timeout_s=timeout,
         max_sessions=max_sessions,
+        max_failures=max_failures,
         total_budget_usd=total_budget_usd,
         wait_s=wait,
         poll_s=poll,

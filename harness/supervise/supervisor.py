@@ -8,7 +8,8 @@ supervisor exists, and knob changes the agent makes reach it through the knobs f
 other edit.
 
 It stops when the run is no longer live (finished, failed, killed) and no session is running, when
-``max_sessions`` sessions have ended, when recorded costs reach ``total_budget_usd``, or on SIGINT /
+``max_sessions`` sessions have ended, when ``max_failures`` sessions in a row failed (a broken
+client), when recorded costs reach ``total_budget_usd``, or on SIGINT /
 SIGTERM (the running session's process group is ended and recorded). A log of what it did is
 appended to ``runs/<id>/meta/supervise.jsonl``.
 """
@@ -33,6 +34,9 @@ from harness.supervise.session import Session, allocate_dir, now_iso
 
 DEFAULT_TIMEOUT_S = 1800.0  # a Claude Code / Codex session of a few dozen turns fits in 30 minutes
 DEFAULT_MAX_SESSIONS = 10  # each session costs money: a bound unless the user raises it
+# A client that fails at once (not logged in, a model error, a bad flag) fails the same way at the
+# next trigger: three in a row is a broken client, not bad luck, and retrying only fills meta/.
+DEFAULT_MAX_FAILURES = 3
 DEFAULT_POLL_S = 2.0  # status.json is rewritten once per step (seconds to minutes apart)
 DEFAULT_WAIT_S = 120.0  # eau train needs a while to create the run folder (model load)
 
@@ -55,6 +59,8 @@ class SuperviseConfig:
     cwd: folder the agent starts in (the repository root, where knobs/ and skill/ are).
     timeout_s: wall-clock limit per session; then its process group is ended.
     max_sessions: stop after this many sessions (0: no limit).
+    max_failures: stop after this many sessions in a row failed (a non-zero exit that is not a
+        timeout; 0: never); the summary's ``stopped`` names the last error.
     total_budget_usd: start no new session once the costs the sessions reported add up to this.
     wait_s: how long to wait for the run folder to appear.
     poll_s: seconds between looks at the run.
@@ -72,6 +78,7 @@ class SuperviseConfig:
     cwd: Path = field(default_factory=Path.cwd)
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_failures: int = DEFAULT_MAX_FAILURES
     total_budget_usd: float | None = None
     wait_s: float = DEFAULT_WAIT_S
     poll_s: float = DEFAULT_POLL_S
@@ -86,6 +93,8 @@ class SuperviseConfig:
             raise SuperviseError(f"--timeout must be positive seconds, got {self.timeout_s}")
         if self.max_sessions < 0:
             raise SuperviseError(f"--max-sessions must be >= 0 (0: no limit), got {self.max_sessions}")
+        if self.max_failures < 0:
+            raise SuperviseError(f"--max-failures must be >= 0 (0: never stop for failures), got {self.max_failures}")
         if self.total_budget_usd is not None and self.total_budget_usd <= 0:
             raise SuperviseError(f"--total-budget-usd must be positive, got {self.total_budget_usd}")
         if self.poll_s <= 0:
@@ -221,6 +230,17 @@ class Supervisor:
             error=res.get("error"),
         )
 
+    def _failures_in_a_row(self) -> list[Session]:
+        """The latest sessions that failed, back to the last one that did not (a timeout is not a
+        failure of the client: the agent was working)."""
+        out: list[Session] = []
+        for s in reversed(self.sessions):
+            r = s.result or {}
+            if r.get("exit_code") in (0, None) or r.get("timed_out") or r.get("stopped"):
+                break
+            out.append(s)
+        return out[::-1]
+
     def _settle(self) -> None:
         for s in self.sessions:
             if s.unsettled and s.settle():
@@ -279,6 +299,12 @@ class Supervisor:
                 if self.current is None:
                     if cfg.max_sessions and len(self.sessions) >= cfg.max_sessions:
                         stopped = "max sessions"
+                        break
+                    failed = self._failures_in_a_row()
+                    if cfg.max_failures and len(failed) >= cfg.max_failures:
+                        last = failed[-1].result or {}
+                        why = last.get("error") or f"exit {last.get('exit_code')}"
+                        stopped = f"{len(failed)} sessions in a row failed (last: {why})"[:500]
                         break
                     if cfg.total_budget_usd is not None and self._cost() >= cfg.total_budget_usd:
                         stopped = "budget"
