@@ -38,6 +38,7 @@ healthy travel run that solved nothing.)
 
     python benchmarks/bench_coevolution.py --seeds 0 1 2 --steps 40 [--init runs/sft-tiny] \
         [--scenarios ...] [--arms ...] [--work DIR]
+    python benchmarks/bench_coevolution.py --report DIR      # the document of a --work folder
 
 Prints one JSON document (per run: held-out success, the meta-agent's ticks, interventions and
 verdicts, the step of its first intervention; per scenario and arm: mean and per-seed success) and,
@@ -316,65 +317,83 @@ class Run:
                 self.meta.send_signal(signal.SIGTERM)
                 self.meta.wait(timeout=60)
             self.meta_out.close()
-        run_dir = self.runs / self.id
-        metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
-        self.result["steps_done"] = len(metrics)
-        self.result["train_success_last5"] = (
-            round(statistics.mean(m["success_rate"] for m in metrics[-5:]), 3) if metrics else None
-        )
-        self.result["meta"] = self._meta_record(run_dir)
+        self.result.update(run_record(self.runs / self.id, self.arm))
+        if self.arm == "agent":
+            self.result["meta"]["looks"] = self.agent_state["looks"]
+            self.result["meta"]["repaired"] = self.agent_state["repaired"]
         if rc != 0:
             self.result["error"] = (self.root / "train.err").read_text()[-1500:]
-            return
-        self.result["held_out"] = score(self.id, self.runs, self.root / "eval", self.threads)
+        else:
+            self.result["held_out"] = score(self.id, self.runs, self.root / "eval", self.threads)
+        with open(self.root.parent / "results.jsonl", "a") as f:  # kept as it goes: a cut-short run still reports
+            f.write(json.dumps(self.result, default=str) + "\n")
 
-    def _meta_record(self, run_dir: Path) -> dict[str, Any]:
-        """The meta-agent's turns: diagnoses, interventions with their step and verdict."""
-        events = [json.loads(x) for x in (run_dir / "knob_events.jsonl").read_text().splitlines() if x.strip()]
-        agent_events = [
-            {
-                "knob": e.get("knob"),
-                "gym": e.get("gym"),
-                "status": e.get("status"),
-                "step_effective": e.get("step_effective"),
-                "reason": (e.get("reason") or "")[:160],
-                "new": e.get("new") if not isinstance(e.get("new"), (dict, list)) else "(file)",
-            }
-            for e in events
-            if e.get("author") == "agent"
-        ]
-        applied = [e for e in agent_events if isinstance(e["step_effective"], int) and e["status"] == "accepted"]
-        out: dict[str, Any] = {
-            "events": agent_events,
-            "first_effective_step": min((e["step_effective"] for e in applied), default=None),
+
+TICK_FIELDS = ("tick", "step", "action", "flagged", "detector", "knob", "old", "new", "verdict", "measured")
+
+
+def run_record(run_dir: Path, arm: str) -> dict[str, Any]:
+    """What a finished run shows: steps, training success at the end, and the meta-agent's turns
+    (diagnoses, interventions with their step and verdict)."""
+    metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    events = [json.loads(x) for x in (run_dir / "knob_events.jsonl").read_text().splitlines() if x.strip()]
+    agent_events = [
+        {
+            "knob": e.get("knob"),
+            "gym": e.get("gym"),
+            "status": e.get("status"),
+            "step_effective": e.get("step_effective"),
+            "reason": (e.get("reason") or "")[:160],
+            "new": e.get("new") if not isinstance(e.get("new"), (dict, list)) else "(file)",
         }
-        if self.arm == "agent":
-            out["looks"] = self.agent_state["looks"]
-            out["repaired"] = self.agent_state["repaired"]
-        log = run_dir / "meta" / "autopilot.jsonl"
-        if log.exists():
-            ticks = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
-            out["ticks"] = [
-                {
-                    k: t.get(k)
-                    for k in (
-                        "tick",
-                        "step",
-                        "action",
-                        "flagged",
-                        "detector",
-                        "knob",
-                        "old",
-                        "new",
-                        "verdict",
-                        "measured",
-                    )
-                }
-                | {"skipped": [s.get("why") for s in t.get("skipped") or []][:4]}
-                for t in ticks
-            ]
-            out["verdicts"] = [t.get("verdict") for t in ticks if t.get("verdict")]
-        return out
+        for e in events
+        if e.get("author") == "agent"
+    ]
+    applied = [e for e in agent_events if isinstance(e["step_effective"], int) and e["status"] == "accepted"]
+    meta: dict[str, Any] = {
+        "events": agent_events,
+        "first_effective_step": min((e["step_effective"] for e in applied), default=None),
+    }
+    log = run_dir / "meta" / "autopilot.jsonl"
+    if log.exists():
+        ticks = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+        meta["ticks"] = [
+            {k: t.get(k) for k in TICK_FIELDS} | {"skipped": [s.get("why") for s in t.get("skipped") or []][:4]}
+            for t in ticks
+        ]
+        meta["verdicts"] = [t.get("verdict") for t in ticks if t.get("verdict")]
+    return {
+        "steps_done": len(metrics),
+        "train_success_last5": (
+            round(statistics.mean(m["success_rate"] for m in metrics[-5:]), 3) if metrics else None
+        ),
+        "meta": meta,
+    }
+
+
+def rebuild(work: Path) -> tuple[list[dict[str, Any]], dict[int, float]]:
+    """Results and warm-start scores from a work folder's runs and eval results (for a benchmark
+    cut short before it printed its document)."""
+    import re
+
+    results, init = [], {}
+    pat = re.compile(rf"^({'|'.join(SCENARIOS)})-({'|'.join((*ARMS, *CODE_ARMS))})-s(\d+)$")
+    for run_dir in sorted((work / "runs").iterdir()):
+        m = pat.match(run_dir.name)
+        if not m or not (run_dir / "metrics.jsonl").exists():
+            continue
+        scen, arm, seed = m.group(1), m.group(2), int(m.group(3))
+        scores = sorted((work / run_dir.name / "eval" / run_dir.name).glob("step_*[0-9].json"))
+        rec = {"scenario": scen, "arm": arm, "seed": seed, "run": run_dir.name, **run_record(run_dir, arm)}
+        if scores:
+            doc = json.loads(scores[-1].read_text())
+            rec["held_out"] = {"success_rate": doc["gyms"]["intention"]["success_rate"]}
+        results.append(rec)
+        for f in (work / run_dir.name / "eval-init").glob("*/*.json"):
+            doc = json.loads(f.read_text())
+            if doc.get("checkpoint") == "init":
+                init[seed] = doc["gyms"]["intention"]["success_rate"]
+    return results, init
 
 
 def score(run_id: str, runs: Path, eval_dir: Path, threads: int, checkpoint: str | None = None) -> dict[str, Any]:
@@ -421,12 +440,27 @@ def summarise(results: list[dict[str, Any]], init: dict[int, float]) -> dict[str
         for cell in arms.values():
             vals = [v for v in cell["per_seed"].values() if v is not None]
             cell["mean"] = round(statistics.mean(vals), 3) if vals else None
-    return {"init_held_out": init, "table": table}
+    # the targets: the meta-agent's arm (the scripted plug-in agent for the code defect) against
+    # fixed and against hyperparameters only, per seed and on the mean
+    gaps: dict[str, dict[str, Any]] = {}
+    for scen, arms in table.items():
+        meta = "agent" if "agent" in arms else "autopilot"
+        for other in ("fixed", "hparams"):
+            if meta not in arms or other not in arms:
+                continue
+            a, b = arms[meta]["per_seed"], arms[other]["per_seed"]
+            per = {k: round(a[k] - b[k], 3) for k in a if k in b and a[k] is not None and b[k] is not None}
+            if per:
+                gaps.setdefault(scen, {})[f"{meta}-{other}"] = {
+                    "mean": round(statistics.mean(per.values()), 3),
+                    "per_seed": per,
+                }
+    return {"init_held_out": init, "table": table, "gaps": gaps}
 
 
 def markdown(summary: dict[str, Any]) -> str:
     arms = [*ARMS, *CODE_ARMS]
-    lines = ["| scenario | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    lines = ["| scenario | " + " | ".join(arms) + " | meta-agent minus |", "|---|" + "---|" * (len(arms) + 1)]
     for scen, cells in summary["table"].items():
         row = []
         for a in arms:
@@ -436,6 +470,13 @@ def markdown(summary: dict[str, Any]) -> str:
                 continue
             seeds = "/".join("-" if v is None else f"{v:.2f}" for _, v in sorted(c["per_seed"].items()))
             row.append(f"**{c['mean']:.3f}** ({seeds})" if c["mean"] is not None else seeds)
+        gap = summary.get("gaps", {}).get(scen, {})
+        row.append(
+            "; ".join(
+                f"{k} {g['mean']:+.3f} ({'/'.join(f'{v:+.2f}' for _, v in sorted(g['per_seed'].items()))})"
+                for k, g in gap.items()
+            )
+        )
         lines.append(f"| {scen} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -449,7 +490,16 @@ def main() -> None:
     ap.add_argument("--init", type=Path, default=None, help="warm start folder (policy.pt); default: made once")
     ap.add_argument("--work", type=Path, default=None, help="keep runs here (default: a temp folder)")
     ap.add_argument("--parallel", type=int, default=2, help="training runs at once (one torch thread each)")
+    ap.add_argument(
+        "--report", type=Path, default=None, help="print the document of an earlier --work folder; run nothing"
+    )
     args = ap.parse_args()
+    if args.report is not None:
+        results, init = rebuild(args.report)
+        summary = summarise(results, init)
+        print(markdown(summary), file=sys.stderr)
+        emit({"work": str(args.report), "summary": summary, "markdown": markdown(summary), "runs": results})
+        return
     work = args.work or temp_root("eau-coevolution-")
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
