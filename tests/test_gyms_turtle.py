@@ -162,7 +162,7 @@ def test_compound_and_story_requests_disclose_nothing(question, intent):
     ["Did the police give me a ride home?", "Was he checking whether the light was on?", "Can you tell me if he died?"],
 )
 def test_yes_no_questions_with_request_words_are_judged(question):
-    """"give me" inside a question about the story, and "whether" asking one thing, are one yes/no
+    """ "give me" inside a question about the story, and "whether" asking one thing, are one yes/no
     question each: the judge answers them (they were once taken for story requests and enumerations)."""
     env = env_of("turtle")
     env.reset(seed=0, options={"task": task_of(DATA.stories[SHADOW], "train")})

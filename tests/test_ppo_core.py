@@ -376,3 +376,26 @@ def test_warmup_factor_by_hand():
     assert [core.warmup_factor(n, 4) for n in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
     assert core.warmup_factor(0, 0) == 1.0 and core.warmup_factor(5, 1) == 1.0
     assert core.warmup_factor(2, 3) == 1.0 and core.warmup_factor(1, 3) == 2 / 3
+
+
+def test_collate_keeps_one_token_of_an_episode_that_ended_at_its_prompt():
+    """A prompt longer than agent.max_episode_tokens ends the episode before any action: its row trains
+    nothing, so it goes into the batch as one token instead of its whole prompt (which would make every
+    pass of the update as long as that prompt). The other rows are unchanged."""
+    from harness.ppo.batch import collate
+    from harness.rollout.engine import Episode
+
+    played = Episode(env=None, group="g", sample=0)
+    played.extend([1, 2, 3], False)
+    played.extend([4, 5], True)
+    played.turn_last_token, played.turn_rewards = [4], [1.0]
+    played.logprobs = [0.0, 0.0, 0.0, -0.5, -0.25]
+    overflow = Episode(env=None, group="g", sample=1)
+    overflow.extend(list(range(10, 40)), False)  # 30 prompt tokens, no turn
+    overflow.logprobs = [0.0] * 30
+    batch = collate([played, overflow], pad_id=0)
+    assert batch.input_ids.shape == (2, 5)  # not 30
+    assert batch.input_ids[0].tolist() == [1, 2, 3, 4, 5] and batch.input_ids[1].tolist() == [10, 0, 0, 0, 0]
+    assert batch.attention_mask[1].tolist() == [1, 0, 0, 0, 0] and batch.action_mask[1].sum() == 0
+    assert batch.action_mask[0].tolist() == [0, 0, 0, 1, 1] and batch.rewards[0, 4] == 1.0
+    assert batch.rewards[1].abs().sum() == 0 and batch.rollout_logprobs[0, 3] == -0.5

@@ -58,9 +58,18 @@ class Batch:
         policy.train()
 
 
+def kept_length(e: Episode) -> int:
+    """Tokens of ``e`` that go into the batch: all of them, or one for an episode with no generated
+    token (it ended at its prompt, a prompt longer than agent.max_episode_tokens): such a row trains
+    nothing (no action token takes a loss or a return), and its whole prompt would cost every pass of
+    the update a long sequence (a tau2 policy prompt is 8-14k tokens)."""
+    return len(e.ids) if any(e.action_mask) else min(1, len(e.ids))
+
+
 def collate(episodes: list[Episode], pad_id: int) -> Batch:
-    """Episodes -> padded tensors. Masks are 0 on padding; action mask 1 on generated tokens only."""
-    seq_len = max(len(e.ids) for e in episodes)
+    """Episodes -> padded tensors. Masks are 0 on padding; action mask 1 on generated tokens only.
+    An episode without generated tokens keeps one token (:func:`kept_length`)."""
+    seq_len = max(1, max(kept_length(e) for e in episodes))
     rows = len(episodes)
     ids = torch.full((rows, seq_len), pad_id, dtype=torch.long)
     am = torch.zeros((rows, seq_len), dtype=torch.long)
@@ -68,13 +77,14 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
     rew = torch.zeros((rows, seq_len), dtype=torch.float32)
     ends = torch.zeros((rows, seq_len), dtype=torch.float32)
     for i, e in enumerate(episodes):
-        n = len(e.ids)
-        ids[i, :n] = torch.tensor(e.ids)
+        n = kept_length(e)
+        ids[i, :n] = torch.tensor(e.ids[:n])
         am[i, :n] = 1
-        act[i, :n] = torch.tensor(e.action_mask, dtype=torch.float32)
+        act[i, :n] = torch.tensor(e.action_mask[:n], dtype=torch.float32)
         for t, r in zip(e.turn_last_token, e.turn_rewards):
-            rew[i, t] += r
-            ends[i, t] = 1.0
+            if t < n:  # an episode that ended at its prompt has no turn to credit
+                rew[i, t] += r
+                ends[i, t] = 1.0
     act[:, 0] = 0.0  # the first token has no predecessor: never scored
     batch = Batch(ids, am, act, rew, ends)
     # the rollout's own log-probs / values, when every episode has them (one unscored turn: none used)
@@ -82,7 +92,8 @@ def collate(episodes: list[Episode], pad_id: int) -> Batch:
         if all(getattr(e, name) is not None for e in episodes):
             t = torch.zeros((rows, seq_len), dtype=torch.float32)
             for i, e in enumerate(episodes):
-                t[i, : len(e.ids)] = torch.tensor(getattr(e, name), dtype=torch.float32)
+                n = kept_length(e)
+                t[i, :n] = torch.tensor(getattr(e, name)[:n], dtype=torch.float32)
             setattr(batch, f"rollout_{name}", t * act)
     return batch
 
