@@ -86,7 +86,7 @@ def test_dry_run_follows_the_skill_path_skips_harmed_change_and_writes_nothing(p
         {
             "detector": "deadlock",
             "knob": "env.min_questions",
-            "why": f"finding(s) {harmed} record that lower env.min_questions harmed",
+            "why": f"finding(s) {harmed} record that lower env.min_questions harmed (or changed nothing on this run)",
         }
     ]
     assert rec["reason"].startswith("autopilot: deadlock: deadlock_rate lower")

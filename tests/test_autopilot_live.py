@@ -2,7 +2,7 @@
 
 The fault is planted through the knobs: ``env.max_steps`` at its minimum (3) leaves the policy no
 room to answer, so every episode deadlocks. The autopilot, ticking every 3 steps next to the run,
-diagnoses the deadlock, skips ``env.min_questions`` (already 0), gates and applies
+diagnoses the deadlock, skips ``env.min_questions`` (already 0, and no answer refused), gates and applies
 ``env.max_steps 3 -> 5`` with ``eau knobs set --author agent``, measures it with ``eau effect`` after
 the lag, reverts it unless it improved, and records a finding with ``eau finding add``.
 """
@@ -92,13 +92,12 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
 
     # diagnose -> finding search -> gate -> set, through the CLI, in the skill's order
     assert first["flagged"][0] == "deadlock"
-    assert first["skipped"] == [
-        {
-            "detector": "deadlock",
-            "knob": "env.min_questions",
-            "why": "env.min_questions 0 is already at its limit (integer in [0, 3])",
-        }
-    ]
+    # min_questions is 0 and no answer was refused for too few questions: that entry does not apply
+    [skip] = first["skipped"]
+    assert (skip["detector"], skip["knob"]) == ("deadlock", "env.min_questions")
+    assert skip["why"].startswith("evidence does not fit: ") or skip["why"] == (
+        "env.min_questions 0 is already at its limit (integer in [0, 3])"
+    )
     assert (first["knob"], first["old"], first["new"]) == ("env.max_steps", 3, 5) and first["gate"]["ok"]
     used = [c["command"][1:3] for c in first["commands"]]
     for step in (["diagnose", "--run"], ["finding", "search"], ["gate", first["gate"]["candidate"]], ["knobs", "set"]):

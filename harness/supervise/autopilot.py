@@ -55,21 +55,24 @@ GATE_STEPS = 3  # recent steps the gate replays: a few batches, seconds of work
 DIAGNOSE_WINDOW = 10  # as eau diagnose's default
 # Metrics that metrics.jsonl splits per gym (gym/<g>/<m>); a per-gym change is judged on its gym.
 PER_GYM_METRICS = {"reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean"}
-# Which flagged detector gets the turn: causes before the symptoms they produce. A leaking user or a
-# reward rule paid for something else changes what the policy learns, and the policy then deadlocks,
+# Which flagged detector gets the turn: causes before the symptoms they produce, and the world the
+# policy learns in (user, reward, environment) before the policy's own optimisation. A leaking user or
+# a reward rule paid for something else changes what the policy learns, and the policy then deadlocks,
 # stops asking or solves nothing (tests/test_planted_faults_training.py, COLLATERAL, measured those
 # second flags on real runs); tuning the symptom's knob first wastes a measurement and can feed the
-# cause (more turns for a policy farming a question bonus). Detectors not listed keep eau diagnose's
-# order after these.
+# cause (more turns for a policy farming a question bonus). A policy whose every episode fails also
+# collapses onto one opening: sampling hotter does not give it turns it lacks (bench_coevolution,
+# turn_deadlock seed 0: two temperature changes, both inconclusive, while max_steps 3 stayed).
+# Detectors not listed keep eau diagnose's order after these.
 CAUSES_FIRST = (
     "user_leakage",
     "reward_hacking",
     "silent_tool_failures",
-    "entropy_collapse",
-    "template_collapse",
     "deadlock",
     "unreachable_tasks",
     "question_rate_drop",
+    "entropy_collapse",
+    "template_collapse",
 )
 _CHANGE_RE = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)\s*->\s*(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
 
@@ -278,7 +281,9 @@ class Autopilot:
         return "evidence does not fit: " + "; ".join(whys)
 
     def _harmful(self, e: Intervention, knob: str | None = None) -> list[str]:
-        """Ids of active findings that say this knob (or rule file), moved this way, harmed."""
+        """Ids of active findings that say this knob (or rule file), moved this way, harmed (in any run),
+        or changed nothing on this run (inconclusive: trying it again here only spends another
+        measurement on the same result; another entry gets the turn)."""
         knob = knob or e.knob
         res = self.cli.run("finding", "search", f"{knob} {e.detector}", "--limit", "0", ok=(0, 5))
         if res.rc == 5:  # no pool yet
@@ -286,7 +291,10 @@ class Autopilot:
         return [
             r["id"]
             for r in res.doc.get("results", [])
-            if r.get("verdict") == "harmed"
+            if (
+                r.get("verdict") == "harmed"
+                or (r.get("verdict") == "inconclusive" and r.get("run") == self.run_dir.name)
+            )
             and knob in (r.get("knobs") or [])
             and (not e.direction or change_direction(r) in (None, e.direction))
         ]
@@ -342,7 +350,9 @@ class Autopilot:
             return skip(why)
         harmful = self._harmful(e)
         if harmful:
-            return skip(f"finding(s) {', '.join(harmful)} record that {e.direction} {e.knob} harmed")
+            return skip(
+                f"finding(s) {', '.join(harmful)} record that {e.direction} {e.knob} harmed (or changed nothing on this run)"
+            )
         ok, gate = self._gate(e, gym, new)
         rec["gate"] = gate
         if not ok:

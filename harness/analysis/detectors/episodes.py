@@ -116,6 +116,7 @@ def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         "deadlocked": len(dead),
         "per_gym": {g: round(d / n, 4) for g, (d, n) in sorted(by_gym.items())},
         "with_refused_early_answer": len(early),
+        "refused_share_in_deadlocked": round(early_share, 3),
         "with_user_declined": len(declined),
         "ask_share_in_deadlocked": round(ask_share, 3),
         "format_error_share_in_deadlocked": round(fmt_share, 3),
