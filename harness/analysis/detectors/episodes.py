@@ -108,6 +108,14 @@ def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         if dead
         else 0.0
     )
+    # Does the turn limit bind? Among the episodes that succeeded, the share that needed (nearly) all
+    # the turns: a limit leaving successes room to spare is not what deadlocks the others (they ask
+    # without answering). No success in the window: nothing shows room, so 1.0.
+    wins = [e for e in eps if e.get("success")]
+    at_limit = [
+        e for e in wins if isinstance(ms := _knob(e, "env", "max_steps"), int) and int(e.get("num_turns", 0)) >= ms - 1
+    ]
+    limit_share = len(at_limit) / len(wins) if wins else 1.0
     max_steps = sorted({v for e in dead if (v := _knob(e, "env", "max_steps")) is not None})
     min_q = sorted({v for e in dead if (v := _knob(e, "env", "min_questions")) is not None})
     metrics = {
@@ -117,6 +125,7 @@ def deadlock(data: DetectorInput, th: Mapping[str, float]) -> Finding:
         "per_gym": {g: round(d / n, 4) for g, (d, n) in sorted(by_gym.items())},
         "with_refused_early_answer": len(early),
         "refused_share_in_deadlocked": round(early_share, 3),
+        "successes_at_turn_limit_share": round(limit_share, 3),
         "with_user_declined": len(declined),
         "ask_share_in_deadlocked": round(ask_share, 3),
         "format_error_share_in_deadlocked": round(fmt_share, 3),
