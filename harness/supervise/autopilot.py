@@ -323,10 +323,14 @@ class Autopilot:
         try:
             path = folder / f"{e.area}.yaml"
             path.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
-            g = self.cli.run("gate", str(path), "--run", self.cfg.run, "--steps", str(self.cfg.gate_steps), ok=(0, 3))
+            return self._run_gate(path)
         finally:
             if self.cfg.dry_run:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def _run_gate(self, path: Path) -> tuple[bool, dict[str, Any]]:
+        """``eau gate`` on a candidate file: (passed, the record kept in the tick)."""
+        g = self.cli.run("gate", str(path), "--run", self.cfg.run, "--steps", str(self.cfg.gate_steps), ok=(0, 3))
         refusals = [r for c in g.doc.get("candidates", []) for r in c.get("refusals", [])]
         return g.rc == 0, {
             "candidate": None if self.cfg.dry_run else str(path),
@@ -450,17 +454,9 @@ class Autopilot:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(yamlio.dump(yamlio.to_rt(doc)), encoding="utf-8")
             try:
-                g = self.cli.run(
-                    "gate", str(path), "--run", self.cfg.run, "--steps", str(self.cfg.gate_steps), ok=(0, 3)
-                )
-                refusals = [r for c in g.doc.get("candidates", []) for r in c.get("refusals", [])]
-                rec["gate"] = {
-                    "candidate": None if self.cfg.dry_run else str(path),
-                    "ok": g.rc == 0,
-                    "refusals": refusals,
-                    "replays": len(g.doc.get("replays", [])),
-                }
-                if g.rc != 0:
+                ok, rec["gate"] = self._run_gate(path)
+                if not ok:
+                    refusals = rec["gate"]["refusals"]
                     skip("gate refused: " + "; ".join(f"[{r.get('rule')}] {r.get('message')}" for r in refusals))
                     continue
                 lag, window = self._lag_window(e)
