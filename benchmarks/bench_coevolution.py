@@ -332,11 +332,15 @@ class Run:
 TICK_FIELDS = ("tick", "step", "action", "flagged", "detector", "knob", "old", "new", "verdict", "measured")
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file; none when a run was cut short before writing it."""
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
 def run_record(run_dir: Path, arm: str) -> dict[str, Any]:
     """What a finished run shows: steps, training success at the end, and the meta-agent's turns
     (diagnoses, interventions with their step and verdict)."""
-    metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    events = [json.loads(x) for x in (run_dir / "knob_events.jsonl").read_text().splitlines() if x.strip()]
+    metrics, events = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(run_dir / "knob_events.jsonl")
     agent_events = [
         {
             "knob": e.get("knob"),

@@ -166,6 +166,13 @@ def test_leaky_user_rules_are_diagnosed_and_the_file_restored(recorded):
     m = leak["evidence"]["metrics"]
     assert leak["flagged"] and m["unasked_rate"] >= 0.3 and m["overdisclosure_rate"] == 0.0
     assert "did not ask about" in leak["summary"]
+    # the trainer's metrics see the same leak step by step (the guard's leak_flag_rate cannot), and
+    # the packaged rules never disclose what was not asked
+    leak_rows = jsonl.read(run / "metrics.jsonl")
+    assert min(r["unasked_rate"] for r in leak_rows) >= 0.3, [r["unasked_rate"] for r in leak_rows]
+    assert all(r["leak_flag_rate"] == 0.0 for r in leak_rows)
+    _, _, farm = recorded
+    assert all(r["unasked_rate"] == 0.0 for r in jsonl.read(farm / "metrics.jsonl"))
 
     before = tree_hash(run, kdir)
     rec = dry_tick(root, "leak")

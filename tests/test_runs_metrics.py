@@ -46,3 +46,27 @@ def test_episode_tokens_mean_skips_records_without_the_field():
     assert core_stats([_episode("travel", 0.0, False, [5], None, ["ask"])])["episode_tokens_mean"] == 0.0
     m = episode_metrics(eps)
     assert m["gym/travel/reward_mean"] == 0.0 and m["gym/function/episodes"] == 1
+
+
+def test_unasked_rate_counts_disclosing_replies_to_questions():
+    def turn(choice, revealed, unasked=False):
+        return {
+            "action": {"choice": choice},
+            "events": ["unasked_disclosure"] if unasked else [],
+            "user_reply": {"text": "x", "revealed": revealed, "flags": {}},
+        }
+
+    ep = _episode("intention", 0.0, False, [1], None, [])
+    # four asks: three replies disclose (one of them what was not asked), one discloses nothing;
+    # the answer turn's reply is not a reply to a question
+    ep["turns"] = [
+        turn("ask", ["a"]),
+        turn("ask", ["b"], unasked=True),
+        turn("ask", []),
+        turn("ask", ["c"]),
+        turn("answer", ["d"], unasked=True),
+    ]
+    ep["num_turns"] = 5
+    st = core_stats([ep])
+    assert st["unasked_rate"] == pytest.approx(1 / 3)
+    assert core_stats([_episode("intention", 0.0, False, [1], None, ["ask"])])["unasked_rate"] == 0.0

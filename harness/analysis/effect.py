@@ -34,6 +34,7 @@ LOWER_IS_BETTER = {
     "format_error_rate",
     "tool_failure_rate",
     "leak_flag_rate",
+    "unasked_rate",
     "token_truncation_rate",
     "kl",
     "approx_kl",

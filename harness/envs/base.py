@@ -30,6 +30,7 @@ from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 from harness.plugins.points import override_point
 from harness.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
+from harness.users.matching import unasked_facts
 
 SPLITS = ("train", "eval")
 EVAL_SHARE = 5  # one content hash in EVAL_SHARE goes to the eval split
@@ -305,9 +306,22 @@ class UserCentricEnv(gymnasium.Env):
         record.obs_role = "user"
         record.observation = reply.text
         self._account_reply(reply, record)
+        if self._discloses_unasked(action.content, reply):
+            record.events.append("unasked_disclosure")
         reward, events = self.on_ask(action.content, reply)
         record.events.extend(events)
         return reward
+
+    def _discloses_unasked(self, question: str, reply: UserReply) -> bool:
+        """Whether ``reply`` gives away a task fact ``question`` did not ask about (one volunteered
+        fact allowed), by the users' own matching bar: the ``unasked_rate`` of ``metrics.jsonl``
+        and of the ``user_leakage`` detector, which sees it from the recorded trajectory."""
+        if reply.flags.get("intent") == "volunteer" or self.task is None:
+            return False
+        static = {f.key for f in self.task.facts}
+        disclosed = list({f.key: f for f in reply.revealed if f.key in static}.values())
+        threshold = float(self.user_knobs.get("match_threshold", 0.3) or 0.3)
+        return len(unasked_facts(question, disclosed, threshold)) > (1 if reply.flags.get("volunteered") else 0)
 
     def _do_search(self, action: Action, record: TurnRecord) -> None:
         self.state.searches += 1

@@ -27,18 +27,24 @@ def _std(xs: Sequence[float]) -> float:
     return float(math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs)))
 
 
-def _turn_counts(ep: Mapping[str, Any]) -> tuple[int, int, int, int]:
-    """(asks, tool failures, leak flags, turns) of an episode."""
-    asks = fails = leaks = 0
+def _turn_counts(ep: Mapping[str, Any]) -> tuple[int, int, int, int, int, int]:
+    """(asks, tool failures, leak flags, turns, disclosing replies to a question, of them
+    disclosing what was not asked) of an episode."""
+    asks = fails = leaks = disclosing = unasked = 0
     turns = ep.get("turns") or []
     for t in turns:
+        events = t.get("events") or []
+        reply = t.get("user_reply") or {}
         if (t.get("action") or {}).get("choice") == "ask":
             asks += 1
-        if "tool_failure" in (t.get("events") or []):
+            if reply.get("revealed"):
+                disclosing += 1
+                unasked += "unasked_disclosure" in events
+        if "tool_failure" in events:
             fails += 1
-        if ((t.get("user_reply") or {}).get("flags") or {}).get("leak_redacted"):
+        if (reply.get("flags") or {}).get("leak_redacted"):
             leaks += 1
-    return asks, fails, leaks, len(turns)
+    return asks, fails, leaks, len(turns), disclosing, unasked
 
 
 def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -48,10 +54,10 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         return {"episodes": 0}
     rewards = [float(e.get("reward", 0.0)) for e in episodes]
     turns_total = sum(int(e.get("num_turns", 0)) for e in episodes)
-    asks = fails = leaks = 0
+    asks = fails = leaks = disclosing = unasked = 0
     for e in episodes:
-        a, f, lk, _ = _turn_counts(e)
-        asks, fails, leaks = asks + a, fails + f, leaks + lk
+        a, f, lk, _, d, u = _turn_counts(e)
+        asks, fails, leaks, disclosing, unasked = asks + a, fails + f, leaks + lk, disclosing + d, unasked + u
     resp = [x for e in episodes for x in (e.get("response_tokens") or [])]
     seqs = [int(e["episode_tokens"]) for e in episodes if e.get("episode_tokens") is not None]
     return {
@@ -71,6 +77,8 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "disclosures_mean": _mean([float(e.get("disclosures", 0)) for e in episodes]),
         "tool_failure_rate": fails / turns_total if turns_total else 0.0,
         "leak_flag_rate": leaks / turns_total if turns_total else 0.0,
+        # a leak the guard cannot see: replies to a question that disclose a fact it did not ask about
+        "unasked_rate": unasked / disclosing if disclosing else 0.0,
         "token_truncation_rate": _mean([1.0 if e.get("token_truncated") else 0.0 for e in episodes]),
         "response_tokens_mean": _mean(resp) if resp else 0.0,
         # the whole sequence the update trains on (prompt, actions, observations): its cost grows with it

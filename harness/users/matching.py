@@ -159,6 +159,13 @@ def similarity(question: str, fact: Fact) -> float:
     return score_terms(terms(question), keyword_terms(fact.keywords), terms(fact.text))
 
 
+def unasked_facts(question: str, disclosed: Sequence[Fact], threshold: float) -> list[Fact]:
+    """The facts of ``disclosed`` that ``question`` does not ask about: similarity below
+    ``threshold``, the same bar a symbolic user uses to match a question to a fact. A reply to a
+    question that discloses such a fact gives away what was not asked (a leaking rule)."""
+    return [f for f in disclosed if similarity(question, f) < threshold]
+
+
 def rank_facts(question: str, facts: Sequence[Fact], threshold: float) -> list[tuple[Fact, float]]:
     """Facts scoring at least ``threshold`` (and above 0), best first; ties keep task order."""
     q = terms(question)
