@@ -670,3 +670,40 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
     ck = tmp_path / "runs" / "same" / "checkpoints" / "step_000001"
     ck.mkdir(parents=True)
     assert warm_start_format(ck) == {"rendering": "tool_call", "user_replies": "tool"}  # from the run's config.yaml
+
+
+def test_a_prompt_over_the_token_budget_raises_one_alert_per_gym(tmp_path, knobs_dir):
+    """A τ² policy document is longer than the tiny preset's 1,024-token budget: every episode ends at
+    its prompt and trains nothing. The run goes on but says so, once, in events.jsonl and log.txt."""
+    from tau2_support import need_tau2
+
+    need_tau2()
+    out = eau(
+        ["train", "--preset", "tiny", "--steps", "2", "--run-id", "long", "--no-progress"]
+        + ["--set", "gyms=[tau2_telecom]", "--set", "tasks_per_step=2", "--set", "samples_per_task=1"],
+        knobs_dir,
+        tmp_path / "runs",
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp_path / "runs" / "long"
+    alerts = [e for e in jsonl.read(run / "events.jsonl") if e.get("alert") == "prompt_over_budget"]
+    assert len(alerts) == 1, alerts  # two steps, one gym, one budget: one alert
+    a = alerts[0]
+    assert a["gym"] == "tau2_telecom" and a["budget"] == 1024 and a["over"] == a["episodes"] == 2
+    assert a["prompt_tokens"] > 1024 and "agent.max_episode_tokens" in a["message"]
+    assert "ALERT prompt_over_budget" in (run / "log.txt").read_text()
+    assert len(jsonl.read(run / "metrics.jsonl")) == 2  # the run went on
+
+
+def test_prompts_over_budget_on_a_hand_computed_batch():
+    from harness.runs.metrics import prompts_over_budget
+
+    records = [
+        {"gym": "tau2_airline", "prompt_tokens": 8100},
+        {"gym": "tau2_airline", "prompt_tokens": 900},
+        {"gym": "tau2_airline", "prompt_tokens": 8300},
+        {"gym": "intention", "prompt_tokens": 210},
+    ]
+    assert prompts_over_budget(records, 1024) == {"tau2_airline": {"episodes": 3, "over": 2, "prompt_tokens_max": 8300}}
+    assert prompts_over_budget(records, 9000) == {}

@@ -55,7 +55,7 @@ from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_we
 from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
-from harness.runs.metrics import step_line, step_metrics
+from harness.runs.metrics import prompts_over_budget, step_line, step_metrics
 from harness.runs.progress import Progress
 from harness.runs.writer import RunWriter
 from harness.users import UserFactory  # also registers the user rule-file check
@@ -205,6 +205,7 @@ class Trainer:
         self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.guard = NumericGuard(self)  # no update on non-finite numbers (harness/ppo/guards.py)
+        self._prompt_alerts: set[tuple[str, int]] = set()  # (gym, budget) pairs already alerted
         if resume:
             self._resume()
         elif self.dist.main:
@@ -459,6 +460,8 @@ class Trainer:
         for minibatches in plan:
             for idx in minibatches:
                 mini = batch.rows(idx)
+                if not self._has_action_tokens(mini):  # e.g. every episode ended at its prompt
+                    continue
                 denom = self._denominator(mini)
                 for opt in self.optimizers.values():
                     opt.zero_grad(set_to_none=True)
@@ -496,6 +499,12 @@ class Trainer:
                         self.cfg.loss_agg,
                         denom,
                     )
+                    if not (loss.requires_grad or vloss.requires_grad):
+                        # these rows hold no token with a predecessor (one-token rows of episodes that
+                        # ended at their prompt): nothing to learn from them. Under DDP a rank with such
+                        # a micro-batch alone would stall the others' gradient sync; the mini-batch
+                        # check above makes that need a whole micro-batch of them on one rank.
+                        continue
                     if self.shared_critic:
                         (loss + float(k["vf_coef"]) * vloss).backward()
                     else:
@@ -506,6 +515,11 @@ class Trainer:
                 for key, v in self.guard.clip_and_step(self.optimizers, self.knobs).items():
                     stats.setdefault(key, []).append(v)
         return {key: float(np.mean(v)) for key, v in stats.items()}
+
+    def _has_action_tokens(self, mini: Batch) -> bool:
+        """Whether any process's rows of this mini-batch hold an action token (all processes agree)."""
+        local = mini.action_mask.sum().reshape(1).float()
+        return bool(self.dist.all_sum(local)[0] > 0)
 
     def _denominator(self, mini: Batch) -> torch.Tensor:
         """The loss mode's divisor over a whole mini-batch (all processes): micro-batch losses add up."""
@@ -564,6 +578,7 @@ class Trainer:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
         self.writer.episode_errors(step, records)
+        self._alert_prompts_over_budget(step, records)
         m = step_metrics(
             step,
             records,
@@ -587,6 +602,28 @@ class Trainer:
         )
         self.writer.log(step_line(m))
         return m
+
+    def _alert_prompts_over_budget(self, step: int, records: list[dict[str, Any]]) -> None:
+        """A ``prompt_over_budget`` alert, once per gym and budget, when a gym's prompt alone fills
+        ``agent.max_episode_tokens``: its episodes end before their first action and train nothing,
+        which no loss curve shows. The knob is live: raising it mends the run from the next step."""
+        budget = int(self.knobs["max_episode_tokens"])
+        for gym, n in prompts_over_budget(records, budget).items():
+            if (gym, budget) in self._prompt_alerts:
+                continue
+            self._prompt_alerts.add((gym, budget))
+            self.writer.alert(
+                "prompt_over_budget",
+                f"step {step}: {n['over']} of {n['episodes']} {gym} episodes ended at their prompt "
+                f"({n['prompt_tokens_max']} tokens) before any action, because agent.max_episode_tokens is "
+                f"{budget}; they train nothing. Raise agent.max_episode_tokens above "
+                f"{n['prompt_tokens_max']} plus room for the turns (it applies from the next step).",
+                gym=gym,
+                budget=budget,
+                prompt_tokens=n["prompt_tokens_max"],
+                episodes=n["episodes"],
+                over=n["over"],
+            )
 
     # ------------------------------------------------------------------ what the person sees
     def _phase(self, phase: str, **fields: Any) -> None:

@@ -112,6 +112,20 @@ def episode_metrics(episodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def prompts_over_budget(records: Sequence[Mapping[str, Any]], budget: int) -> dict[str, dict[str, int]]:
+    """Per gym, the episodes that ended at their prompt because the prompt alone filled the token
+    budget (``agent.max_episode_tokens``): ``{gym: {"episodes", "over", "prompt_tokens_max"}}`` for
+    the gyms with any. Such an episode takes no action and trains nothing (a τ² policy document is
+    8-14k tokens; the tiny preset's budget is 1,024)."""
+    out: dict[str, dict[str, int]] = {}
+    for gym in sorted({str(r.get("gym")) for r in records}):
+        mine = [r for r in records if str(r.get("gym")) == gym]
+        over = [int(r.get("prompt_tokens") or 0) for r in mine if int(r.get("prompt_tokens") or 0) >= budget]
+        if over:
+            out[gym] = {"episodes": len(mine), "over": len(over), "prompt_tokens_max": max(over)}
+    return out
+
+
 def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, Any]) -> dict[str, float]:
     """The optimisation part of a ``metrics.jsonl`` line: the update's statistics (averaged over
     processes) under their documented names, and the knob values the step ran with."""
