@@ -245,3 +245,40 @@ def test_new_user_flow_train_eval_raise_max_steps_eval_plot(tmp_path):
     assert "telepathy" in table and "held out" in table
     eau("plot", "--run", "newuser", "-o", str(tmp_path / "newuser.png"))
     assert (tmp_path / "newuser.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_tau2_protocol_runs_end_to_end_and_says_what_each_reward_was_computed_from(setup, tmp_path):
+    """``eval/protocol-tau2.yaml`` cut to one airline and one retail task, two trials and three turns
+    (its frozen schemas and rules as shipped): the τ² gyms run under ``eau eval`` and the result says,
+    per gym, which reward-basis components were scored and how the episodes ended."""
+    from tau2_support import need_tau2
+
+    need_tau2()
+    run, _, _ = setup
+    import shutil
+
+    root = Path(__file__).resolve().parents[1] / "eval"
+    shutil.copytree(root, tmp_path / "eval")
+    doc = yaml.safe_load((root / "protocol-tau2.yaml").read_text())
+    doc["name"] = "eval-test-tau2"
+    doc["trials"] = 2
+    doc["gyms"] = {"tau2_airline": {"tasks": 1}, "tau2_retail": {"tasks": 1}}
+    doc["limits"] = {"max_new_tokens_per_turn": 16, "max_episode_tokens": 12000}
+    for gym in ("tau2_airline", "tau2_retail", "tau2_telecom"):
+        doc["knobs"]["env"]["max_steps"][gym] = 3
+    proto = tmp_path / "eval" / "protocol-tau2-small.yaml"
+    proto.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = eval_json(run, proto, tmp_path / "er")
+    assert list(out["gyms"]) == ["tau2_airline", "tau2_retail"] and out["episodes"] == 4
+    for gym, g in out["gyms"].items():
+        assert g["episodes"] == 2 and g["tasks"] == 1 and set(g["pass_hat_k"]) == {"1", "2"}
+        t = g["tau2"]
+        # τ²'s default basis (the shipped tasks name none): the database and the required outputs
+        assert set(t["components"]) == {"DB", "COMMUNICATE"}, (gym, t)
+        assert all(c["episodes"] == 2 for c in t["components"].values())
+        # an untrained policy in three turns: every episode ran out of turns and scored 0
+        assert t["ends"] == {"max_steps": 2} and t["unscored_episodes"] == 0
+        assert g["success_rate"] == 0.0
+    recs = [json.loads(x) for x in (Path(out["saved"]).parent / "step_000000.records.jsonl").read_text().splitlines()]
+    assert all(r["tau2"]["score"]["scored_on"] == ["DB", "COMMUNICATE"] for r in recs)
+    assert all(r["knobs"]["env"]["max_steps"] == 3 for r in recs)

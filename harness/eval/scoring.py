@@ -4,7 +4,8 @@ Per gym: ``reward_mean`` (mean episode reward: the score), ``success_rate`` and 
 :func:`harness.runs.metrics.core_stats`. For ``colbench`` also ``pass`` (mean share of tests passed;
 an episode that never answered with code scores 0) and ``success`` (share of episodes whose answer
 passed every test). With several trials per task, ``pass_hat_k`` for k = 1..trials (the unbiased
-estimator of :func:`harness.eval.runner.pass_hat_k`, averaged over tasks).
+estimator of :func:`harness.eval.runner.pass_hat_k`, averaged over tasks). For τ² gyms also ``tau2``
+(:func:`tau2_summary`): which reward-basis components the rewards were computed from.
 ``overall`` macro-averages reward and success over all gyms, the held-out ones and the others.
 """
 
@@ -63,7 +64,38 @@ def gym_score(gym: str, records: Sequence[Mapping[str, Any]], trials: int) -> di
         entry["success"] = entry["success_rate"]
     if trials > 1:
         entry["pass_hat_k"] = pass_hat(records, trials)
+    tau2 = tau2_summary(records)
+    if tau2:
+        entry["tau2"] = tau2
     return entry
+
+
+def tau2_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """For τ² gyms, what the rewards were computed from (``{}`` for other gyms): per reward-basis
+    component, the episodes scored on it and the share of those it passed; the episodes with a basis
+    component left unscored (NL_ASSERTION without a judge), never counted as passed; how episodes
+    ended (only ``user_stop`` and ``agent_stop`` are scored, the others score 0)."""
+    scores = [(r.get("tau2") or {}).get("score") for r in records if r.get("tau2")]
+    scores = [s for s in scores if s]
+    if not scores:
+        return {}
+    components: dict[str, dict[str, float]] = {}
+    for s in scores:
+        for name in s.get("scored_on") or []:
+            c = components.setdefault(name, {"episodes": 0, "passed": 0})
+            c["episodes"] += 1
+            c["passed"] += float((s.get("components") or {}).get(name) or 0.0) >= 1.0
+    ends: dict[str, int] = {}
+    for s in scores:
+        ends[str(s.get("end"))] = ends.get(str(s.get("end")), 0) + 1
+    return {
+        "components": {
+            k: {"episodes": int(v["episodes"]), "pass_rate": v["passed"] / v["episodes"]}
+            for k, v in sorted(components.items())
+        },
+        "unscored_episodes": sum(1 for s in scores if s.get("unscored")),
+        "ends": dict(sorted(ends.items())),
+    }
 
 
 def score_records(
