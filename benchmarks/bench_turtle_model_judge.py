@@ -41,7 +41,7 @@ def judge(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     folder = model_folder(name)  # builds the float32 cache from the packaged GGUF on first use
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     first = [tok.encode(label, add_special_tokens=False)[0] for label in LABELS]
     if len(set(first)) != len(LABELS):
         raise SystemExit(f"{name}: the labels share a first token ({first}); this probe needs distinct ones")
