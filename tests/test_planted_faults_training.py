@@ -119,6 +119,7 @@ def _env(threads: int = 1) -> dict[str, str]:
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
         "PYTHONPATH": str(REPO / "tests"),
+        "EAU_TEST_USER_KEY": "sk-test",  # the LLM user's key, read from the variable user_llm.api_key_env names
     }
 
 
@@ -293,7 +294,7 @@ def train_and_diagnose(name: str, work: Path, warm: dict[str, Path]) -> dict[str
             "--set",
             (
                 f"user_llm={{kind: openai, base_url: '{server.base_url}', model: user-sim, "
-                "api_key: sk-test, timeout_s: 5.0, retry_backoff_s: 0.01}"
+                "api_key_env: EAU_TEST_USER_KEY, timeout_s: 5.0, retry_backoff_s: 0.01}"
             ),
         ]
     t0 = time.perf_counter()

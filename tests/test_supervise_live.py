@@ -23,6 +23,9 @@ from test_trainer import FAST
 from harness.io import jsonl
 
 REPO = Path(__file__).resolve().parents[1]
+# long enough for two sessions however fast the steps are: a session (a process start and several
+# CLI calls, ~15 s) spanned all of an 8-step run's remaining steps (0.5-2 s each) on an idle box
+STEPS = 40
 REASON = "scripted agent: entropy falling; predict entropy higher after lag 1, success_rate not lower"
 pytestmark = pytest.mark.slow
 
@@ -51,7 +54,7 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
                 "--preset",
                 "tiny",
                 "--steps",
-                "8",
+                str(STEPS),
                 "--run-id",
                 "sup",
                 "--set",
@@ -96,7 +99,10 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
             os.killpg(train.pid, signal.SIGKILL)
     run = rdir / "sup"
     doc = json.loads(sup.stdout)
-    assert doc["stopped"] == "max sessions" and doc["sessions_run"] == 2
+    assert doc["stopped"] == "max sessions" and doc["sessions_run"] == 2, json.dumps(
+        {k: doc[k] for k in ("stopped", "sessions_run", "schedule")}
+        | {"s": [{k: s.get(k) for k in ("step_at_start", "step_at_end", "started", "ended")} for s in doc["sessions"]]}
+    )
     s1, s2 = doc["sessions"]
     for s in (s1, s2):
         folder = run / "meta" / f"session_{s['session']:03d}"
@@ -107,7 +113,7 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
         assert s["cost_usd"] == 0.0  # the agent reports its cost the way Claude Code does
 
     # 1. the agent's edit: applied at the next step boundary, author agent, with its reason
-    assert s1["step_at_start"] == 2 and s1["pending_writes"] == []
+    assert s1["step_at_start"] in (2, 3) and s1["pending_writes"] == []  # the first trigger, step 2
     (ev,) = s1["knob_events"]
     assert (ev["knob"], ev["author"], ev["reason"], ev["status"], ev["new"]) == (
         "agent.entropy_coeff",
@@ -116,10 +122,12 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
         "accepted",
         0.003,
     )
-    assert ev["step_effective"] in (ev["step_written"], ev["step_written"] + 1)  # the first step after the write
-    assert ev["step_effective"] <= s1["step_at_start"] + 2
+    # step_written is the run's step when the agent's command started; with 0.5-2 s steps the run moves
+    # on while the CLI starts and the store debounces the file. Where it landed is checked per step below.
+    assert ev["step_written"] <= ev["step_effective"] <= ev["step_written"] + 6
+    assert s1["step_at_start"] < ev["step_effective"] <= s1["step_at_end"] + 1  # written within the session
     metrics = jsonl.read(run / "metrics.jsonl")
-    assert [m["step"] for m in metrics] == list(range(8))
+    assert [m["step"] for m in metrics] == list(range(STEPS))
     for m in metrics:
         assert m["entropy_coeff"] == (0.003 if m["step"] >= ev["step_effective"] else 0.001)
 

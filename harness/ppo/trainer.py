@@ -507,9 +507,10 @@ class Trainer:
                         continue
                     if self.shared_critic:
                         (loss + float(k["vf_coef"]) * vloss).backward()
-                    else:
-                        loss.backward()
-                        vloss.backward()
+                    else:  # a separate critic may still get a gradient where the policy has none
+                        for part in (loss, vloss):
+                            if part.requires_grad:
+                                part.backward()
                     for key, v in {**metrics, **vm}.items():
                         stats.setdefault(key, []).append(v)
                 for key, v in self.guard.clip_and_step(self.optimizers, self.knobs).items():
