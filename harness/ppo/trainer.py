@@ -460,9 +460,9 @@ class Trainer:
         for minibatches in plan:
             for idx in minibatches:
                 mini = batch.rows(idx)
-                if not self._has_action_tokens(mini):  # e.g. every episode ended at its prompt
-                    continue
                 denom = self._denominator(mini)
+                if denom is None:  # no action token on any process: e.g. every episode ended at its prompt
+                    continue
                 for opt in self.optimizers.values():
                     opt.zero_grad(set_to_none=True)
                 micro = max(1, min(int(k["micro_batch_size"]), len(idx)))
@@ -517,15 +517,12 @@ class Trainer:
                     stats.setdefault(key, []).append(v)
         return {key: float(np.mean(v)) for key, v in stats.items()}
 
-    def _has_action_tokens(self, mini: Batch) -> bool:
-        """Whether any process's rows of this mini-batch hold an action token (all processes agree)."""
-        local = mini.action_mask.sum().reshape(1).float()
-        return bool(self.dist.all_sum(local)[0] > 0)
-
-    def _denominator(self, mini: Batch) -> torch.Tensor:
-        """The loss mode's divisor over a whole mini-batch (all processes): micro-batch losses add up."""
+    def _denominator(self, mini: Batch) -> torch.Tensor | None:
+        """The loss mode's divisor over a whole mini-batch (all processes): micro-batch losses add up.
+        None when no process's rows hold an action token (all processes agree: the sum is shared)."""
         local = core.agg_denominator(mini.action_mask, self.cfg.loss_agg).reshape(1)
-        return self.dist.all_sum(local)[0].clamp(min=1.0) / self.dist.world
+        total = self.dist.all_sum(local)[0]
+        return None if total <= 0 else total / self.dist.world
 
     # ------------------------------------------------------------------ checkpoints, records, log
     def _should_checkpoint(self, step: int) -> bool:
