@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from harness.types import Fact, Task
 from harness.users.leakguard import LeakGuard, normalise
-from harness.users.matching import discloses, unasked_facts
+from harness.users.matching import discloses, discloses_unasked
 
 _LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,15}$")
 MIN_LABELS = 2  # a list answer has at least two labels; a single short token is too ambiguous to search for
@@ -165,8 +165,9 @@ def episode_leaks(
             action = t.get("action") if isinstance(t.get("action"), dict) else {}
             if action.get("choice") == "ask" and flags.get("intent") != "volunteer":
                 question = str(action.get("content") or "")
-                unasked = unasked_facts(question, [by_key[k] for k in static], threshold)
-                if len(unasked) > (1 if flags.get("volunteered") else 0):
+                if discloses_unasked(
+                    question, [by_key[k] for k in static], threshold, volunteered=bool(flags.get("volunteered"))
+                ):
                     out.unasked_turns.append(turn)
             if (
                 len(facts) >= bulk_min_facts

@@ -30,7 +30,7 @@ from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 from harness.plugins.points import override_point
 from harness.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
-from harness.users.matching import unasked_facts
+from harness.users.matching import discloses_unasked
 
 SPLITS = ("train", "eval")
 EVAL_SHARE = 5  # one content hash in EVAL_SHARE goes to the eval split
@@ -321,7 +321,7 @@ class UserCentricEnv(gymnasium.Env):
         static = {f.key for f in self.task.facts}
         disclosed = list({f.key: f for f in reply.revealed if f.key in static}.values())
         threshold = float(self.user_knobs.get("match_threshold", 0.3) or 0.3)
-        return len(unasked_facts(question, disclosed, threshold)) > (1 if reply.flags.get("volunteered") else 0)
+        return discloses_unasked(question, disclosed, threshold, volunteered=bool(reply.flags.get("volunteered")))
 
     def _do_search(self, action: Action, record: TurnRecord) -> None:
         self.state.searches += 1

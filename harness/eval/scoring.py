@@ -11,6 +11,7 @@ estimator of :func:`harness.eval.runner.pass_hat_k`, averaged over tasks). For Ï
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.eval.runner import pass_hat_k
@@ -85,9 +86,7 @@ def tau2_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             c = components.setdefault(name, {"episodes": 0, "passed": 0})
             c["episodes"] += 1
             c["passed"] += float((s.get("components") or {}).get(name) or 0.0) >= 1.0
-    ends: dict[str, int] = {}
-    for s in scores:
-        ends[str(s.get("end"))] = ends.get(str(s.get("end")), 0) + 1
+    ends = Counter(str(s.get("end")) for s in scores)
     return {
         "components": {
             k: {"episodes": int(v["episodes"]), "pass_rate": v["passed"] / v["episodes"]}

@@ -159,11 +159,13 @@ def similarity(question: str, fact: Fact) -> float:
     return score_terms(terms(question), keyword_terms(fact.keywords), terms(fact.text))
 
 
-def unasked_facts(question: str, disclosed: Sequence[Fact], threshold: float) -> list[Fact]:
-    """The facts of ``disclosed`` that ``question`` does not ask about: similarity below
-    ``threshold``, the same bar a symbolic user uses to match a question to a fact. A reply to a
-    question that discloses such a fact gives away what was not asked (a leaking rule)."""
-    return [f for f in disclosed if similarity(question, f) < threshold]
+def discloses_unasked(question: str, disclosed: Sequence[Fact], threshold: float, volunteered: bool = False) -> bool:
+    """Whether a reply to ``question`` that disclosed ``disclosed`` gave away what was not asked: a
+    fact scoring below ``threshold`` against the question, the bar a symbolic user uses to match a
+    question to a fact (one such fact allowed when the reply also ``volunteered`` one). A leaking
+    rule (every question gets the next hidden detail) does this on most replies."""
+    unasked = [f for f in disclosed if similarity(question, f) < threshold]
+    return len(unasked) > (1 if volunteered else 0)
 
 
 def rank_facts(question: str, facts: Sequence[Fact], threshold: float) -> list[tuple[Fact, float]]:
