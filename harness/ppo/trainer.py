@@ -49,7 +49,7 @@ from harness.ppo.models import (
     reference_logprobs,
 )
 from harness.ppo.optim import make_optimizers
-from harness.ppo.packaged import model_folder
+from harness.ppo.packaged import ensure_model_folder, model_folder
 from harness.ppo.run_knobs import RunKnobs, lent_values
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
 from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
@@ -135,6 +135,8 @@ class Trainer:
         try:
             self._build(resume)
         except BaseException as exc:
+            if getattr(self, "user_factory", None) is not None:
+                self.user_factory.close()  # a vLLM server the run started
             if self.dist.main:
                 self.knobs_link.end()
                 if self.writer is not None:
@@ -202,7 +204,7 @@ class Trainer:
         self.rollout_stats = rollout_records_stats(cfg.rollout_stats, self.backend, self.engine, self.policy)
         if self.rollout_stats and self.shared_critic:
             self.backend.value_fn = self.critic.values_from_hidden
-        self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
+        self.user_factory = UserFactory(llm=self._user_llm_options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.guard = NumericGuard(self)  # no update on non-finite numbers (harness/ppo/guards.py)
         self._prompt_alerts: set[tuple[str, int]] = set()  # (gym, budget) pairs already alerted
@@ -210,6 +212,20 @@ class Trainer:
             self._resume()
         elif self.dist.main:
             self._check_warm_start_format()
+
+    def _user_llm_options(self) -> dict[str, Any]:
+        """The run's ``user_llm`` as ``harness.users.backends`` builds it. A vllm server (``kind: vllm``, started
+        now, stopped at the run's end) gets its model folder (a packaged model's cache) and its log file."""
+        options = self.cfg.user_llm.options()
+        if options["kind"] == "vllm":
+            log = self.run_dir / "user_llm_server.log" if self.dist.main else None
+            options.update(
+                model=ensure_model_folder(options["model"], log=self._note),
+                device=self.dist.device.type,
+                log_path=None if log is None else str(log),
+            )
+            self._note(f"user_llm: starting a vLLM server for {options['model']} (log: {log})")
+        return options
 
     def _resume(self) -> None:
         """The latest checkpoint's tensors, RNG and knob state (the run folder was reopened at the same
@@ -263,9 +279,8 @@ class Trainer:
                 score_stats = self.score(batch)  # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))  # 5. GAE over action tokens
                 upd = self.guard.update(step, batch, self.update)  # 6. PPO update (guarded)
-                if hasattr(self.backend, "sync_weights"):
-                    self.backend.sync_weights(self.policy)  #    (vLLM: new weights for the rollout)
                 time_update = time.perf_counter() - t_upd
+                score_stats.update(self.sync_rollout_weights())  #    (vLLM: new weights for the rollout)
                 t_log = time.perf_counter()  # 7. log
                 records = [r for part in self.dist.gather(self._records(step, episodes)) for r in part]
                 updates = self.dist.gather(upd)
@@ -290,7 +305,7 @@ class Trainer:
         the lent knob values given back, and the run's final state in ``status.json``."""
         watcher = KnobWatcher(self.store) if self.dist.main else contextlib.nullcontext()
         try:
-            with watcher:
+            with watcher, contextlib.closing(self.user_factory):  # closing: a vLLM server the run started
                 yield self
         except BaseException as exc:
             if self.dist.main:
@@ -356,7 +371,7 @@ class Trainer:
             max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
             max_episode_tokens=int(self.knobs["max_episode_tokens"]),
             with_stats=self.rollout_stats and params.temperature > 0,
-            seeds=seeds if self.engine.continuous else None,
+            seeds=seeds if self.engine.continuous or self.backend.per_request_seeds else None,
             on_turn=on_turn,
         )
         return res.episodes, {
@@ -365,6 +380,13 @@ class Trainer:
             "time_env_s": res.time_env_s,
             "generated_tokens": float(res.generated_tokens),
         }
+
+    def sync_rollout_weights(self) -> dict[str, float]:
+        """The rollout backend samples from the updated policy from now on (vLLM: its weights are sent and
+        checked; a sync that is not taken stops the run with WeightSyncError). Its time and check, for metrics."""
+        t0 = time.perf_counter()
+        checked = self.backend.sync_weights(self.policy)
+        return {"time_weight_sync_s": time.perf_counter() - t0, **checked}
 
     def share_trunk(self, batch: Batch) -> None:
         """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top
