@@ -22,9 +22,11 @@ are recomputed by the trainer (``rollout_stats: recompute``). ``run_turns`` deco
 and ``step``); ``generate`` is one batched call per turn.
 
 CPU notes (measured, README "GPU and vLLM"): the engine sets its KV cache size explicitly
-(``kv_cache_gib``; otherwise it asks for 92% of RAM); it runs eagerly; its worker replaces
-``torch.set_num_threads`` with a no-op in this process, so the trainer sets its threads before
-building it.
+(``kv_cache_gib``; otherwise it asks for 92% of RAM); it runs eagerly; it prefills prompts whole
+(vLLM 0.32's CPU runner fails seeded requests prefilled in chunks); its worker replaces
+``torch.set_num_threads`` with a no-op in this process, so the engine shares the thread count the
+trainer set before building it (``torch_threads``; on a machine whose cores are busy with other
+work, one thread: vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 10x slower).
 """
 
 from __future__ import annotations
@@ -153,6 +155,10 @@ class VLLMBackend:
                 kwargs["gpu_memory_utilization"] = gpu_memory_utilization
             if kv_cache_gib is not None or on_cpu:
                 kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or DEFAULT_KV_CACHE_GIB) * 2**30)
+            if on_cpu:
+                # vLLM 0.32's CPU runner fails a seeded request whose prompt is prefilled in chunks ("CPU
+                # Generator does not use offset"): prompts go in whole
+                kwargs["enable_chunked_prefill"] = False
             if not (Path(str(model_path)) / "config.json").is_file():  # a model built from a config (tiny)
                 self._folder = tempfile.TemporaryDirectory(prefix="eau-engine-model-")
                 kwargs["model"] = write_model_folder(policy, tokenizer, self._folder.name)

@@ -99,8 +99,8 @@ class VLLMServer:
             "--max-model-len",
             str(max_model_len),
         ]
-        if device == "cpu":
-            args += ["--enforce-eager"]
+        if device == "cpu":  # eager; prompts prefilled whole (vLLM 0.32's CPU runner fails seeded chunked prefills)
+            args += ["--enforce-eager", "--no-enable-chunked-prefill"]
             kv_cache_gib = kv_cache_gib or DEFAULT_KV_CACHE_GIB
         if kv_cache_gib is not None:
             args += ["--kv-cache-memory-bytes", str(int(kv_cache_gib * 2**30))]
