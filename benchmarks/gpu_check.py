@@ -243,56 +243,59 @@ def harness_part(args: argparse.Namespace, folder: Path, work: Path) -> dict[str
 
 def rollout_vs_bare(trainer: Any) -> dict[str, Any]:
     """One more rollout batch through the harness, then the same turns with a bare ``LLM.generate``."""
-    from vllm import SamplingParams as VSP
-    from vllm.inputs import TokensPrompt
-
     cfg = trainer.cfg  # the knobs of the last step stay in force (the run has given its lent values back)
     episodes, t = trainer.rollout(cfg.steps)
-    temperature = float(trainer.knobs["temperature"])
-    top_p = float(trainer.knobs["top_p"])
     seeds = [
         episode_sampling_seed(cfg.seed, cfg.steps, i // cfg.samples_per_task, i % cfg.samples_per_task)
         for i in range(len(episodes))
     ]
-    by_turn: dict[int, list[tuple[list[int], int, int]]] = {}
-    for ep, seed in zip(episodes, seeds):
-        for k, (last, n) in enumerate(zip(ep.turn_last_token, ep.response_tokens)):
-            start = last - n + 1
-            by_turn.setdefault(k, []).append((ep.ids[:start], n, turn_seed(seed, k)))
-    llm = trainer.backend.llm
-    llm.reset_prefix_cache()  # the bare side starts as cold as the harness's rollout did after its sync
-    t0 = time.perf_counter()
-    generated = 0
-    for k in sorted(by_turn):
-        rows = by_turn[k]
-        outs = llm.generate(
-            [TokensPrompt(prompt_token_ids=p) for p, _, _ in rows],
-            [
-                VSP(
-                    temperature=temperature,
-                    top_p=top_p,
-                    max_tokens=n,
-                    min_tokens=n,
-                    ignore_eos=True,
-                    seed=sd,
-                    detokenize=False,
-                )
-                for _, n, sd in rows
-            ],
-            use_tqdm=False,
-        )
-        generated += sum(len(o.outputs[0].token_ids) for o in outs)
-    bare_s = time.perf_counter() - t0
+    bare = bare_replay(
+        trainer.backend.llm, episodes, seeds, float(trainer.knobs["temperature"]), float(trainer.knobs["top_p"])
+    )
     return {
         "harness_rollout_s": t["time_rollout_s"],
         "harness_generate_s": t["time_generate_s"],
-        "bare_generate_s": bare_s,
-        "ratio": bare_s / t["time_rollout_s"],
+        "bare_generate_s": bare["seconds"],
+        "ratio": bare["seconds"] / t["time_rollout_s"],
         "episodes": len(episodes),
-        "turns": sum(len(v) for v in by_turn.values()),
+        "turns": bare["turns"],
         "generated_tokens": int(t["generated_tokens"]),
-        "bare_generated_tokens": generated,
+        "bare_generated_tokens": bare["tokens"],
     }
+
+
+def bare_replay(llm: Any, episodes: list[Any], seeds: list[int], temperature: float, top_p: float) -> dict[str, Any]:
+    """The turns of ``episodes`` again with a bare ``LLM.generate``: per turn index, one call over the
+    prompts the episodes had at that turn (their ids up to the turn), each request generating exactly
+    the tokens the turn did (``min_tokens = max_tokens``, ``ignore_eos``) with the turn's seed. The
+    prefix cache is emptied first (the rollout started cold too, after a sync). Seconds, tokens, turns."""
+    from vllm import SamplingParams as VSP
+    from vllm.inputs import TokensPrompt
+
+    by_turn: dict[int, list[tuple[list[int], int, int]]] = {}
+    for ep, seed in zip(episodes, seeds):
+        for k, (last, n) in enumerate(zip(ep.turn_last_token, ep.response_tokens)):
+            by_turn.setdefault(k, []).append((ep.ids[: last - n + 1], n, turn_seed(seed, k)))
+    llm.reset_prefix_cache()
+    t0 = time.perf_counter()
+    tokens = 0
+    for k in sorted(by_turn):
+        rows = by_turn[k]
+        params = [
+            VSP(
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=n,
+                min_tokens=n,
+                ignore_eos=True,
+                seed=sd,
+                detokenize=False,
+            )
+            for _, n, sd in rows
+        ]
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p, _, _ in rows], params, use_tqdm=False)
+        tokens += sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"seconds": time.perf_counter() - t0, "tokens": tokens, "turns": sum(len(v) for v in by_turn.values())}
 
 
 # -------------------------------------------------------------------------------------------- TRL part

@@ -365,7 +365,9 @@ class BackendSpec:
     mode: str | None = doc(
         None, help="vllm: colocate (an engine in this process) or server (a running vLLM server; README)"
     )
-    gpu_memory_utilization: float | None = doc(None, help="vllm colocate on GPU: the engine's share of the card")
+    gpu_memory_utilization: float | None = doc(
+        None, help="vllm colocate on GPU: the engine's share of the card (null: 0.5, as in the method)"
+    )
     kv_cache_gib: float | None = doc(
         None, help="vllm colocate: KV cache size in GiB (null: 1 on CPU, where vLLM would otherwise ask for 92% of RAM)"
     )

@@ -65,6 +65,7 @@ from harness.rollout.weight_sync import (  # noqa: E402
     sync_error,
 )
 
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.5  # colocated on a GPU: the engine's share of the card, as in the method
 DEFAULT_KV_CACHE_GIB = 1.0  # CPU: the engine's KV cache (SmolLM2-135M: ~46 KB a token, ~23k tokens)
 SERVER_TIMEOUT_S = 240.0  # server mode: how long to wait for the server to answer /health
 
@@ -95,7 +96,7 @@ class VLLMBackend:
     mode: colocate or server. device: the trainer's device (``cpu`` or ``cuda``).
     dtype: the engine's weights (null: the policy's). max_model_len: longest sequence (null: the model's).
     kv_cache_gib: colocate: the KV cache size (null: 1 GiB on CPU; on GPU gpu_memory_utilization decides).
-    gpu_memory_utilization: colocate on GPU: the engine's share of the card.
+    gpu_memory_utilization: colocate on GPU: the engine's share of the card (null: 0.5).
     enforce_eager: colocate: no graph capture or compilation (null: true on CPU).
     continuous: run_turns queues an episode's next turn as soon as its last ended (else one generate a turn).
     host, port: server mode: the server. seed: the engine's default seed (requests carry their own).
@@ -151,8 +152,8 @@ class VLLMBackend:
                 enforce_eager=on_cpu if enforce_eager is None else enforce_eager,
                 weight_transfer_config={"backend": BACKEND},
             )
-            if gpu_memory_utilization is not None:
-                kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            if not on_cpu:  # the trainer shares the card
+                kwargs["gpu_memory_utilization"] = gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
             if kv_cache_gib is not None or on_cpu:
                 kwargs["kv_cache_memory_bytes"] = int((kv_cache_gib or DEFAULT_KV_CACHE_GIB) * 2**30)
             if on_cpu:
