@@ -57,9 +57,9 @@ from typing import Any
 
 import torch
 from _common import REPO, bench_knobs, emit, load_average, machine, median, private_knobs, stderr_log
-from bench_vs_trl import make_environment_class
+from bench_vs_trl import StepTimer, make_environment_class
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen3Config, TrainerCallback
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, Qwen3Config
 from trl import GRPOConfig, GRPOTrainer
 
 from harness.envs.registry import make as make_gym
@@ -343,22 +343,7 @@ def trl_part(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
         dataloader_num_workers=0,
         **vllm,
     )
-    times: list[float] = []
-    logs: list[dict[str, Any]] = []
-
-    class StepTimer(TrainerCallback):
-        def on_train_begin(self, *a: Any, **k: Any) -> None:
-            self.t = time.perf_counter()
-
-        def on_step_end(self, *a: Any, **k: Any) -> None:
-            now = time.perf_counter()
-            times.append(now - self.t)
-            self.t = now
-
-        def on_log(self, _args: Any, _state: Any, _control: Any, logs_: dict | None = None, **k: Any) -> None:
-            if logs_ or k.get("logs"):
-                logs.append(dict(logs_ or k["logs"]))
-
+    timer = StepTimer()
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(
@@ -367,12 +352,12 @@ def trl_part(args: argparse.Namespace, folder: Path, work: Path) -> dict[str, An
             train_dataset=data,
             processing_class=tok,
             environment_factory=env_cls,
-            callbacks=[StepTimer()],
+            callbacks=[timer],
         )
         trainer.train()
-    step_logs = [x for x in logs if "loss" in x or "reward" in x]
+    step_logs = [x for x in timer.logs if "loss" in x or "reward" in x]
     return {
-        "step_s": times,
+        "step_s": timer.times,
         "vllm": bool(vllm),
         "episodes": counters["episodes"],
         "completion_tokens_per_episode": median([x.get("completions/mean_length", 0.0) for x in step_logs]),

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -44,8 +45,12 @@ import torch
 # `eau ... --json` output) and only warnings show unless the user asks for more
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+# TRL warns on every check that vLLM 0.32 is past the range it was tested with (0.22-0.31); the parts
+# of it used here (VLLMClient's HTTP calls) are exercised by tests/test_vllm.py on 0.32
+warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
 
 from safetensors.torch import save_file  # noqa: E402
+from trl.generation.vllm_client import VLLMClient  # noqa: E402
 from vllm import LLM  # noqa: E402
 from vllm import SamplingParams as VLLMSamplingParams  # noqa: E402
 from vllm.distributed.weight_transfer import HTTPVLLMWeightSyncClient  # noqa: E402
@@ -98,7 +103,8 @@ class VLLMBackend:
     kv_cache_gib: colocate: the KV cache size (null: 1 GiB on CPU; on GPU gpu_memory_utilization decides).
     gpu_memory_utilization: colocate on GPU: the engine's share of the card (null: 0.5).
     enforce_eager: colocate: no graph capture or compilation (null: true on CPU).
-    continuous: run_turns queues an episode's next turn as soon as its last ended (else one generate a turn).
+    continuous: colocate: run_turns queues an episode's next turn as soon as its last ended (else, and in
+        server mode, one generate a turn).
     host, port: server mode: the server. seed: the engine's default seed (requests carry their own).
     sync_tolerance: largest mean |log-prob| difference on the probe a sync may leave (null: by dtype).
     """
@@ -128,7 +134,7 @@ class VLLMBackend:
             raise ValueError(f"backend.mode must be colocate or server, got {mode!r}")
         self.mode = mode
         self.device = torch.device(device)
-        self.continuous = continuous
+        self.continuous = continuous and mode == "colocate"  # a server takes whole requests only
         self.dtype = dtype or str(next(policy.parameters()).dtype).removeprefix("torch.")
         if self.dtype not in DEFAULT_TOLERANCE:
             raise ValueError(f"backend.dtype must be one of {', '.join(DEFAULT_TOLERANCE)}, got {self.dtype!r}")
@@ -137,9 +143,14 @@ class VLLMBackend:
         self.version = 0  # weight versions sent so far; the engine must report the last one
         self._policy_probe: torch.Tensor | None = None  # the policy's probe log-probs at the last sync
         self._request = 0
-        self.llm: LLM | None = None
-        self.client: Any = None
-        self._folder: tempfile.TemporaryDirectory | None = None  # the model folder written for the engine
+        self.llm: LLM | None = None  # colocate: the engine
+        self.client: Any = None  # server mode: TRL's VLLMClient
+        self.transfer: str | None = None  # server mode: the server's weight-transfer backend (nccl or eau_tensors)
+        self.http: HTTPVLLMWeightSyncClient | None = None  # server mode, eau_tensors: vLLM's weight routes
+        # temporary folders removed with the backend: the model folder written for the engine (tiny), and
+        # where a server-mode sync writes its weights file
+        self._folder: tempfile.TemporaryDirectory | None = None
+        self._shm: tempfile.TemporaryDirectory | None = None
         if mode == "colocate":
             register()  # the engine is in this process: no plugin loading needed
             on_cpu = self.device.type == "cpu"
@@ -172,8 +183,6 @@ class VLLMBackend:
 
     # ------------------------------------------------------------------ server mode
     def _connect(self, host: str, port: int) -> None:
-        from trl.generation.vllm_client import VLLMClient  # TRL imports vLLM through it
-
         base = f"http://{host}:{port}"
         self.client = VLLMClient(base_url=base, connection_timeout=SERVER_TIMEOUT_S)
         transfer = (self.client.get_server_info() or {}).get("weight_transfer_config") or {}
@@ -385,15 +394,6 @@ class VLLMBackend:
             return torch.tensor([out.prompt_logprobs[i][ids[i]].logprob for i in range(1, len(ids))])
         res = self.client.get_sequence_logprobs([ids], [1], top_logprobs=1)
         return torch.tensor([p[0] for p in res["actual_logprobs"][0]])
-
-    def close(self) -> None:
-        """Release the engine (colocate) or the server connection."""
-        if self.llm is not None:
-            self.llm.llm_engine.engine_core.shutdown()
-            self.llm = None
-        for owned in (getattr(self, "_shm", None), self._folder):
-            if owned is not None:
-                owned.cleanup()
 
 
 def write_model_folder(policy: torch.nn.Module, tokenizer: Any, folder: str) -> str:
