@@ -9,7 +9,9 @@ Parts (each in a process of its own: a vLLM engine binds the threads of the proc
   the packaged SmolLM2-135M (float32) or the tiny model. Episodes/s and generated tokens/s for each,
   both ratios reported (vLLM/hf and hf/vLLM). The samplers differ (the hf backend draws by inverse
   CDF, vLLM by its own kernels), so the episodes are the same tasks and seeds, not the same tokens;
-  the tokens each side generated are reported beside its speed. Then (d) vLLM's rollout through the
+  the tokens each side generated are reported beside its speed. Each side first decodes a batch of
+  other tasks (warm-up); vLLM's prefix cache is emptied before every batch, as each weight sync
+  empties it in training. Then (d) vLLM's rollout through the
   harness against a bare ``LLM.generate`` of the same turns (``gpu_check.bare_replay``: per turn
   index one call, each request generating exactly the rollout's tokens with its seed): ratio = bare
   seconds / harness seconds (the GPU goal is >= 0.8).
@@ -48,11 +50,18 @@ from harness.rollout.engine import RolloutEngine
 TURN_TOKENS, EPISODE_TOKENS, MAX_STEPS = 32, 2048, 8  # the main job's (cpu-small) budgets
 
 
-def run_episodes(backend: Any, chat: ChatFormat, args: argparse.Namespace, continuous: bool) -> dict[str, Any]:
-    """One batch of the benchmark's episodes on ``backend``: time, episodes, tokens, and the episodes."""
+def run_episodes(
+    backend: Any, chat: ChatFormat, args: argparse.Namespace, continuous: bool, first_task: int | None = None
+) -> dict[str, Any]:
+    """One batch of the benchmark's episodes on ``backend`` (tasks from ``first_task``, default
+    ``--first-task``), vLLM's prefix cache emptied first as a weight sync leaves it: time, episodes,
+    tokens, and the episodes."""
     knobs = bench_knobs(MAX_STEPS)
     n = args.tasks * args.samples
-    tasks = [args.first_task + i // args.samples for i in range(n)]
+    first = args.first_task if first_task is None else first_task
+    tasks = [first + i // args.samples for i in range(n)]
+    if getattr(backend, "llm", None) is not None:
+        backend.llm.reset_prefix_cache()
     seeds = [episode_sampling_seed(0, 0, i // args.samples, i % args.samples) for i in range(n)]
     t0 = time.perf_counter()
     res = RolloutEngine(backend, chat, continuous=continuous).run(
@@ -97,12 +106,13 @@ def rollout_part(args: argparse.Namespace) -> dict[str, Any]:
     chat = ChatFormat(tok, "tagged")
     out: dict[str, Any] = {}
     hf = HFBackend(policy, tok)
-    run_episodes(hf, chat, args, True)  # warm-up (allocations, the KV buffer pool)
+    warm_up = args.first_task + 1000  # other tasks: nothing of the measured episodes is cached by it
+    run_episodes(hf, chat, args, True, warm_up)  # allocations, the KV buffer pool
     out["hf_continuous"] = public(run_episodes(hf, chat, args, True))
     t0 = time.perf_counter()
     vb = VLLMBackend(ensure_model_folder(args.model), policy, tok)
     out["vllm_engine_start_s"] = round(time.perf_counter() - t0, 1)
-    run_episodes(vb, chat, args, True)  # warm-up
+    run_episodes(vb, chat, args, True, warm_up)
     cont = run_episodes(vb, chat, args, True)
     out["vllm_continuous"] = public(cont)
     out["vllm_per_turn"] = public(run_episodes(vb, chat, args, False))
