@@ -20,7 +20,10 @@ Parts (each in a process of its own: a vLLM engine binds the threads of the proc
   ``metrics.jsonl``: each step's weight-sync time (``time_weight_sync_s``: send, load, check), step
   time and the sync's share, and the sync check's log-prob difference.
 
-    python benchmarks/bench_vllm.py [--parts rollout,sync] [--model smollm2-135m] [--tasks 4] [--samples 4] [--threads 1]
+* ``decode``: the engine alone, 8 short prompts x 64 tokens in one ``LLM.generate``: tokens/s at
+  ``--threads`` (run it with 1 and with 2).
+
+    python benchmarks/bench_vllm.py [--parts rollout,sync,decode] [--model smollm2-135m] [--tasks 4] [--samples 4] [--threads 1]
 
 ``--threads``: torch (and OpenMP) threads of every process; on a machine whose cores other jobs
 also use, 1 (vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 10x slower).
@@ -164,12 +167,34 @@ def sync_part(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-PARTS = {"rollout": rollout_part, "sync": sync_part}
+def decode_part(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine alone: 8 short prompts, 64 tokens each, one ``LLM.generate`` (after one to warm up)."""
+    from vllm import SamplingParams as VSP
+    from vllm.inputs import TokensPrompt
+
+    from harness.rollout.vllm_backend import VLLMBackend  # imports vLLM: this part's process only
+
+    policy, tok = load_policy(args.model)
+    llm = VLLMBackend(ensure_model_folder(args.model), policy, tok).llm
+    prompts = [
+        TokensPrompt(prompt_token_ids=tok.encode(f"Plan trip {i}: ask about the budget first.")) for i in range(8)
+    ]
+    params = [VSP(max_tokens=64, ignore_eos=True, temperature=1.0, seed=i, detokenize=False) for i in range(8)]
+    llm.generate(prompts, params, use_tqdm=False)
+    llm.reset_prefix_cache()
+    t0 = time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    seconds = time.perf_counter() - t0
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"threads": torch.get_num_threads(), "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds}
+
+
+PARTS = {"rollout": rollout_part, "sync": sync_part, "decode": decode_part}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default="rollout,sync", help="comma-separated: rollout, sync")
+    ap.add_argument("--parts", default="rollout,sync", help="comma-separated: rollout, sync, decode")
     ap.add_argument("--model", default="smollm2-135m", help="smollm2-135m (float32) or tiny")
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--samples", type=int, default=4)
