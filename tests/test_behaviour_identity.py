@@ -55,7 +55,9 @@ def _portable_env(knobs_dir: Path, runs_dir: Path) -> dict[str, str]:
 def _capability_under(env: dict[str, str]) -> str:
     """The CPU kernels torch dispatches in a process started with ``env``."""
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _run(knobs_dir: Path, runs_dir: Path) -> tuple[list[dict], dict]:
