@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "harness.cli.eval",
     "harness.cli.runs",
     "harness.cli.plot",
+    "harness.cli.export",
 ]
 
 for _mod in COMMAND_MODULES:

@@ -188,7 +188,10 @@ class TrackioTracker:
         self.run.log({key: self._trackio.Table(columns=list(columns), data=rows)}, step=step)
 
     def finish(self) -> None:
-        self.run.finish()
+        if self._trackio.context_vars.current_run.get() is self.run:
+            self._trackio.finish()  # also no longer trackio's current run: its exit hook would finish it again
+        else:
+            self.run.finish()
 
 
 class WandbTracker:
