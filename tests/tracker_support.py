@@ -8,7 +8,6 @@ started as subprocesses inherit it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import struct
@@ -18,20 +17,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
+from extras_support import require  # noqa: F401  (the tests call ts.require)
 
 if "trackio" not in sys.modules:
     os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="eau-trackio-")
-
-
-def require(module: str) -> None:
-    """Skip when a tracker's library is absent; fail instead under ``EAU_REQUIRE_TRACKERS=1`` (CI
-    installs the extras, so a missing one there is a broken install, not a reason to skip)."""
-    if importlib.util.find_spec(module) is None:
-        message = f"{module} is not installed (pip install 'eau-harness[{module}]')"
-        if os.environ.get("EAU_REQUIRE_TRACKERS") == "1":
-            pytest.fail(message + " and EAU_REQUIRE_TRACKERS=1")
-        pytest.skip(message)
 
 
 # ---------------------------------------------------------------------------------------------- W&B

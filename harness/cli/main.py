@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "harness.cli.runs",
     "harness.cli.plot",
     "harness.cli.export",
+    "harness.cli.openenv",
 ]
 
 for _mod in COMMAND_MODULES:
