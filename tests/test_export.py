@@ -98,6 +98,7 @@ def test_export_loads_in_transformers_with_the_runs_greedy_tokens_and_a_card(run
     _same_greedy_tokens(run, folder)
 
     card = (folder / CARD).read_text()
+    assert card.startswith("---\nlibrary_name: transformers\n")  # the Hub reads its metadata from here
     assert "# export-full (step_000000)" in card and "at step 0" in card
     overall = result["overall"]["all"]
     assert f"| step_000000 | eval-test-small | all (macro) | | | {overall['reward_mean']:.3f} |" in card

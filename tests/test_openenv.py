@@ -176,3 +176,23 @@ def test_two_sessions_are_separate_episodes_and_a_step_after_the_end_is_refused(
         with pytest.raises(Exception, match="reset first"):
             a.step({"message": "ASK: anything else?"})
         assert b.step({"message": "ASK: which tone?"}).done is False  # b's episode goes on
+
+
+def test_the_readmes_trl_environment_class_plays_a_served_gym(served, knobs_dir: Path):
+    """The README's ``EauGym`` (TRL's environment_factory form), run as written against a served gym:
+    its reward is the gym's own for the same turns."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = next(b for b in readme.split("```python\n")[1:] if "class EauGym" in b).split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "README.md:EauGym", "exec"), scope)
+    gym = scope["EauGym"](base_url=served("intention"))
+    prompt = gym.reset(seed=4)
+    turns = [("ask", "What tone should it have?"), ("ask", "Who is it for?"), ("answer", "A short formal note.")]
+    replies = [gym.interact(choice, content) for choice, content in turns]
+    assert gym.done and gym.interact("ask", "more?") == "The task is over."
+    env = make("intention", knobs=KnobStore(knobs_dir, events_path=None).snapshot(), rendering="tagged")
+    actions = iter(f"{choice.upper()}: {content}" for choice, content in turns)
+    record = run_episode(env, lambda e: next(actions), 4, {"arm": "symbolic", "split": "train"})
+    assert prompt.endswith(env.task.prompt)
+    assert replies == [t["observation"] for t in record["turns"]]
+    assert gym.get_reward() == pytest.approx(record["reward"])

@@ -22,6 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
+from huggingface_hub import ModelCard, ModelCardData
+
 from harness.eval.policy import INIT, RunPolicy, load_run_policy
 from harness.eval.results import read_result
 from harness.ppo import checkpoint
@@ -73,16 +75,11 @@ def _fmt(v: Any) -> str:
 def model_card(
     policy: RunPolicy, scores: Mapping[str, Any], knobs: Mapping[str, Any], base: str, merged_lora: bool
 ) -> str:
-    """The folder's README.md: YAML front matter for the Hub, then the run's provenance."""
+    """The folder's README.md: the Hub's card metadata (huggingface_hub's ModelCard writes the YAML
+    front matter), then the run's provenance."""
     cfg = policy.config
     step = "the starting policy (before any PPO update)" if policy.step is None else f"step {policy.step}"
     lines = [
-        "---",
-        "library_name: transformers",
-        "pipeline_tag: text-generation",
-        "tags: [eau, ppo, user-centric-agent]",
-        "---",
-        "",
         f"# {policy.run_id} ({policy.label})",
         "",
         f"A policy trained with PPO by the EAU harness: run `{policy.run_id}` at {step} "
@@ -130,7 +127,10 @@ def model_card(
         "`vllm serve PATH` serves it behind an OpenAI-compatible endpoint.",
         "",
     ]
-    return "\n".join(lines)
+    data = ModelCardData(
+        library_name="transformers", pipeline_tag="text-generation", tags=["eau", "ppo", "user-centric-agent"]
+    )
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))  # the body is no template
 
 
 def export_run(
