@@ -286,3 +286,34 @@ def test_a_tracker_killed_mid_run_gets_one_alert_and_the_run_goes_on(tmp_path: P
     assert [e.step for e in acc.Scalars("reward_mean")] == list(range(steps))
     alerts = [t for _, t in ts.tensorboard_texts(acc, "alerts")]
     assert len(alerts) == 1 and alerts[0].startswith("**tracker_failed**: tracker wandb failed")
+
+
+def test_a_resumed_run_reports_to_the_same_tracker_runs(tmp_path: Path, knobs_dir: Path):
+    """A resume (the writer reopened at a checkpoint's offsets) continues each tracker's run: TensorBoard
+    drops the events of the steps run again, trackio continues the same run, W&B writes a second
+    offline folder under the same run id (``wandb sync`` joins them)."""
+    for module in TRACKERS:
+        ts.require(module)
+    run_id = f"resumed-{uuid.uuid4().hex[:8]}"
+    run = tmp_path / "runs" / run_id
+    config = {"preset": "tiny", "run_id": run_id, "report_to": list(TRACKERS)}
+    w = RunWriter.create(run, config, knobs_dir, ["intention"], 3)
+    w.knobs_in_force({"values": {}})
+    w.metrics({"step": 0, "reward_mean": 0.1})
+    offsets = w.offsets()  # the checkpoint after step 0
+    w.metrics({"step": 1, "reward_mean": 0.2})  # killed after this: step 1 runs again
+    w.finish("interrupted")
+    w = RunWriter.reopen(run, offsets, next_step=1)
+    w.knobs_in_force({"values": {}})
+    w.metrics({"step": 1, "reward_mean": 0.25})
+    w.metrics({"step": 2, "reward_mean": 0.3})
+    w.finish("finished")
+    acc = ts.tensorboard(run)
+    assert [(e.step, e.value) for e in acc.Scalars("reward_mean")] == [
+        (0, pytest.approx(0.1)), (1, pytest.approx(0.25)), (2, pytest.approx(0.3))
+    ]  # fmt: skip
+    rewards = [(log["step"], log["reward_mean"]) for log in ts.trackio_logs(run_id) if "reward_mean" in log]
+    assert rewards == [(0, 0.1), (1, 0.2), (1, 0.25), (2, 0.3)]
+    assert not [e for e in jsonl.read(run / "events.jsonl") if e.get("alert") == "tracker_failed"]
+    folders = sorted(run.glob("wandb/offline-run-*"))
+    assert len(folders) == 2 and all(f.name.endswith(run_id) for f in folders)

@@ -16,6 +16,10 @@ Nothing reaches a network: trackio writes its local database (``$TRACKIO_DIR``, 
 into ``runs/<id>/wandb/`` (``wandb sync`` uploads it later, if ever), TensorBoard writes event files
 into ``runs/<id>/tensorboard/`` (``tensorboard --logdir runs``).
 
+A resumed run reports to the same tracker runs: TensorBoard drops the events of the steps it runs
+again (``purge_step``), trackio continues the run (the steps run again appear twice, the later row
+last), W&B writes a second offline folder under the same run id (``wandb sync`` joins them).
+
 A tracker that fails (an exception from its library, at start or mid-run) gets one
 ``tracker_failed`` alert and is dropped; the run and the other trackers go on. Each tracker's
 library is imported only when a run reports to it (they are optional extras:
