@@ -4,14 +4,18 @@ and the run goes on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import tracker_support as ts  # first: points trackio at a temporary folder before it is imported
@@ -194,6 +198,32 @@ def _train_cmd(run_id: str, runs: Path, knobs_dir: Path, steps: int, report_to: 
     ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on loopback that records every request it gets (and answers 503)."""
+    seen: list[str] = []
+
+    class Record(BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            seen.append(f"{self.command} {self.path}")
+            self.send_response(503)
+            self.end_headers()
+
+        do_GET = do_POST = do_PUT = do_HEAD = _any
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Record)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 needs_eau = pytest.mark.skipif(EAU is None, reason="the eau console script is not installed")
 
 
@@ -205,11 +235,18 @@ def test_tiny_run_writes_every_tracker(tmp_path: Path, knobs_dir: Path):
         ts.require(module)
     run_id = f"tiny-trackers-{uuid.uuid4().hex[:8]}"
     steps = 3
-    res = subprocess.run(
-        _train_cmd(run_id, tmp_path / "runs", knobs_dir, steps, "[trackio,wandb,tensorboard]"),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    with listener() as (url, requests):  # where every remote setting points: nothing may arrive there
+        remote = {
+            "HF_ENDPOINT": url, "HF_TOKEN": "hf_not_a_token", "TRACKIO_SPACE_ID": "someone/space",
+            "TRACKIO_SERVER_URL": url, "TRACKIO_WEBHOOK_URL": url + "/hook", "WANDB_MODE": "online",
+            "WANDB_BASE_URL": url, "WANDB_API_KEY": "x" * 40,
+        }  # fmt: skip
+        res = subprocess.run(
+            _train_cmd(run_id, tmp_path / "runs", knobs_dir, steps, "[trackio,wandb,tensorboard]"),
+            capture_output=True, text=True, timeout=600, env={**os.environ, **remote},
+        )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
+    assert requests == [], requests
     assert json.loads(res.stdout)["ok"] is True  # the trackers' banners went to stderr, not into the JSON
     run = tmp_path / "runs" / run_id
     rows = jsonl.read(run / "metrics.jsonl")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -171,15 +172,16 @@ class TrackioTracker:
         import trackio
 
         self._trackio = trackio
-        self.run = trackio.init(
-            project=PROJECT,
-            name=run_id,
-            config=dict(config),
-            resume="allow",  # a resumed run (or a rerun of the id) continues the same trackio run
-            auto_log_gpu=False,
-            auto_log_cpu=False,
-            embed=False,
-        )
+        with trackio_local_only():
+            self.run = trackio.init(
+                project=PROJECT,
+                name=run_id,
+                config=dict(config),
+                resume="allow",  # a resumed run (or a rerun of the id) continues the same trackio run
+                auto_log_gpu=False,
+                auto_log_cpu=False,
+                embed=False,
+            )
 
     def metrics(self, step: int, values: Mapping[str, float]) -> None:
         self.run.log(dict(values), step=step)
@@ -198,6 +200,26 @@ class TrackioTracker:
             self.run.finish()
 
 
+TRACKIO_REMOTE_ENV = ("TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL", "TRACKIO_BUCKET_ID", "TRACKIO_WEBHOOK_URL")
+
+
+@contextlib.contextmanager
+def trackio_local_only():
+    """trackio.init reads from the environment where else to send a run (a Space, a server, a bucket,
+    a webhook for alerts) and asks the Hub who the user is when a token is set. Around it: those
+    variables unset and the Hub client offline (huggingface_hub's own offline switch), so the run
+    stays in the local database whatever the environment says."""
+    from huggingface_hub import constants as hub
+
+    saved = {k: os.environ.pop(k) for k in TRACKIO_REMOTE_ENV if k in os.environ}
+    offline, hub.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE, True
+    try:
+        yield
+    finally:
+        hub.HF_HUB_OFFLINE = offline
+        os.environ.update(saved)
+
+
 class WandbTracker:
     """Weights & Biases in offline mode (``runs/<id>/wandb/``); alerts as W&B alerts, knob events and
     trajectories as tables."""
@@ -208,6 +230,9 @@ class WandbTracker:
         import wandb
 
         self._wandb = wandb
+        # the process's W&B settings offline too: its own telemetry (OpenTelemetry metrics to the W&B
+        # server) follows them, not the run's mode
+        wandb.setup(settings=wandb.Settings(mode="offline"))
         self.run = wandb.init(
             project=PROJECT,
             name=run_id,
