@@ -196,3 +196,23 @@ def test_the_readmes_trl_environment_class_plays_a_served_gym(served, knobs_dir:
     assert prompt.endswith(env.task.prompt)
     assert replies == [t["observation"] for t in record["turns"]]
     assert gym.get_reward() == pytest.approx(record["reward"])
+
+
+def test_eau_openenv_names_a_bad_gym_option_or_knobs_folder(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from harness.cli.common import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE
+    from harness.cli.main import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["openenv", "nosuchgym"])
+    assert res.exit_code == EXIT_NOT_FOUND and "unknown gym 'nosuchgym'; known gyms:" in res.output
+    res = runner.invoke(app, ["openenv", "travel", "--user", "robot"])
+    assert res.exit_code == EXIT_USAGE and "--user 'robot' is not allowed" in res.output
+    res = runner.invoke(app, ["openenv", "travel", "--user", "llm"])
+    assert res.exit_code == EXIT_USAGE and "--llm-url URL --llm-model NAME" in res.output
+    broken = tmp_path / "knobs"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "harness" / "knobs" / "defaults", broken)
+    (broken / "env.yaml").write_text("max_steps: [not, a, number\n")
+    res = runner.invoke(app, ["openenv", "travel", "--knobs-dir", str(broken)])
+    assert res.exit_code == EXIT_INVALID and "env.yaml" in res.output

@@ -51,7 +51,7 @@ def openenv_cmd(
         gym_class(gym)
     except KeyError:
         fail(f"unknown gym {gym!r}; known gyms: {', '.join(names())}", EXIT_NOT_FOUND)
-    try:
+    try:  # the openenv extra, imported only when a gym is served
         import uvicorn
 
         from harness.gymserver.server import make_app
