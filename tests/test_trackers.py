@@ -243,7 +243,8 @@ def test_tiny_run_writes_every_tracker(tmp_path: Path, knobs_dir: Path):
         }  # fmt: skip
         res = subprocess.run(
             _train_cmd(run_id, tmp_path / "runs", knobs_dir, steps, "[trackio,wandb,tensorboard]"),
-            capture_output=True, text=True, timeout=600, env={**os.environ, **remote},
+            capture_output=True, text=True, timeout=600,
+            env={**{k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}, **remote},  # its own W&B service
         )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert requests == [], requests
@@ -294,9 +295,12 @@ def test_a_tracker_killed_mid_run_gets_one_alert_and_the_run_goes_on(tmp_path: P
     run_id = f"tiny-killed-{uuid.uuid4().hex[:8]}"
     run = tmp_path / "runs" / run_id
     steps = 30
+    # its own W&B service: W&B hands a child process its parent's service (WANDB_SERVICE), and this
+    # test process has one when the in-process tests above used W&B
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
     proc = subprocess.Popen(
         _train_cmd(run_id, tmp_path / "runs", knobs_dir, steps, "[wandb,tensorboard]"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     killed, deadline = [], time.monotonic() + 500
     try:
