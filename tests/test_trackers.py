@@ -22,7 +22,7 @@ import tracker_support as ts  # first: points trackio at a temporary folder befo
 
 from harness.io import jsonl
 from harness.knobs.events import EventLog, KnobEvent
-from harness.ppo.config import build_config
+from harness.ppo.config import build_config, help_epilog
 from harness.runs.trackers import (
     KNOB_EVENT_COLUMNS,
     TRACKERS,
@@ -94,6 +94,7 @@ def test_report_to_is_checked_before_a_run():
     with pytest.raises(ValueError, match="tensorboard is listed twice"):
         check_report_to(["tensorboard", "tensorboard"])
     assert build_config("tiny").report_to == []
+    assert "report_to = []: experiment trackers" in help_epilog()  # what eau train --help lists
     with pytest.raises(ValueError, match="report_to must be a list of strings"):
         build_config("tiny", overrides=["report_to=wandb"])
 
