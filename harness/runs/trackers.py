@@ -71,7 +71,7 @@ def numeric_fields(row: Mapping[str, Any]) -> dict[str, float]:
     return {
         k: float(v)
         for k, v in row.items()
-        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, str) and v == v  # NaN dropped
+        if k != "step" and isinstance(v, (int, float)) and v == v  # NaN dropped (v != v)
     }
 
 
