@@ -14,7 +14,6 @@ from harness.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     JsonOpt,
-    KnobsDirOpt,
     RunsDirOpt,
     emit_json,
     fail,
@@ -39,7 +38,12 @@ def export_cmd(
         None, "--eval-dir", envvar="EAU_EVAL_DIR", help="Where eau eval stored the held-out scores the card quotes."
     ),
     as_json: bool = JsonOpt,
-    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    knobs_dir_: Optional[Path] = typer.Option(
+        None,
+        "--knobs-dir",
+        envvar="EAU_KNOBS_DIR",
+        help="Ignored: the card's knobs are those in force at the checkpoint (accepted like on every eau command).",
+    ),
     runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Write a run's policy as a Hugging Face model folder: config, model.safetensors (LoRA adapters
