@@ -301,6 +301,13 @@ def unhelpful_user(req: dict[str, Any]) -> str:
     return "Hmm, I'm not sure. Whatever you think is best."
 
 
+def contrarian_host(req: dict[str, Any]) -> str:
+    """A turtle host model that contradicts the story: No where the judge's verdict it is given says
+    Yes and the reverse (and Yes where it is given none)."""
+    _, _, dyn = _prompt_parts(req)
+    return {"Yes.": "No.", "No.": "Yes."}.get(dyn[0] if dyn else "", "Yes.")
+
+
 # ---------------------------------------------------------------------------- run spec
 @dataclass
 class RunSpec:
@@ -496,6 +503,10 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
     "unreachable_tasks": lambda: RunSpec("unreachable_tasks", user={"reveal_kinds": ["preference", "probe"]}),
     # an LLM user that never helps next to a working symbolic user
     "arm_disparity": lambda: RunSpec("arm_disparity", **LLM_SIZE, user={"user_strategy_mix": 0.5}, llm=unhelpful_user),
+    # an LLM host that contradicts the story on turtle, next to the symbolic host
+    "user_unreliable": lambda: RunSpec(
+        "user_unreliable", gyms=("turtle",), steps=8, samples=3, user={"user_strategy_mix": 0.5}, llm=contrarian_host
+    ),
     # mid-run the user starts volunteering every turn: a policy that searches first asks less (its
     # oracle share held flat, so nothing else moves the question rate)
     "question_rate_drop": lambda: RunSpec(
