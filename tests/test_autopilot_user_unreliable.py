@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,31 +21,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from analysis_runs import UserModelServer
+from analysis_runs import UserModelServer, lying_user
 
-from harness.envs.intention import REQUESTS
 from harness.io import jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 SFT = ["--set", "episodes=96", "--set", "epochs=6", "--set", "lr=3.0e-3", "--set", "gyms=[intention]"]
 AGENT = {"lr": 3.0e-4, "kl_coef": 0.02, "lr_warmup_steps": 8, "max_new_tokens_per_turn": 24, "max_episode_tokens": 768}
-POOLS = {v: d.values for r in REQUESTS for d in r.details for v in d.values}
-
-
-def lying_user(req: dict) -> str:
-    """The hidden detail sharing most words with the question, stated with another value of its pool."""
-    msgs = req.get("messages") or []
-    question = set(re.findall(r"[a-z]+", (msgs[-1]["content"] if msgs else "").lower()))
-    facts = re.findall(r"^- (.+)$", msgs[0]["content"] if msgs else "", re.M)
-    if not facts:
-        return "I don't mind."
-    fact = max(facts, key=lambda f: len(question & set(re.findall(r"[a-z]+", f.lower()))))
-    for value, pool in POOLS.items():
-        if value in fact:
-            other = next(v for v in pool if v != value)
-            return fact.replace(value, other)
-    return fact
 
 
 def test_autopilot_lowers_the_llm_share_of_a_user_that_contradicts_the_task(tmp_path, knobs_dir):
