@@ -61,6 +61,40 @@ class FindingError(ValueError):
     """A finding field or file that is not valid; the message names the file/field, value and what is allowed."""
 
 
+# Fields written as text into the finding file and INDEX.md (each must be encodable as UTF-8).
+TEXT_FIELDS = (
+    "title",
+    "change",
+    "run",
+    "knobs",
+    "predicted",
+    "measured",
+    "tags",
+    "events",
+    "author",
+    "source",
+    "retracted_reason",
+    "body",
+)
+
+
+def check_text(text: Any, where: str) -> None:
+    """FindingError when ``text`` (a str or None) cannot be written as UTF-8: a byte that was not
+    UTF-8 where it came from (command-line arguments keep such bytes as lone surrogates) or a lone
+    surrogate escape. Names the field, the character's position and the byte."""
+    if not isinstance(text, str):
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        ch = text[exc.start]
+        code = ord(ch)
+        what = f"byte 0x{code - 0xDC00:02x}, not UTF-8" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}"
+        raise FindingError(
+            f"{where} is not valid text: character {exc.start + 1} is a {what}; findings are UTF-8 text"
+        ) from None
+
+
 def now_iso() -> str:
     """Current UTC time as ``2026-12-02T12:00:00Z``."""
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -196,6 +230,10 @@ class Finding:
             id_number(self.id)
         except FindingError as exc:
             raise FindingError(f"{where}: {exc}") from None
+        for name in TEXT_FIELDS:
+            value = getattr(self, name)
+            for text in value if isinstance(value, list) else [value]:
+                check_text(text, f"{where}: {name}")
         if not isinstance(self.title, str) or not self.title.strip():
             raise FindingError(f"{where}: title is required (one line saying what was learned)")
         if "\n" in self.title.strip() or len(self.title.strip()) > TITLE_MAX:
