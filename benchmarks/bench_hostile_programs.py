@@ -8,6 +8,14 @@ hostile program passes is a pass by cheating. Parts:
 * ``gym``: each program is a policy's answer, scored by the colbench gym's ``step`` exactly as in
   training (sandbox run, comparison with the reference's outcomes). Figures: trainer crashes (an
   exception out of ``step``), passes by cheating, statuses, seconds.
+* ``lying``: the lying objects and comparison cheats (``hp.lying_programs``: ``__eq__`` always
+  true, always unequal, raising, mutating the other side, learning it; a program that reads the
+  expected value from the test's text) as answers to tasks whose tests are written as comparisons:
+  the secret task with ``==``/``assert``/``!=``/``not`` tests, every record of the real ColBench
+  file whose tests compare (``--colbench-data``, read in place, never copied), a few of its
+  bare-call records and a few procedural tasks. A cheating pass: more tests passed than the best
+  trivial answer (None, 0, '', [], (), {}, the first argument) passes on the same task; each task's
+  reference must pass all of its tests (control).
 * ``train``: a real ``tiny`` training run on the colbench gym (``--train-steps`` steps) whose
   policy's answers are drawn from the hostile set (a scripted generation backend: every turn is an
   answer), then the same run SIGKILLed mid-rollout: crashes, cheating passes, episode errors,
@@ -18,8 +26,8 @@ hostile program passes is a pass by cheating. Parts:
   SIGKILLed: sandbox processes and working folders left within a few seconds, in kernel and
   process mode.
 
-Usage: ``python benchmarks/bench_hostile_programs.py [--parts gym,train,tasks_check,lifetime]
-[--limit N] [--train-steps N]``.
+Usage: ``python benchmarks/bench_hostile_programs.py [--parts gym,lying,train,tasks_check,lifetime]
+[--limit N] [--train-steps N] [--colbench-data FILE] [--data-bare N] [--procedural N]``.
 """
 
 from __future__ import annotations

@@ -4,8 +4,13 @@ Each program is the code of an answer (or a reference) for a task ``solve(x)`` w
 is a keyed hash no program can guess (``secret_task``). A program either tries to find the answer
 where a sandbox must not let it look (the file system, other processes, stack frames, the
 interpreter's objects), or tries to break the scorer (lying objects, values that break comparison,
-huge outputs, process and signal games, loops in ``__del__``). So whatever a hostile program scores
-is a pass by cheating: the expected score of every one of them is 0.
+huge outputs, process and signal games, loops in ``__del__``, objects whose comparisons lie for
+tests written ``f(x) == v``). So whatever a hostile program scores is a pass by cheating: the
+expected score of every one of them is 0.
+
+``lying_programs(function)`` gives the lying objects and comparison cheats for any task's function
+name (real ColBench records, procedural tasks); ``trivial_programs(function)`` the trivial answers
+whose plain values a lie may coincide with (the benchmark's baseline, not cheats).
 
 ``programs(data_file, checkout)`` gives at least 100 of them as ``Hostile(name, family, source)``;
 ``data_file`` is the task file the cheats look for (its exact path is written into the cheats

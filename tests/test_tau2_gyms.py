@@ -120,8 +120,8 @@ def test_telecom_the_agent_can_never_call_a_user_tool():
 
 def test_the_customer_confirms_only_the_wanted_action_and_never_stops_before_the_write():
     env = env_of("tau2_retail")
-    reset_on(env, "38")  # wants order #W9348897 cancelled
-    wrong = "I will cancel order #W1111111 for you. Do you confirm (yes/no)?"
+    reset_on(env, "38")  # wants order #W9348897 cancelled (an id it was never told: it cannot check one)
+    wrong = "I will return order #W9348897 for you. Do you confirm (yes/no)?"
     obs, _, _, _, info = env.step(wrong)
     assert info["turn"]["user_reply"]["flags"]["confirmed"] is None and obs.lower().startswith("no")
     right = "I will cancel order #W9348897 (reason: no longer needed). Do you confirm (yes/no)?"
