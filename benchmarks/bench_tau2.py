@@ -145,12 +145,13 @@ def confirmation_pairs(env: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def leaks(gym: str) -> dict[str, Any]:
-    """The value probes and the confirmation probes over every task of ``gym`` (both splits)."""
+def leaks(gym: str, step: int = 1) -> dict[str, Any]:
+    """The value probes and the confirmation probes over every ``step``-th task of ``gym`` (both splits)."""
     env = make(gym)
     replies = leaked = pairs = differing = 0
     examples: list[dict[str, str]] = []
-    for split, i in _tasks(env):
+    tasks = _tasks(env)[::step]
+    for split, i in tasks:
         env.reset(seed=i, options={"task_index": i, "split": split})
         d = env.task.data
         secret = {v.lower() for g in d["gold"] for v in flat_values(g["arguments"])}
@@ -176,7 +177,7 @@ def leaks(gym: str) -> dict[str, Any]:
                 if len(examples) < 10:
                     examples.append({"task": env.task.task_id, "id": token, "right": a, "wrong": b})
     return {
-        "tasks": len(_tasks(env)),
+        "tasks": len(tasks),
         "value_probes": replies,
         "replies_stating_an_unknown_value": leaked,
         "confirmation_pairs": pairs,
