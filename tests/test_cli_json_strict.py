@@ -1,5 +1,6 @@
 """Every ``--json`` document is strict JSON: a run whose metrics hold NaN or infinities is listed and
-compared with those numbers as the strings "nan", "inf", "-inf" (never the NaN/Infinity tokens)."""
+compared with those numbers as the strings "nan", "inf", "-inf" (never the NaN/Infinity tokens).
+And a text option that is not UTF-8 is a usage error, not a crash where the text is rendered."""
 
 from __future__ import annotations
 
@@ -77,3 +78,11 @@ def test_json_text_writes_non_finite_numbers_as_strings_everywhere():
         "p": "/a",
     }
     assert json_text({"a": 1.0, "b": [1, 2]}) == json.dumps({"a": 1.0, "b": [1, 2]}, indent=2)
+
+
+def test_a_plot_title_that_is_not_utf8_is_a_usage_error(runs, tmp_path):
+    """Found by the CLI fuzz once its workspace held runs: matplotlib raised TypeError on the title."""
+    out = tmp_path / "p.png"
+    res = runner.invoke(app, ["plot", "--run", "a", "--title", "t \udcff", "--out", str(out), "--runs-dir", str(runs)])
+    assert res.exit_code == 2 and "--title: not valid text (character 3 is byte 0xff" in res.output, res.output
+    assert not out.exists()

@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from harness.io.jsonl import finite
+from harness.io.text import not_utf8
 
 # Exit codes (documented in skill/references/formats.md; scripts rely on them).
 EXIT_OK = 0
@@ -103,6 +104,15 @@ def fail(msg: str, code: int = EXIT_ERROR, as_json: bool = False, **extra: Any) 
         emit_json({"ok": False, "error": msg, "exit_code": code, **extra})
     err(f"error: {msg}")
     raise typer.Exit(code)
+
+
+def check_text_option(value: str | None, option: str, as_json: bool = False) -> None:
+    """A usage error (exit 2) naming ``option`` when its value cannot be written as UTF-8 text (a
+    byte that was not UTF-8 on the command line), which would otherwise fail deep inside whatever
+    renders the text."""
+    problem = not_utf8(value) if value is not None else None
+    if problem:
+        fail(f"{option}: not valid text ({problem})", EXIT_USAGE, as_json)
 
 
 def env_flag(name: str) -> bool:

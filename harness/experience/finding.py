@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from harness.io.text import not_utf8
+
 VERDICTS = ("improved", "harmed", "inconclusive", "n/a")
 STATUSES = ("active", "retracted")
 AUTHORS = ("agent", "human")
@@ -79,20 +81,11 @@ TEXT_FIELDS = (
 
 
 def check_text(text: Any, where: str) -> None:
-    """FindingError when ``text`` (a str or None) cannot be written as UTF-8: a byte that was not
-    UTF-8 where it came from (command-line arguments keep such bytes as lone surrogates) or a lone
-    surrogate escape. Names the field, the character's position and the byte."""
-    if not isinstance(text, str):
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        ch = text[exc.start]
-        code = ord(ch)
-        what = f"byte 0x{code - 0xDC00:02x}, not UTF-8" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}"
-        raise FindingError(
-            f"{where} is not valid text: character {exc.start + 1} is a {what}; findings are UTF-8 text"
-        ) from None
+    """FindingError when ``text`` (a str or None) cannot be written as UTF-8 (a byte that was not
+    UTF-8 in an argument or on stdin); names the field, the character and the byte."""
+    problem = not_utf8(text) if isinstance(text, str) else None
+    if problem:
+        raise FindingError(f"{where} is not valid text: {problem}; findings are UTF-8 text")
 
 
 def now_iso() -> str:
