@@ -40,6 +40,11 @@ SHARED_FILE = Path(__file__).resolve().parents[1].parent / "shared" / "colbench"
         ("def g(): pass", ("def g(): pass",), "as_written"),
         ("f(1); f(2)", ("f(1); f(2)",), "as_written"),
         ("f(1) ==", ("f(1) ==",), "as_written"),
+        ("f(3) == float('inf')", ("f(3)",), "split"),
+        ("f(3) == [0] * 3 + list(range(2))", ("f(3)",), "split"),
+        ("f(3) == len(DATA)", ("f(3)", "len(DATA)"), "split"),
+        ("f(3) == [i for i in range(3)]", ("f(3)", "[i for i in range(3)]"), "split"),
+        ("max(1, 2) == 2", ("max(1, 2) == 2",), "as_written"),
     ],
 )
 def test_plan_of_each_form(test, probes, form):

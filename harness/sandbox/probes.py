@@ -10,9 +10,11 @@ only the values it compares, the *probes*:
 * ``assert E[, message]`` is ``E``;
 * a comparison (``==``, ``!=``, ``<``, ``is``, ``in``, chains), ``and``/``or`` and ``not`` are
   taken apart: each operand is a probe, or is taken apart in turn when it is itself one of these;
-* an operand that is a literal (``7``, ``[1, 2]``, ``None``, ``-0.5``) is left out: it is the same
-  for every program, and leaving it out keeps the expected value out of the sandbox that runs the
-  code under test (code can read the text of the call it is evaluated in);
+* an operand that does not depend on the code under test is left out: a literal (``7``, ``[1, 2]``,
+  ``None``, ``-0.5``) or any expression that loads no name but Python's builtins (``float('inf')``,
+  ``[0] * 3``). It is the same for every program, and leaving it out keeps the expected value out
+  of the sandbox that runs the code under test (code can read the text of the call it is
+  evaluated in);
 * anything else (a call, a subscript, arithmetic) is one probe, evaluated whole.
 
 Each probe is evaluated on its own in the sandbox and its value encoded canonically there
@@ -21,13 +23,14 @@ else is ``unsupported``). A test passes when every probe's outcome matches the r
 of the same probe (:meth:`CallResult.matches`): equal encodings, or the same exception. The test's
 operators never run, for the reference or for the candidate: the reference's value of each probe is
 what the candidate's must equal, which is also the contract of ColBench's data (the expected result
-is what the reference returns). A test with no probe left (only literals) and a test that does not
-parse are evaluated whole, as written: neither involves a value the code under test returned.
+is what the reference returns). A test with no probe left (nothing in it depends on the code under
+test) and a test that does not parse are evaluated whole, as written.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -47,14 +50,14 @@ class TestPlan:
     form: str
 
 
-def _literal(node: ast.AST) -> bool:
-    """Whether ``node`` is a literal (what ``ast.literal_eval`` accepts: constants, containers of
-    them, signed numbers, complex sums)."""
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _independent(node: ast.AST) -> bool:
+    """Whether ``node`` is the same whatever the code under test: it loads no name but builtins
+    (a literal, ``float('inf')``, ``[0] * 3``). A comprehension's own variables count as names:
+    such an operand is evaluated, which is the safe side."""
+    return all(not isinstance(n, ast.Name) or n.id in _BUILTIN_NAMES for n in ast.walk(node))
 
 
 def _operands(node: ast.expr) -> list[ast.expr] | None:
@@ -74,7 +77,7 @@ def _probes(node: ast.expr, out: list[ast.expr]) -> None:
         out.append(node)
         return
     for part in parts:
-        if not _literal(part):
+        if not _independent(part):
             _probes(part, out)
 
 
