@@ -11,7 +11,8 @@ problem description (which ends with the signature) and may:
 
 Scoring runs the answer in the sandbox (``harness.sandbox``) on the values the task's tests check
 (``harness.sandbox.probes``: a bare call is one value; ``f(x) == v``, ``assert ...``, ``and``/``not``
-are taken apart into the values they compare, literals left out) and compares each value's
+are taken apart into the values they compare; operands that do not depend on the code, such as
+the expected literal, are left out and never reach the answer's sandbox) and compares each value's
 canonical encoding with the reference's value of the same expression (computed in the sandbox as
 well, once per task and cached). A test's own operators never run, so an answer cannot pass a test
 with an object whose ``__eq__`` lies. pass = share of tests all of whose values match; success =
@@ -38,7 +39,7 @@ from harness.envs.colbench.facts import KINDS, extract_facts
 from harness.envs.colbench.families import FamilyTask, make_procedural
 from harness.envs.registry import register
 from harness.sandbox import OK, RAISED, CallResult, Limits, run_calls, run_source
-from harness.sandbox.probes import ProbeSet, outcomes_match, probe_set
+from harness.sandbox.probes import outcomes_match, probe_set
 from harness.types import AnswerResult, Task
 
 GYM = "colbench"
@@ -179,7 +180,7 @@ def score_answer(
 ) -> AnswerResult:
     """Run ``code`` on the probes of ``tests`` and compare with the reference's outcomes
     ``expected`` (one list per test, from :class:`ExpectedCache`)."""
-    probes: ProbeSet = probe_set(tests)
+    probes = probe_set(tests)
     valid = [i for i, outs in enumerate(expected) if outs and all(r.status in (OK, RAISED) for r in outs)]
     if not valid:
         return AnswerResult(
