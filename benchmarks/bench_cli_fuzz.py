@@ -9,7 +9,8 @@ line (an error no command handled: see ``harness.cli.common.error_line``), the e
 of README's table (0-5) and, with ``--json``, stdout holds no NaN/Infinity token (strict JSON; the
 workspace's runs ``a`` and ``b`` hold non-finite metrics and config values). Commands that would start long work (train, sft, eval, supervise, ...) get
 a *guard*: an input the command checks after all the others and refuses, so that an option value the
-command accepts stops there instead of loading a model.
+command accepts stops there instead of loading a model. Every other case of a command that has
+``--json`` runs with it, so both its outputs are fuzzed.
 
     python benchmarks/bench_cli_fuzz.py [--subprocess N] [--out FILE]
 
@@ -236,8 +237,12 @@ def cases(ws: Workspace, target: typer.Typer = app, sample: int = 0) -> list[Cas
             if sample:
                 start = len(out) % len(values)
                 values = (values[start:] + values[:start])[:sample]
+            json_mode = any("--json" in p.opts for p in cmd.params)
             for label, value in values:
                 argv = base_argv(path, cmd, param, ws)
+                # every other case of a command with --json runs in JSON mode: both outputs are fuzzed
+                if json_mode and len(out) % 2 == 0:
+                    argv.append("--json")
                 if opt is None:  # an argument: in its place among the positional fillers
                     idx = [p for p in cmd.params if p.param_type_name == "argument" and (p.required or p is param)]
                     pos = len(path) + idx.index(param)
@@ -351,6 +356,7 @@ def _record(case: Case, output: str, code: int | None, seconds: float, problems:
         "exit_code": code,
         "seconds": round(seconds, 3),
         "problems": problems,
+        "json": "--json" in case.argv,
         "last_line": last[0][:300],
     }
 
@@ -414,6 +420,8 @@ def summarise(rows: list[dict[str, Any]], sub_rows: list[dict[str, Any]]) -> dic
         "unexpected_errors": count(rows, "unexpected"),
         "bad_exit_codes": count(rows, "exit code"),
         "hangs": count(rows, "hang"),
+        "json_cases": sum(bool(r.get("json")) for r in rows),
+        "non_strict_json": count(rows, "NaN") + count(rows, "Infinity") + count(rows, "-Infinity"),
         "exit_codes": dict(sorted(codes.items())),
         "accepted_exit_0": sum(r["exit_code"] == 0 for r in rows),
         "seconds_total": round(sum(r["seconds"] for r in rows), 1),
