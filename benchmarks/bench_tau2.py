@@ -16,8 +16,9 @@ Parts (``--parts``, all by default):
   same state; a pair whose replies differ tells the agent whether the id is right;
 * ``premature``: τ²-bench's premature-stop failure (the customer ends the conversation after
   confirming an action, before the task's other requests are done), over every task of both splits
-  with the oracle, the random agent and an agent that closes the conversation ("anything else?")
-  as soon as its first requested write is done. A premature stop: the customer ends the
+  with the oracle, the random agent (which ends a third of its turns itself with ``###STOP###``),
+  the random agent that never ends the conversation itself, and an agent that closes the
+  conversation ("anything else?") as soon as its first requested write is done. A premature stop: the customer ends the
   conversation as satisfied (``done``) while a requested write (τ²'s ACTION rule) or a required
   output (COMMUNICATE) is still missing. Refusal stops (the agent refused ``max_insist`` + 1
   times) are counted apart.
@@ -37,8 +38,11 @@ import statistics
 import time
 from typing import Any, Callable
 
-from harness.agents.scripted import oracle_action, run_episode
+import numpy as np
+
+from harness.agents.scripted import oracle_action, random_action, run_episode
 from harness.envs.registry import make
+from harness.envs.tau2.actions import STOP_TOKEN
 from harness.envs.tau2.scenario import flat_values, id_tokens, pending
 
 QUESTIONS = (
@@ -203,31 +207,49 @@ def closes_after_first_write(env: Any) -> str:
     return oracle_action(env)
 
 
+def random_without_stop(seed: int) -> Callable[[Any], str]:
+    """The random agent (``harness.agents.scripted``) that never ends the conversation itself, so its
+    episodes run until the customer stops or the turn limit: every stop is the customer's."""
+    rng = np.random.default_rng(seed)
+
+    def act(env: Any) -> str:
+        while True:
+            turn = random_action(env, rng)
+            if STOP_TOKEN not in turn:
+                return turn
+
+    return act
+
+
 def stop_check(env: Any, rec: dict[str, Any]) -> dict[str, Any] | None:
-    """How the customer ended the episode, and what was still missing then; None when it did not."""
+    """How an episode that ended on the customer's side ended (``done``, ``refused``, ``transfer``,
+    ``out_of_scope``; ``agent_transfer``: the agent's own transfer call), and what was still missing
+    then; None for any other end."""
     last = rec["turns"][-1] if rec["turns"] else {}
     flags = (last.get("user_reply") or {}).get("flags") or {}
-    if rec["tau2"]["end"] != "user_stop" or "stop" not in flags:
+    if rec["tau2"]["end"] != "user_stop":
         return None
     missing_writes = [g.name for g in pending(requested_writes(env), env.done_calls())]
     missing_outputs = rec["tau2"]["score"]["checks"].get("not_communicated", [])
     before = rec["turns"][-2] if len(rec["turns"]) > 1 else {}
     confirmed = ((before.get("user_reply") or {}).get("flags") or {}).get("confirmed")
     return {
-        "reason": flags["stop"],
+        "reason": flags.get("stop", "agent_transfer"),
         "missing": missing_writes + list(missing_outputs),
         "after_confirming": bool(confirmed) or bool(flags.get("confirmed")),
     }
 
 
-def premature(gym: str, agents: dict[str, Any]) -> dict[str, Any]:
-    """Customer stops per agent over every task of ``gym`` (both splits)."""
+def premature(gym: str, agents: dict[str, Callable[[int], Any]]) -> dict[str, Any]:
+    """Customer stops per agent over every task of ``gym`` (both splits); ``agents``: name -> the
+    policy of the episode with a given seed."""
     env = make(gym)
     out = {}
     for name, policy in agents.items():
         row = {
             "episodes": 0,
             "successes": 0,
+            "agent_transfers": 0,
             "user_stops": 0,
             "done_stops": 0,
             "premature_stops": 0,
@@ -237,12 +259,15 @@ def premature(gym: str, agents: dict[str, Any]) -> dict[str, Any]:
             "examples": [],
         }
         for split, i in _tasks(env):
-            rec = run_episode(env, policy, seed=i, options={"task_index": i, "split": split})
+            rec = run_episode(env, policy(i), seed=i, options={"task_index": i, "split": split})
             row["episodes"] += 1
             row["successes"] += int(bool(rec["success"]))
             row["tasks_with_several_requests"] += int(len(requested_writes(env)) + len(env.outputs()) >= 2)
             stop = stop_check(env, rec)
             if stop is None:
+                continue
+            if stop["reason"] == "agent_transfer":
+                row["agent_transfers"] += 1
                 continue
             row["user_stops"] += 1
             row["done_stops"] += int(stop["reason"] == "done")
@@ -261,16 +286,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gyms", default="tau2_airline,tau2_retail,tau2_telecom,tau")
     ap.add_argument("--parts", default="episodes,reply,leaks,premature", help="comma-separated parts to run")
+    ap.add_argument("--agents", help="premature part: only these agents (comma-separated)")
     ap.add_argument("--step", type=int, default=1)
     ap.add_argument("--random-step", type=int, default=3)
     ap.add_argument("--replies", type=int, default=2000)
     args = ap.parse_args()
     parts = set(args.parts.split(","))
-    agents: dict[str, str | Callable[[Any], str]] = {
-        "oracle": "oracle",
-        "random": "random",
-        "closes_after_first_write": closes_after_first_write,
+    agents: dict[str, Callable[[int], Any]] = {
+        "oracle": lambda seed: "oracle",
+        "random": lambda seed: "random",
+        "random_without_stop": random_without_stop,
+        "closes_after_first_write": lambda seed: closes_after_first_write,
     }
+    if args.agents:
+        agents = {name: agents[name] for name in args.agents.split(",")}
     out = {"machine": platform.platform(), "python": platform.python_version(), "gyms": {}}
     for gym in args.gyms.split(","):
         res: dict[str, Any] = {}
