@@ -8,7 +8,17 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common import EXIT_ERROR, EXIT_NOT_FOUND, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json, fail, runs_dir
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    check_text_option,
+    emit_json,
+    fail,
+    runs_dir,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +38,7 @@ def plot_cmd(
     """Plot reward and success over steps per gym and per arm, knob events as labelled vertical lines."""
     from harness.runs.reader import find_run
 
+    check_text_option(title, "--title", as_json)
     rdir = runs_dir(runs_dir_)
     paths = []
     for r in run or [None]:
