@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -82,9 +83,13 @@ class Workspace:
     root: Path
     knobs: Path = field(init=False)
     runs: Path = field(init=False)
+    busy_port: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.knobs, self.runs = self.root / "knobs", self.root / "runs"
+        # a port held for the workspace's lifetime, on every address (eau openenv's guard, below)
+        self._held = socket.create_server(("", 0))
+        self.busy_port = self._held.getsockname()[1]
         self.runs.mkdir(parents=True)
         res = CliRunner().invoke(app, ["knobs", "init", str(self.knobs)])
         assert res.exit_code == 0, res.output
@@ -160,6 +165,9 @@ def guards(ws: Workspace) -> dict[tuple[str, ...], list[tuple[list[str], str | N
         ("knobs", "watch"): [(["--duration", "0.2"], "--duration"), (["--interval", "0.1"], None)],
         ("tasks", "check"): [(["--data", str(ws.root / "missing.jsonl")], "--data"), (["--limit", "1"], None)],
         # the run may still be starting: both wait --wait seconds for its folder
+        # it serves until stopped: a port the workspace holds (or, when --port is under test, an address
+        # that is not one) makes it refuse after every other input, where it would start listening
+        ("openenv",): [(["--port", str(ws.busy_port)], "--port"), (["--host", "256.0.0.1"], None)],
         ("supervise",): [(["--wait", "0"], "--wait"), ([], None)],
         ("autopilot",): [(["--wait", "0"], "--wait"), ([], None)],
     }
