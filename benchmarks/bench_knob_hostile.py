@@ -38,11 +38,10 @@ from hostile_knobs import (  # noqa: E402
     restore_slots,
 )
 
-import harness.rewards  # noqa: E402,F401  (registers the rule-file checks, as every eau command does)
-import harness.users  # noqa: E402,F401
 from harness.io import jsonl, yamlio  # noqa: E402
 from harness.knobs.folder import copy_defaults  # noqa: E402
 from harness.knobs.store import KnobStore  # noqa: E402
+from harness.stores import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 POLL_LIMIT_S = 120.0  # one store poll; far above the slowest legitimate one, on a loaded machine too
@@ -157,7 +156,7 @@ def hand_events(events: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]
 
 
 def reference_store(root: Path) -> KnobStore:
-    return KnobStore(copy_defaults(root / "reference"), events_path=None)
+    return open_store(copy_defaults(root / "reference"), events_path=None)
 
 
 # ---------------------------------------------------------------------- store phase
@@ -187,7 +186,7 @@ def store_phase(root: Path, n_edits: int, seed: int) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     kdir = prepare_knobs(root)
     log = root / "knob_events.jsonl"
-    store = KnobStore(kdir, events_path=log, run_gyms=["intention"], debounce_s=0.0)
+    store = open_store(kdir, events_path=log, run_gyms=["intention"], debounce_s=0.0)
     store.run_facts = {"llm_user": False, "config": "the benchmark run"}
     reference = reference_store(root)
     base = read_base(kdir)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.io import yamlio
-from harness.knobs.run_checks import run_refusal
+from harness.knobs.checks import run_refusal
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
 

@@ -6,12 +6,13 @@ other write that makes a gym harder is still refused there."""
 from __future__ import annotations
 
 from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 LOW = [{"step": s, "success_rate": 0.0, "gym/intention/success_rate": 0.0} for s in range(10)]
 
 
 def live_store(knobs_dir, tmp_path) -> KnobStore:
-    store = KnobStore(knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["intention"], debounce_s=0.0)
+    store = open_store(knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["intention"], debounce_s=0.0)
     store.live_run = True
     return store
 

@@ -14,7 +14,7 @@ import yaml
 
 from harness.io import jsonl, yamlio
 from harness.knobs.lease import LEASE_FILE, Lease, lend, read_lease
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 TINY = [
     "--set",
@@ -81,7 +81,7 @@ def test_a_run_gives_its_preset_values_back(knobs_dir, tmp_path):
 
 def test_a_killed_runs_lease_is_given_back_by_the_next_command(knobs_dir, tmp_path):
     before = values(knobs_dir)
-    store = KnobStore(knobs_dir, events_path=None)
+    store = open_store(knobs_dir, events_path=None)
     lease = Lease(run_id="gone", run_dir=str(tmp_path / "runs" / "gone"), pid=dead_pid())
     lend(store, lease, {"agent.lr": 3e-4, "env.max_steps": 5}, reason="test")
     assert values(knobs_dir)["agent"]["lr"] == 3e-4 and read_lease(knobs_dir).run_id == "gone"
@@ -95,7 +95,7 @@ def test_a_killed_runs_lease_is_given_back_by_the_next_command(knobs_dir, tmp_pa
 
 
 def test_a_second_run_on_a_lent_folder_is_refused(knobs_dir, tmp_path):
-    store = KnobStore(knobs_dir, events_path=None)
+    store = open_store(knobs_dir, events_path=None)
     lend(
         store,
         Lease(run_id="other", run_dir=str(tmp_path / "other"), pid=os.getpid()),
@@ -182,7 +182,7 @@ TAU2_STEPS = {"tau": 30, "tau2_airline": 50, "tau2_retail": 50, "tau2_telecom": 
 
 @pytest.mark.parametrize("value", [{"default": 6, "colbench": 4, **TAU2_STEPS}, 7])
 def test_lend_and_give_back_are_exact_for_scalars_and_per_gym_values(knobs_dir, value):
-    store = KnobStore(knobs_dir, events_path=None, run_gyms=["intention", "colbench"])
+    store = open_store(knobs_dir, events_path=None, run_gyms=["intention", "colbench"])
     before = values(knobs_dir)
     lease = Lease(run_id="x", run_dir="/nowhere", pid=os.getpid())
     lend(store, lease, {"env.max_steps": value}, reason="test")
@@ -231,18 +231,18 @@ def test_a_second_hand_over_before_the_resume_took_up_the_first_keeps_its_offset
 
     run = tmp_path / "runs" / "r"
     run.mkdir(parents=True)
-    store = KnobStore(knobs_dir, events_path=run / "knob_events.jsonl")
+    store = open_store(knobs_dir, events_path=run / "knob_events.jsonl")
     lease = Lease(run_id="r", run_dir=str(run), pid=dead_pid())
     lend(store, lease, {"agent.lr": 1e-3}, reason="the run's preset")
     assert hand_over(store, run, lease, log=lambda m: None) == []
     first = json.loads((run / HANDED_BACK).read_text())
     assert first["lent"] == {"agent.lr": 1e-3} and first["history_offset"] == 0
     # no run live: an agent write to the folder, logged in its history
-    free = KnobStore(knobs_dir)
+    free = open_store(knobs_dir)
     res = free.set("agent.temperature", 0.9, author="agent", reason="while no run was live")
     assert res.ok and (knobs_dir / HISTORY).stat().st_size > 0
     # the resume lends again, is killed before it takes up the hand-over; a write for it was pending
-    store = KnobStore(knobs_dir, events_path=run / "knob_events.jsonl")
+    store = open_store(knobs_dir, events_path=run / "knob_events.jsonl")
     pending = store.set("agent.entropy_coeff", 0.002, author="agent", reason="for the resume", run_live=True)
     assert pending.pending
     left = hand_over(store, run, lease, log=lambda m: None)
@@ -346,7 +346,7 @@ def test_notes_no_run_applied_are_logged_by_the_hand_over_or_the_next_run(knobs_
     assert not list((knobs_dir / ".pending").glob("*.json"))
 
     # a note nobody matched (left by a run before this fix, or a command killed between note and file)
-    orphan = KnobStore(knobs_dir)
+    orphan = open_store(knobs_dir)
     orphan.live_run = True
     ids = orphan._write_attribution("agent.entropy_coeff", [(None, 0, 0.009)], "agent", "orphan", 3, "cli", None)
     rk2 = RunKnobs(knobs_dir, "r2", tmp_path / "runs" / "r2", ["travel"])

@@ -281,7 +281,8 @@ def gate_cmd(
     """Validate candidate knob/rule files without applying them, and replay recent episodes through them."""
     from harness.analysis.gate import GateUsageError, gate
     from harness.analysis.run_data import RunNotFound, load_run
-    from harness.knobs.store import KnobError, KnobStore
+    from harness.knobs.store import KnobError
+    from harness.stores import open_store
 
     data = None
     if not no_run:
@@ -294,7 +295,7 @@ def gate_cmd(
     if not (kdir / "schema").is_dir():
         fail(f"{kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
     try:
-        store = KnobStore(kdir, events_path=None, run_gyms=data.gyms if data else None)
+        store = open_store(kdir, events_path=None, run_gyms=data.gyms if data else None)
     except KnobError as exc:
         fail(f"the knobs folder in force is invalid: {exc}", EXIT_ERROR, as_json)
     try:

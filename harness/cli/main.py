@@ -6,8 +6,6 @@ import importlib
 
 import typer
 
-import harness.rewards  # noqa: F401  (registers the reward rule-file check with the knob store)
-import harness.users  # noqa: F401  (registers the user rule-file check with the knob store)
 from harness.cli.common import GuardedGroup
 
 app = typer.Typer(

@@ -119,7 +119,8 @@ def play(
     from harness.envs.actions import RENDERINGS
     from harness.envs.base import SPLITS
     from harness.envs.registry import gym_class, names
-    from harness.knobs.store import KnobError, KnobStore
+    from harness.knobs.store import KnobError
+    from harness.stores import open_store
     from harness.types import ARMS
 
     for opt, value, allowed in (("--user", user, ARMS), ("--split", split, SPLITS), ("--format", fmt, RENDERINGS)):
@@ -131,7 +132,7 @@ def play(
         fail(f"unknown gym {gym!r}; known gyms: {', '.join(names())}", EXIT_NOT_FOUND, as_json)
     folder = knobs_dir(kdir)
     try:
-        knobs = KnobStore(folder, events_path=None).snapshot()
+        knobs = open_store(folder, events_path=None).snapshot()
     except KnobError as exc:
         fail(f"knobs folder {folder} is invalid: {exc}", EXIT_INVALID, as_json, problems=exc.problems)
     factory = _make_factory(user, llm_url, llm_model, as_json)

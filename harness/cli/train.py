@@ -25,6 +25,7 @@ from harness.cli.common import (
     runs_dir,
 )
 from harness.ppo.config import help_epilog, preset_names
+from harness.runs import reader
 
 
 def register(app: typer.Typer) -> None:
@@ -97,9 +98,9 @@ def train_cmd(
                     if ck is None:
                         fail(f"run {from_run!r} has no checkpoint to start from", EXIT_NOT_FOUND, as_json)
                     base["init_checkpoint"] = str(ck.resolve())  # absolute: valid from any working folder
-                # the knobs the parent lent (its preset's) start where the parent left them; every
-                # other knob comes from the knob files as they are now (edits made meanwhile included)
-                base["agent_knobs"], base["env_knobs"] = _final_lent_values(parent, pcfg)
+                # the new run's knobs folder is made from the parent's, with the values it had in force at
+                # its end (harness/ppo/trainer.py); its config records those of the knobs the parent set
+                base["agent_knobs"], base["env_knobs"] = _final_values(parent, pcfg)
                 # precedence: parent config < --config FILE < --set (as preset < file < --set without --from)
                 cfg = build_config(pcfg.preset, None, {**base, **_config_file(config), **dict(_parse(overrides))})
             else:
@@ -283,15 +284,10 @@ def _exit_after_process_group() -> None:
     os._exit(0)
 
 
-def _final_lent_values(run_dir: Path, cfg) -> tuple[dict, dict]:
+def _final_values(run_dir: Path, cfg) -> tuple[dict, dict]:
     """The values a finished run had in force at its end for the knobs its config set
     (``knobs_in_force.json``; its config's own values where that file lacks one)."""
-    import json
-
-    try:
-        final = json.loads((run_dir / "knobs_in_force.json").read_text()).get("values", {})
-    except (OSError, ValueError):
-        final = {}
+    final = (reader.final_knob_state(run_dir) or {}).get("values", {})
     agent = {k: final.get("agent", {}).get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
     env = {k: final.get("env", {}).get(k, v) for k, v in (cfg.env_knobs or {}).items()}
     return agent, env
@@ -320,11 +316,12 @@ def sft_cmd(
 ) -> None:
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
-    from harness.knobs.store import KnobError, KnobStore
+    from harness.knobs.store import KnobError
     from harness.ppo.config import check_sft_sizes, load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
     from harness.ppo.specs import from_mapping
     from harness.ppo.trainer import default_run_id
+    from harness.stores import open_store
 
     try:
         p = load_preset(preset)
@@ -341,7 +338,7 @@ def sft_cmd(
         check_sft_sizes(data)
         if out is not None and out.exists() and not out.is_dir():
             raise ValueError(f"--out {out}: exists and is not a folder")
-        store = KnobStore(knobs_dir(knobs_dir_, as_json), events_path=None)
+        store = open_store(knobs_dir(knobs_dir_, as_json), events_path=None)
     except KnobError as exc:
         fail(str(exc), EXIT_INVALID, as_json)
     except ValueError as exc:

@@ -4,13 +4,15 @@ Fields (documented for the skill in skill/references/formats.md):
 ``id`` (``k-`` + 10 hex), ``time`` (ISO 8601 UTC), ``knob`` (``<area>.<name>``, or ``rules.users.<gym>``,
 ``rules.rewards.<stem>``, ``schema.<area>``, or the file name when the file as a whole was refused),
 ``gym`` (null for the global/default value), ``old``, ``new``, ``author`` (human|agent|system),
-``reason``, ``status`` (accepted|rejected|not_applied: accepted for a live run that ended before its next
-step boundary; ``eau train --resume`` writes it again), ``rule`` (refusal rule, null when accepted), ``message``,
+``reason``, ``status`` (accepted|rejected|not_applied: accepted for a run that has not applied it — it
+ended or was not live; ``eau train --resume`` applies it under the same id), ``rule`` (refusal rule,
+null when accepted), ``message``,
 ``file``, ``line`` (1-based when known), ``step_written`` (run step in progress when the write was
 made; null without a run), ``step_effective`` (first step that runs with the value; null when not
 applied to a run), ``applies`` (live|next_run), ``source`` (cli|watch|revert|system), ``ref`` (the
-event a revert undoes). Author ``system`` with source ``system``: a run lending its preset values to
-the knobs folder at start, and giving them back when it ends (harness.knobs.lease).
+event a revert undoes). Author ``system`` with source ``system``: a run writing its preset's values
+into its own knobs folder at start (harness/ppo/run_knobs.py), or ``eau knobs promote`` carrying a
+run's values to the project folder. The last record of an id says how that write stands.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class KnobEvent:
     time: str = field(default_factory=now_iso)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = _loggable(asdict(self))
         # stable key order: identification first
         order = [
             "id",
@@ -83,6 +85,23 @@ class KnobEvent:
             "ref",
         ]
         return {k: d[k] for k in order}
+
+
+def _loggable(value: Any) -> Any:
+    """A value every log line and JSON answer can hold: strings as valid UTF-8 (a lone surrogate from a
+    command line is kept as its escape), containers walked, anything else that is not plain data (a
+    refused ``!!set`` or date) as its repr."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {
+            str(_loggable(k)) if not isinstance(k, (int, float, bool)) else k: _loggable(v) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_loggable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return repr(value)
 
 
 class EventLog:

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-import harness.rewards  # noqa: F401  (registers the reward rule-file check the knob store runs)
 from harness.envs.registry import make as make_gym
+from harness.knobs.checks import facts_from_config
 from harness.knobs.watcher import KnobWatcher
 from harness.ppo import checkpoint, core
 from harness.ppo.batch import Batch, collate, minibatch_plan
@@ -50,15 +50,16 @@ from harness.ppo.models import (
 )
 from harness.ppo.optim import make_optimizers
 from harness.ppo.packaged import model_folder
-from harness.ppo.run_knobs import RunKnobs, lent_values
+from harness.ppo.run_knobs import KNOBS, RunKnobs, initial_values
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
 from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
 from harness.runs.metrics import prompts_over_budget, step_line, step_metrics
 from harness.runs.progress import Progress
+from harness.runs.reader import final_knob_state
 from harness.runs.writer import RunWriter
-from harness.users import UserFactory  # also registers the user rule-file check
+from harness.users import UserFactory
 
 
 def default_run_id(preset: str) -> str:
@@ -114,32 +115,46 @@ class Trainer:
         ck = checkpoint.latest(self.run_dir) if resume else None
         self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
-        # knobs: the store serves this run (scope checks use its gyms); the run's own values are lent
-        self.knobs_link = RunKnobs(
-            self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note, config={"user_llm": cfg.user_llm}
-        )
-        self.store = self.knobs_link.store
+        # knobs: the run's own folder, runs/<id>/knobs (harness/ppo/run_knobs.py), made now for a new run
+        facts = facts_from_config({"user_llm": cfg.user_llm}, str(self.run_dir / "config.yaml"))
+        self.knobs_link = RunKnobs(self.run_dir, cfg.gyms, facts, note=self._note)
         if self.dist.main:
-            reason = (
-                f"run {self.run_id} resumed: its values lent again"
-                if resume
-                else f"preset {cfg.preset}: lent to run {self.run_id}"
-            )
-            try:
-                self.knobs_link.lend(
-                    lent_values(cfg.agent_knobs, cfg.env_knobs, (self.resume_state or {}).get("knob_state")), reason
-                )
-            except ValueError as exc:
-                raise ValueError(f"preset {cfg.preset}: {exc}") from None
-            self.store = self.knobs_link.store
+            if resume:
+                st = self.resume_state or {}
+                self.knobs_link.resume(st.get("knob_state"), int(st.get("next_step", 0)))
+            else:
+                self._make_knobs_folder()
+        self.snapshot = self.dist.broadcast(self.knobs_link.snapshot() if self.dist.main else None)
         try:
             self._build(resume)
         except BaseException as exc:
             if self.dist.main:
-                self.knobs_link.end()
-                if self.writer is not None:
-                    self.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
+                with self.knobs_link.ending():
+                    if self.writer is not None:
+                        self.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
             raise
+
+    @property
+    def store(self) -> Any:
+        """The run's knob store (process 0)."""
+        return self.knobs_link.store
+
+    def _make_knobs_folder(self) -> None:
+        """The run's knobs folder from the project's (with ``--from``: from the parent run's, with the
+        values it had in force at its end), then the run config's own values."""
+        cfg = self.cfg
+        parent = self.runs_dir / cfg.parent if cfg.parent else None
+        base = final_knob_state(parent) if parent is not None and (parent / KNOBS).is_dir() else None
+        source = parent / KNOBS if base is not None else self.knobs_dir
+        reason = (
+            f"run {self.run_id}: "
+            + (f"run {cfg.parent}'s final values, then " if base else "")
+            + f"preset {cfg.preset}"
+        )
+        try:
+            self.knobs_link.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason, base=base)
+        except ValueError as exc:
+            raise ValueError(f"preset {cfg.preset}: {exc}") from None
 
     def _build(self, resume: bool) -> None:
         cfg = self.cfg
@@ -151,7 +166,13 @@ class Trainer:
                 )
             else:
                 self.writer = RunWriter.create(
-                    self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps, echo=self.echo
+                    self.run_dir,
+                    cfg.to_dict(),
+                    self.knobs_link.dir,
+                    cfg.gyms,
+                    cfg.steps,
+                    echo=self.echo,
+                    project_knobs_dir=self.knobs_dir,
                 )
                 self.writer.log(
                     f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
@@ -172,7 +193,7 @@ class Trainer:
         elif cfg.warm_start is not None:
             if self.dist.main:
                 make_warm_start(
-                    cfg, self.policy, self.tokenizer, self.store.snapshot(), self.run_dir, self.writer, self.progress
+                    cfg, self.policy, self.tokenizer, self.snapshot, self.run_dir, self.writer, self.progress
                 )
             self.dist.broadcast(None)  # every rank waits for the warm start on disk
             if not self.dist.main:
@@ -186,7 +207,7 @@ class Trainer:
         self.reference = make_reference(self.policy, trained_adapters=start is not None or cfg.warm_start is not None)
         self.trunk_depth = frozen_trunk_depth(self.policy)
         self.optimizers, self.train_policy, self.train_critic = make_optimizers(
-            self.policy, self.critic, self.shared_critic, self.store.snapshot().area("agent"), self.dist.accelerator
+            self.policy, self.critic, self.shared_critic, self.snapshot.area("agent"), self.dist.accelerator
         )
 
         self.chat = ChatFormat(self.tokenizer, cfg.rendering, user_replies=cfg.user_replies)  # the rollout
@@ -233,7 +254,6 @@ class Trainer:
         if self.dist.main:
             self.writer.event("resumed", from_checkpoint=str(ck) if ck else None, next_step=self.start_step)
             self.writer.log(f"resumed at step {self.start_step}" + (f" from {ck.name}" if ck else " (no checkpoint)"))
-            self.knobs_link.restore(state.get("knob_state"), self.start_step)
 
     def _check_warm_start_format(self) -> None:
         """Alert when the warm start learned another conversation format than this run plays."""
@@ -294,17 +314,17 @@ class Trainer:
                 yield self
         except BaseException as exc:
             if self.dist.main:
-                self.knobs_link.end()
-                state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
+                with self.knobs_link.ending():
+                    state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                    self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
             self.progress.close()
             raise
         if self.dist.main:
-            self.knobs_link.end()  # before the final line: `tail -f log.txt` ends with the run's state
-            if self.stop_requested:
-                self.writer.finish(**self.guard.end_state())
-            else:
-                self.writer.finish("finished", steps=self.cfg.steps)
+            with self.knobs_link.ending():  # unapplied writes logged first: `tail -f log.txt` ends with the state
+                if self.stop_requested:
+                    self.writer.finish(**self.guard.end_state())
+                else:
+                    self.writer.finish("finished", steps=self.cfg.steps)
 
     # ------------------------------------------------------------------ one step's stages
     def poll_knobs(self, step: int) -> dict[str, Any]:
