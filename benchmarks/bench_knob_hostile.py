@@ -303,7 +303,8 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
                     "stderr": (root / "train.stderr").read_text()[-2000:],
                 }
             time.sleep(0.5)
-        base = read_base(kdir)  # after the run lent its preset's values
+        own = run_dir / "knobs"  # the run's own folder, made from kdir and the preset's values: edits go there
+        base = read_base(own)
         gen = Generator(base, seed=seed, tmp=root)
         log = run_dir / "knob_events.jsonl"
         cli_returncodes: Counter = Counter()
@@ -326,7 +327,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             step0 = _status(run_dir).get("step") or 0
             files = [e for e in batch if e.via == "file"]
             for edit in files:
-                apply_file_edit(kdir, edit)
+                apply_file_edit(own, edit)
             # wait for the run's next boundaries to report every edited file (bounded)
             t0 = time.monotonic()
             pending = {e.slot for e in files}
@@ -352,7 +353,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
                     gen.base[edit.slot] = base[edit.slot]
             doc = json.loads((run_dir / "knobs_in_force.json").read_text())
             tally.check(reference, doc)
-            restore_slots(kdir, base)
+            restore_slots(own, base)
             # let a boundary take the restored files (their events, e.g. a schema reloaded, belong to no edit)
             t0, step0 = time.monotonic(), _status(run_dir).get("step") or 0
             while (

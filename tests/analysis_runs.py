@@ -399,7 +399,7 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
                         reason=f"test change before step {step}",
                         recent_metrics=history,
                         step_written=step - 1,
-                        run_live=True,
+                        for_run="live",
                     )
                     if not res.ok:
                         raise ValueError(f"planted change {name}={value!r} refused: {res.event.get('message')}")

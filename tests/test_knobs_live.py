@@ -193,9 +193,6 @@ def _fake_live_run(runs_dir: Path, knobs_dir: Path, step: int) -> Path:
             }
         )
     )
-    from harness.knobs.lease import Lease
-
-    Lease(run_id="live", run_dir=str(run.resolve()), pid=os.getpid()).save(knobs_dir)  # a live run holds the folder
     return run
 
 

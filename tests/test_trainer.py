@@ -340,7 +340,7 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
             )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["pending"] is True
-            agent = knobs_dir / "agent.yaml"
+            agent = run / "knobs" / "agent.yaml"  # the run's own folder: a hand edit there reaches it
             assert wait_for(
                 lambda: any(
                     e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted"

@@ -15,6 +15,7 @@ import torch
 
 from harness.io import jsonl
 from harness.knobs.snapshot import resolve
+from harness.knobs.writes import apply_value
 from harness.ppo import checkpoint
 from harness.ppo.config import build_config
 from harness.ppo.guards import MAX_BAD_STEPS
@@ -41,7 +42,8 @@ def force_value(store, name: str, value, step: int) -> str:
     hole): the store's own apply path, so the event log has it like any applied write. Its event id."""
     spec = store.spec(name)
     old = store.raw(name)
-    evs = store._apply(
+    evs = apply_value(
+        store,
         spec,
         value,
         [(None, resolve(old, None), value)],

@@ -41,6 +41,7 @@ KNOB_LOG = "knob_events.jsonl"
 IN_FORCE = "knobs_in_force.json"
 AT_START = "knobs_at_start.json"  # the knob state step 0 ran with (a resume with no checkpoint starts from it)
 PLUGIN_REPLAY_STEPS = 3  # recent steps of recorded episodes a plug-in's gate replays
+STARTED_ONLY = {KNOBS, KNOB_LOG, "log.txt"}  # what a start killed before the run folder existed leaves
 
 
 def initial_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -122,11 +123,14 @@ class RunKnobs:
         when given (a parent run's final state), then ``values`` (full name -> raw value) written through
         the store. ValueError naming the knob when one is refused; the run folder is removed again on
         any failure."""
-        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+        there = {p.name for p in self.run_dir.iterdir()} if self.run_dir.is_dir() else set()
+        if there - STARTED_ONLY or (self.run_dir / "config.yaml").exists():
             raise FileExistsError(
                 f"run folder {self.run_dir} exists and is not empty; choose another --run-id "
                 f"or resume it with --resume {self.run_dir.name}"
             )
+        if there:  # a start killed before its run folder was written: only its knobs folder is there
+            shutil.rmtree(self.run_dir)
         made = not self.run_dir.exists()
         try:
             copy_folder(source, self.dir)
