@@ -8,11 +8,12 @@ random batch, clip and step through the guard) twice: once through the guard, on
 copy left out. Figures (JSON on stdout):
 
 * ``trainable_mb``: the trainable parameters (what the optimisers step);
-* ``guard_copy_mb``: the tensors the guard keeps to undo an update (parameters and optimiser state);
+* ``optimizer_steps_per_update``: the preset's plan (episodes a step / mini_batch_size, times ppo_epochs);
+* ``guard_copy_mb``: the tensors the guard copies at each update to be able to undo it (parameters and
+  optimiser state), measured on what its copy returns (0: no copy taken);
 * ``guard_extra_peak_mb``: peak resident memory during a guarded update minus that of an unguarded
-  one (the median over the updates after the first, whose optimiser state is still empty), sampled
-  from ``/proc/self/statm`` every 2 ms;
-* ``fresh_allocations_per_update_mb``: what the guard allocates anew at each update.
+  one (the median over the updates), sampled from ``/proc/self/statm`` every 2 ms (noisy: the
+  forward pass dominates the peak; ``guard_copy_mb`` is the exact figure).
 
 Memory figures do not depend on the machine's load; the time per update does (not reported).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -35,8 +37,11 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from harness.knobs.folder import defaults_dir  # noqa: E402
+from harness.knobs.snapshot import KnobSnapshot  # noqa: E402
 from harness.ppo import guards  # noqa: E402
 from harness.ppo.config import build_config  # noqa: E402
+from harness.ppo.hyperparams import AgentKnobs  # noqa: E402
 from harness.ppo.models import build_critic, forward_token_stats, load_policy  # noqa: E402
 from harness.ppo.optim import make_optimizers  # noqa: E402
 
@@ -92,51 +97,55 @@ def main() -> None:
     policy, _tok = load_policy(cfg.policy)
     critic = build_critic(policy, cfg.critic)
     shared = critic is not policy and hasattr(critic, "values_from_hidden")
-    knobs = {**cfg.agent_knobs, "max_grad_norm": 1.0, "lr_warmup_steps": 0}
-    knobs.setdefault("critic_lr", knobs.get("lr", 1e-5))
+    knobs = AgentKnobs.from_values({**KnobSnapshot.read_dir(defaults_dir()).area("agent"), **cfg.agent_knobs})
     optimizers, train_policy, train_critic = make_optimizers(policy, critic, shared, knobs)
+    episodes = cfg.tasks_per_step * cfg.samples_per_task
+    steps = math.ceil(episodes / knobs.mini_batch_size) * knobs.ppo_epochs
     vocab = policy.config.vocab_size if hasattr(policy, "config") else 1000
     ids = torch.randint(0, min(vocab, 32000), (args.rows, args.tokens))
     am = torch.ones_like(ids)
     net = train_critic if shared else train_policy
-    dist = SimpleNamespace(world=1, main=True, device=torch.device("cpu"))
-    guard = guards.NumericGuard(SimpleNamespace(optimizers=optimizers, dist=dist, writer=None, stop_requested=False))
+    guard = guards.NumericGuard(SimpleNamespace(world=1, main=True, device=torch.device("cpu")))
+    guard.optimizers = optimizers
+    copied: list[int] = []
+    copy_state = guard._copy_state
+    guard._copy_state = lambda: (lambda c: (copied.append(tensor_bytes(c)), c)[1])(copy_state())
     batch = SimpleNamespace(attention_mask=am)
 
     def run_update(_batch: Any, _step: int) -> dict[str, float]:
-        for opt in optimizers.values():
-            opt.zero_grad(set_to_none=True)
-        st = forward_token_stats(net, ids, am, score_mask=am)
-        loss = -st.logprobs.mean() + (st.values.float().pow(2).mean() if st.values is not None else 0.0)
-        loss.backward()
-        stats = guard.clip_and_step(optimizers, knobs)
+        for _ in range(steps):
+            for opt in optimizers.values():
+                opt.zero_grad(set_to_none=True)
+            st = forward_token_stats(net, ids, am, score_mask=am)
+            loss = -st.logprobs.mean() + (st.values.float().pow(2).mean() if st.values is not None else 0.0)
+            loss.backward()
+            stats = guard.clip_and_step(optimizers, knobs, {"actor/pg_loss": float(loss.detach())})
         return {**stats, "actor/pg_loss": float(loss.detach())}
 
     params = [p for opt in optimizers.values() for g in opt.param_groups for p in g["params"]]
     trainable = sum(p.numel() * p.element_size() for p in params)
     run_update(batch, -1)  # the optimiser state exists from here on (a later update copies it)
-    guarded, plain, copy_bytes = [], [], 0
+    guarded, plain = [], []
     for step in range(args.updates):
         with PeakRss() as g:
-            guard.update(step, batch, run_update)
+            guard.update(step, batch, run_update, optimizer_steps=steps)
         guarded.append(g.peak - g.base)
         with PeakRss() as p:
             run_update(batch, step)
         plain.append(p.peak - p.base)
-    copy_bytes = tensor_bytes(guard._copy_state())
     extra = [a - b for a, b in zip(guarded, plain)]
     print(
         json.dumps(
             {
                 "benchmark": "numeric guard memory",
                 "preset": args.preset,
-                "guard": guards.__name__,
                 "trainable_params": sum(p.numel() for p in params),
                 "trainable_mb": round(trainable / MB, 2),
-                "guard_copy_mb": round(copy_bytes / MB, 2),
+                "optimizer_steps_per_update": steps,
+                "guard_copy_mb": round((statistics.median(copied) if copied else 0) / MB, 2),
+                "copies_taken": len(copied),
                 "guard_extra_peak_mb": round(statistics.median(extra) / MB, 2),
                 "guard_extra_peak_mb_each": [round(x / MB, 2) for x in extra],
-                "fresh_allocations_per_update_mb": round(copy_bytes / MB, 2),
                 "rss_mb": round(rss() / MB, 1),
             },
             indent=1,

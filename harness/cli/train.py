@@ -59,8 +59,8 @@ def train_cmd(
     _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json)  # before torch is imported
     from harness.knobs.store import KnobError, UnknownKnob
     from harness.ppo import checkpoint
-    from harness.ppo.config import build_config
-    from harness.ppo.trainer import Trainer, resume_config
+    from harness.ppo.config import build_config, resume_config
+    from harness.ppo.trainer import Trainer
 
     kdir, rdir = knobs_dir(knobs_dir_, as_json), runs_dir(runs_dir_, as_json)
     overrides = list(set_)
@@ -317,10 +317,9 @@ def sft_cmd(
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
     from harness.knobs.store import KnobError
-    from harness.ppo.config import check_sft_sizes, load_preset, parse_override
+    from harness.ppo.config import check_sft_sizes, default_run_id, load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
     from harness.ppo.specs import from_mapping
-    from harness.ppo.trainer import default_run_id
     from harness.stores import open_store
 
     try:

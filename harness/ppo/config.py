@@ -5,7 +5,7 @@ Unknown keys and wrong types are errors that name the dotted key and what is all
 parts of their own (policy, critic, backend, user_llm, warm_start, evaluation) are typed specs
 (:mod:`harness.ppo.specs`), every field documented where it is defined. Optimisation hyperparameters
 that may change while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs``
-and ``env_knobs`` are lent to the knob folder for the run's lifetime (:mod:`harness.knobs.lease`).
+and ``env_knobs`` are written into the run's own knobs folder at its start (harness/ppo/run_knobs.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -103,10 +104,10 @@ class TrainConfig:
     )
     evaluation: EvaluationSpec | None = doc(None, help="held-out evaluation before and after training; null: none")
     agent_knobs: dict[str, Any] = doc(
-        help="agent.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="agent.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     env_knobs: dict[str, Any] = doc(
-        help="env.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="env.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     checkpoint_every: int = doc(10, help="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = doc(3, help="most recent checkpoints kept")
@@ -314,6 +315,32 @@ def load_config_file(path: str | Path, what: str = "--config") -> dict[str, Any]
 
 def one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def default_run_id(preset: str) -> str:
+    return f"{preset}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_start(cfg: TrainConfig, world: int) -> None:
+    """What a run needs before anything is made or loaded (a packaged model takes a while)."""
+    if cfg.tasks_per_step % world:
+        raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {world} processes")
+    if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
+        raise ValueError(
+            f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
+            f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
+            "or a run's checkpoints/step_N folder"
+        )
+
+
+def resume_config(run_dir: Path) -> TrainConfig:
+    """The frozen config of a run folder (``config.yaml``), validated."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        return config_from_dict(load_config_file(path, what="run config"))
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if str(path) in msg else f"run config {path}: {msg}") from None
 
 
 def build_config(

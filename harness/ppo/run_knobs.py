@@ -28,12 +28,14 @@ from typing import Any, Callable, Iterator, Mapping
 
 from harness.io import jsonl, yamlio
 from harness.io.yamlio import atomic_write_text
+from harness.knobs.checks import facts_from_config
 from harness.knobs.events import KnobEvent
 from harness.knobs.folder import copy_folder
 from harness.knobs.notes import write_lock
 from harness.knobs.snapshot import KnobSnapshot, resolve
 from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
+from harness.runs.reader import final_knob_state
 from harness.stores import open_store
 
 KNOBS = "knobs"  # in a run folder: the run's own knobs folder
@@ -100,12 +102,11 @@ def write_state(knobs_dir: Path, state: Mapping[str, Any]) -> None:
 class RunKnobs:
     """The knobs of one run (see the module docstring)."""
 
-    def __init__(
-        self, run_dir: Path, gyms: list[str], facts: Mapping[str, Any], note: Callable[[str], None] = lambda m: None
-    ):
-        """``facts``: the run's config facts (harness.knobs.checks.facts_from_config): a value this run
-        cannot work with, such as an LLM-user share without ``user_llm``, is refused."""
-        self.run_dir, self.dir, self.gyms, self.facts = Path(run_dir), Path(run_dir) / KNOBS, list(gyms), facts
+    def __init__(self, run_dir: Path, gyms: list[str], llm_user: bool, note: Callable[[str], None] = lambda m: None):
+        """``llm_user``: whether the run has an LLM user (a value it cannot work with, such as an
+        LLM-user share without one, is refused)."""
+        self.run_dir, self.dir, self.gyms = Path(run_dir), Path(run_dir) / KNOBS, list(gyms)
+        self.facts = facts_from_config({"user_llm": llm_user}, str(self.run_dir / "config.yaml"))
         self.note = note  # a line for the person watching (before the run folder exists too)
         self.store: Any = None
         self.writer: Any = None
@@ -116,6 +117,19 @@ class RunKnobs:
         self.store.run_facts = self.facts
 
     # ------------------------------------------------------------------ start
+    def start(self, cfg: Any, project: Path, runs_dir: Path) -> None:
+        """A new run's folder from the project folder ``project`` (with ``cfg.parent``, ``eau train
+        --from``: from the parent run's folder, with the values it had in force at its end), then the
+        config's own values. ValueError naming the preset and the knob when one is refused."""
+        parent = Path(runs_dir) / cfg.parent if cfg.parent else None
+        base = final_knob_state(parent) if parent is not None and (parent / KNOBS).is_dir() else None
+        source = parent / KNOBS if base is not None else project
+        reason = f"run {self.run_dir.name}: " + (f"run {cfg.parent}'s final values, then " if base else "")
+        try:
+            self.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason + f"preset {cfg.preset}", base)
+        except ValueError as exc:
+            raise ValueError(f"preset {cfg.preset}: {exc}") from None
+
     def create(
         self, source: Path, values: Mapping[str, Any], reason: str, base: Mapping[str, Any] | None = None
     ) -> None:
