@@ -358,9 +358,9 @@ def _play(env: Any, agent: Agent, rng: np.random.Generator, progress: float, see
 
 
 def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
-    """Build run ``spec.run_id`` under ``runs_dir`` (knobs folder under ``work_dir``); returns the run folder."""
-    knobs_dir = prepare_knobs(Path(work_dir) / f"knobs-{spec.run_id}", spec)
+    """Build run ``spec.run_id`` under ``runs_dir`` (its knobs folder inside it; ``work_dir`` unused); returns the run folder."""
     run_dir = Path(runs_dir) / spec.run_id
+    knobs_dir = prepare_knobs(run_dir / "knobs", spec)  # the run's own knobs folder, as a real run has
     store = open_store(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
     store.live_run = True
     config = {

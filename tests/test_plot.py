@@ -55,7 +55,7 @@ def runs():
         )
         # a refused write lands in the run's event log too; it must not be drawn
         store = open_store(
-            root / "knobs-mixed", events_path=rdir / "mixed" / "knob_events.jsonl", run_gyms=["travel", "function"]
+            rdir / "mixed" / "knobs", events_path=rdir / "mixed" / "knob_events.jsonl", run_gyms=["travel", "function"]
         )
         assert not store.set("env.max_steps", 2, author="human", reason="too hard", step_written=5).ok
     return rdir

@@ -253,6 +253,11 @@ def test_from_starts_from_the_parents_folder_and_promote_carries_values_to_the_p
     assert eau(["knobs", "set", "agent.top_p", "0.9", "--run", "p", "--reason", "r"], knobs_dir, rdir).returncode == 0
     assert eau(["train", "--resume", "p", "--steps", "2", "--no-progress"], knobs_dir, rdir).returncode == 0
     final = json.loads((rdir / "p" / "knobs_in_force.json").read_text())["values"]
+    # an edit of the stopped parent's folder after its end: not applied there, but the child starts with it
+    assert (
+        eau(["knobs", "set", "agent.temperature", "0.8", "--run", "p", "--reason", "r"], knobs_dir, rdir).returncode
+        == 0
+    )
     child = eau(
         ["train", "--from", "p", "--steps", "1", "--run-id", "c", "--reason", "next", "--no-progress"], knobs_dir, rdir
     )
@@ -261,6 +266,7 @@ def test_from_starts_from_the_parents_folder_and_promote_carries_values_to_the_p
     assert cfg["agent_knobs"]["lr"] == final["agent"]["lr"] == 1e-3
     at_start = json.loads((rdir / "c" / "knobs_at_start.json").read_text())["values"]
     assert values(rdir / "c" / "knobs")["agent"]["top_p"] == 0.9 == at_start["agent"]["top_p"]
+    assert at_start["agent"]["temperature"] == 0.8 and final["agent"]["temperature"] == 1.0
     assert values(knobs_dir)["agent"]["top_p"] == 1.0
     out = eau(["knobs", "promote", "agent.top_p", "--run", "c", "--reason", "it worked", "--json"], knobs_dir, rdir)
     assert out.returncode == 0, out.stderr

@@ -24,8 +24,8 @@ from harness.cli.common import (
     knobs_dir,
     runs_dir,
 )
+from harness.io import yamlio
 from harness.ppo.config import help_epilog, preset_names
-from harness.runs import reader
 
 
 def register(app: typer.Typer) -> None:
@@ -98,9 +98,9 @@ def train_cmd(
                     if ck is None:
                         fail(f"run {from_run!r} has no checkpoint to start from", EXIT_NOT_FOUND, as_json)
                     base["init_checkpoint"] = str(ck.resolve())  # absolute: valid from any working folder
-                # the new run's knobs folder is made from the parent's, with the values it had in force at
-                # its end (harness/ppo/trainer.py); its config records those of the knobs the parent set
-                base["agent_knobs"], base["env_knobs"] = _final_values(parent, pcfg)
+                # the new run's knobs folder is made from the parent's as it is now (harness/ppo/run_knobs.py);
+                # its config records the values that folder holds for the knobs the parent's config set
+                base["agent_knobs"], base["env_knobs"] = _folder_values(parent, pcfg)
                 # precedence: parent config < --config FILE < --set (as preset < file < --set without --from)
                 cfg = build_config(pcfg.preset, None, {**base, **_config_file(config), **dict(_parse(overrides))})
             else:
@@ -284,12 +284,17 @@ def _exit_after_process_group() -> None:
     os._exit(0)
 
 
-def _final_values(run_dir: Path, cfg) -> tuple[dict, dict]:
-    """The values a finished run had in force at its end for the knobs its config set
-    (``knobs_in_force.json``; its config's own values where that file lacks one)."""
-    final = (reader.final_knob_state(run_dir) or {}).get("values", {})
-    agent = {k: final.get("agent", {}).get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
-    env = {k: final.get("env", {}).get(k, v) for k, v in (cfg.env_knobs or {}).items()}
+def _folder_values(run_dir: Path, cfg) -> tuple[dict, dict]:
+    """The values a run's knobs folder holds now for the knobs its config set (its final values, and
+    edits made to it since; its config's own values where the folder cannot be read)."""
+    values = {}
+    for area in ("agent", "env"):
+        try:
+            values[area] = yamlio.load_plain(run_dir / "knobs" / f"{area}.yaml") or {}
+        except yamlio.FileProblem:
+            values[area] = {}
+    agent = {k: values["agent"].get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
+    env = {k: values["env"].get(k, v) for k, v in (cfg.env_knobs or {}).items()}
     return agent, env
 
 

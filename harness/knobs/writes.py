@@ -50,7 +50,7 @@ IDENTIFIER = "a name of lower-case letters, digits and _ that starts with a lett
 PENDING_MESSAGE = {
     "live": "written; the live run applies it at its next step boundary",
     "stopped": "written to the folder of a run that is not live: `eau train --resume` applies it at its "
-    "first step boundary, under this id",
+    "first step boundary, under this id (and `eau train --from` starts from the folder with it)",
 }
 
 

@@ -2,9 +2,9 @@
 boundaries, and what a kill or the end leaves for a resume.
 
 * **Start**: the folder is made from the project's knobs folder (or, for ``eau train --from``, from the
-  parent run's, with the values the parent had in force at its end), then the run's own values (its
-  preset's ``agent_knobs`` / ``env_knobs``, ``--set agent_knobs.X=...``) are written into it through
-  the store (author ``system``). The trainer watches only this folder; nothing outside the run changes.
+  parent run's folder as it is now: its final values and any edit made to it since), then the run's own
+  values (its preset's ``agent_knobs`` / ``env_knobs``, ``--set agent_knobs.X=...``) are written into it
+  through the store (author ``system``). The trainer watches only this folder; nothing else changes.
 * **Every step boundary**: the changes waiting there (hand edits, ``eau knobs set``) are validated and
   applied or refused, each logged in ``knob_events.jsonl`` with its author, reason and event id.
 * **Resume**: the checkpoint's knob state (with no checkpoint, the one step 0 ran with:
@@ -35,7 +35,6 @@ from harness.knobs.notes import write_lock
 from harness.knobs.snapshot import KnobSnapshot, resolve
 from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
-from harness.runs.reader import final_knob_state
 from harness.stores import open_store
 
 KNOBS = "knobs"  # in a run folder: the run's own knobs folder
@@ -76,29 +75,6 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
     ]
 
 
-def write_state(knobs_dir: Path, state: Mapping[str, Any]) -> None:
-    """Write a knob state's values and rules into a knobs folder's files (comments kept; a rule file
-    the state does not hold is removed: it was not in force)."""
-    for area, values in (state.get("values") or {}).items():
-        path = Path(knobs_dir) / f"{area}.yaml"
-        try:
-            doc = yamlio.read_yaml(path)[0]
-        except yamlio.FileProblem:
-            doc = None
-        doc = doc if isinstance(doc, dict) else yamlio.to_rt({})
-        for name, raw in values.items():
-            if yamlio.plain(doc.get(name)) != raw:
-                yamlio.assign(doc, name, raw)
-        atomic_write_text(path, yamlio.dump(doc))
-    for kind, files in (state.get("rules") or {}).items():
-        folder = Path(knobs_dir) / "rules" / kind
-        for path in folder.glob("*.yaml") if folder.is_dir() else []:
-            if path.stem not in files:
-                path.unlink()
-        for key, value in files.items():
-            atomic_write_text(folder / f"{key}.yaml", yamlio.dump(yamlio.to_rt(value)))
-
-
 class RunKnobs:
     """The knobs of one run (see the module docstring)."""
 
@@ -119,24 +95,22 @@ class RunKnobs:
     # ------------------------------------------------------------------ start
     def start(self, cfg: Any, project: Path, runs_dir: Path) -> None:
         """A new run's folder from the project folder ``project`` (with ``cfg.parent``, ``eau train
-        --from``: from the parent run's folder, with the values it had in force at its end), then the
-        config's own values. ValueError naming the preset and the knob when one is refused."""
-        parent = Path(runs_dir) / cfg.parent if cfg.parent else None
-        base = final_knob_state(parent) if parent is not None and (parent / KNOBS).is_dir() else None
-        source = parent / KNOBS if base is not None else project
-        reason = f"run {self.run_dir.name}: " + (f"run {cfg.parent}'s final values, then " if base else "")
+        --from``: from the parent run's folder as it is now), then the config's own values. ValueError
+        naming the preset and the knob when one is refused."""
+        parent = Path(runs_dir) / cfg.parent / KNOBS if cfg.parent else None
+        source = parent if parent is not None and parent.is_dir() else project
+        reason = f"run {self.run_dir.name}: preset {cfg.preset}" + (
+            f", from run {cfg.parent}" if source == parent else ""
+        )
         try:
-            self.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason + f"preset {cfg.preset}", base)
+            self.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason)
         except ValueError as exc:
             raise ValueError(f"preset {cfg.preset}: {exc}") from None
 
-    def create(
-        self, source: Path, values: Mapping[str, Any], reason: str, base: Mapping[str, Any] | None = None
-    ) -> None:
-        """A new run's folder made from the knobs folder ``source`` with the values and rules of ``base``
-        when given (a parent run's final state), then ``values`` (full name -> raw value) written through
-        the store. ValueError naming the knob when one is refused; the run folder is removed again on
-        any failure."""
+    def create(self, source: Path, values: Mapping[str, Any], reason: str) -> None:
+        """A new run's folder made from the knobs folder ``source``, then ``values`` (full name -> raw
+        value) written through the store. ValueError naming the knob when one is refused, KnobError
+        for an invalid file in ``source``; the run folder is removed again on any failure."""
         there = {p.name for p in self.run_dir.iterdir()} if self.run_dir.is_dir() else set()
         if there - STARTED_ONLY or (self.run_dir / "config.yaml").exists():
             raise FileExistsError(
@@ -148,8 +122,6 @@ class RunKnobs:
         made = not self.run_dir.exists()
         try:
             copy_folder(source, self.dir)
-            if base is not None:
-                write_state(self.dir, base)
             self._open()
             for name, value in values.items():
                 # a scalar sets the global/default value (other gyms' values stay); a mapping is the whole value
