@@ -13,11 +13,9 @@ error while checking a file is a refusal of that file: nothing raises out of :fu
 from __future__ import annotations
 
 import copy
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.io import yamlio
 from harness.knobs.layout import RULE_KINDS, area_path, classify, file_key, sha
@@ -35,9 +33,7 @@ from harness.knobs.schema import (
     validate_value,
 )
 from harness.knobs.snapshot import AREAS, resolve
-
-if TYPE_CHECKING:
-    from harness.knobs.store import KnobStore
+from harness.knobs.state import InForce
 
 RULE_INTERNAL = "internal error"
 ORDER = {"rule_schema": 0, "schema": 1, "area": 2, "rules": 3}  # schemas before the values they govern
@@ -54,34 +50,7 @@ class PollResult:
         return bool(self.applied)
 
 
-class ChangeQueue:
-    """Paths the watcher thread saw change, with when (the trainer's thread takes them at a poll)."""
-
-    def __init__(self) -> None:
-        self._dirty: dict[Path, float] = {}
-        self._lock = threading.Lock()
-
-    def mark(self, path: Path, t: float | None = None) -> None:
-        with self._lock:
-            self._dirty[path] = time.monotonic() if t is None else t
-
-    def paths(self) -> list[Path]:
-        with self._lock:
-            return list(self._dirty)
-
-    def take(self, debounce_s: float, wait: bool, also: Sequence[Path] = ()) -> list[Path]:
-        """The paths older than ``debounce_s`` (all with ``wait`` False), and ``also``; the young stay queued."""
-        now = time.monotonic()
-        with self._lock:
-            for p in also:
-                self._dirty.setdefault(p, now - debounce_s - 1)
-            ready = [p for p, t in self._dirty.items() if not wait or now - t >= debounce_s]
-            for p in ready:
-                del self._dirty[p]
-        return ready
-
-
-def all_paths(store: KnobStore) -> list[Path]:
+def all_paths(store: InForce) -> list[Path]:
     """Every knob, schema and rule file of the folder, and every file processed before (a deleted one)."""
     paths = [area_path(store.dir, a) for a in AREAS] + [schema_path(store.dir, a) for a in AREAS]
     for kind in RULE_KINDS:
@@ -92,7 +61,7 @@ def all_paths(store: KnobStore) -> list[Path]:
 
 
 def poll(
-    store: KnobStore,
+    store: InForce,
     step: int,
     recent_metrics: Sequence[Mapping[str, Any]] | None,
     *,
@@ -123,7 +92,7 @@ def poll(
     return result
 
 
-def _hand(store: KnobStore, path: Path, **kw: Any) -> dict[str, Any]:
+def _hand(store: InForce, path: Path, **kw: Any) -> dict[str, Any]:
     """A refusal of a hand edit of ``path`` (logged)."""
     return store.event(
         status="rejected",
@@ -136,7 +105,7 @@ def _hand(store: KnobStore, path: Path, **kw: Any) -> dict[str, Any]:
     )
 
 
-def _read_changed(store: KnobStore, path: Path, result: PollResult, knob: str) -> tuple[dict, Any, str] | None:
+def _read_changed(store: InForce, path: Path, result: PollResult, knob: str) -> tuple[dict, Any, str] | None:
     """(node lines by path, plain value, sha) when the file changed since last processed; a file that
     cannot be read or parsed is refused once, until it changes again."""
     key = file_key(path)
@@ -158,7 +127,7 @@ def _read_changed(store: KnobStore, path: Path, result: PollResult, knob: str) -
     return lines, value, digest
 
 
-def _attributed(store: KnobStore, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
+def _attributed(store: InForce, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
     """Author, reason, ... (and event id) of the write behind a changed cell: its CLI note, else a hand
     edit. The note stays until :func:`_logged` has logged the event (a kill in between keeps it)."""
     note = store.notes.peek(knob, gym, new)
@@ -176,7 +145,7 @@ def _attributed(store: KnobStore, knob: str, gym: str | None, new: Any, path: Pa
     return out
 
 
-def _logged(store: KnobStore, att: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+def _logged(store: InForce, att: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
     """Log an event attributed by :func:`_attributed`, then drop the write's note."""
     att = dict(att)
     note, again = att.pop("_note", None), att.pop("_again", None)
@@ -190,7 +159,7 @@ def _logged(store: KnobStore, att: Mapping[str, Any], **kw: Any) -> dict[str, An
     return rec
 
 
-def _poll_area(store: KnobStore, area: str, path: Path, step: int, metrics: Any, result: PollResult) -> None:
+def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, result: PollResult) -> None:
     got = _read_changed(store, path, result, knob=path.name)
     if got is None:
         return
@@ -279,7 +248,7 @@ def _poll_area(store: KnobStore, area: str, path: Path, step: int, metrics: Any,
         (result.applied if spec.hot else result.next_run).extend(events)
 
 
-def _poll_rules(store: KnobStore, kind: str, key: str, path: Path, step: int, result: PollResult) -> None:
+def _poll_rules(store: InForce, kind: str, key: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"rules.{kind}.{key}"
     got = _read_changed(store, path, result, knob=knob)
     if got is None:
@@ -303,7 +272,7 @@ def _poll_rules(store: KnobStore, kind: str, key: str, path: Path, step: int, re
     result.applied.append(_logged(store, att, status="accepted", message="applied", step_effective=step, **common))
 
 
-def _schema_bytes(store: KnobStore, path: Path, result: PollResult, knob: str, what: str) -> bytes | None:
+def _schema_bytes(store: InForce, path: Path, result: PollResult, knob: str, what: str) -> bytes | None:
     """A schema file's bytes when they changed since last processed; a file that cannot be read
     (deleted, not a regular file, too large) is refused once, until it changes again."""
     key = file_key(path)
@@ -323,7 +292,7 @@ def _schema_bytes(store: KnobStore, path: Path, result: PollResult, knob: str, w
     return data
 
 
-def _poll_schema(store: KnobStore, area: str, path: Path, step: int, result: PollResult) -> None:
+def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"schema.{area}"
     data = _schema_bytes(store, path, result, knob, "schema")
     if data is None:
@@ -378,7 +347,7 @@ def _poll_schema(store: KnobStore, area: str, path: Path, step: int, result: Pol
     )
 
 
-def _poll_rule_schema(store: KnobStore, kind: str, path: Path, step: int, result: PollResult) -> None:
+def _poll_rule_schema(store: InForce, kind: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"schema.rules.{kind}"
     data = _schema_bytes(store, path, result, knob, "rule schema")
     if data is None:

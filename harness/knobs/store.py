@@ -27,30 +27,26 @@ import copy
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from jsonschema import Draft202012Validator
-
 from harness.io import jsonl, yamlio
 from harness.knobs import poll, writes
-from harness.knobs.checks import RunFacts, area_values, check_cells, rule_file_problem, run_refusal
-from harness.knobs.events import EventLog, KnobEvent, now_iso
+from harness.knobs.checks import area_values
+from harness.knobs.events import EventLog, now_iso
 from harness.knobs.folder import upgrade_hint
-from harness.knobs.layout import HISTORY, RULE_KINDS, RULE_SCHEMAS, area_path, classify, file_key, sha
-from harness.knobs.notes import Notes
+from harness.knobs.layout import RULE_KINDS, RULE_SCHEMAS, area_path, classify, file_key, sha
 from harness.knobs.rule_checks import RuleChecks
 from harness.knobs.schema import (
     RULE_MISSING,
     RULE_SCHEMA,
-    AreaSchema,
-    KnobSpec,
-    Refusal,
     SchemaProblem,
     load_area_schema,
     load_rule_schema,
     schema_path,
 )
-from harness.knobs.snapshot import AREAS, KnobSnapshot, resolve
+from harness.knobs.snapshot import AREAS, KnobSnapshot
+from harness.knobs.state import InForce, UnknownKnob
 
 WriteResult = writes.WriteResult
+__all__ = ["KnobError", "KnobStore", "UnknownKnob", "WriteResult", "validate_dir"]
 PollResult = poll.PollResult
 
 
@@ -66,19 +62,7 @@ class KnobError(Exception):
         super().__init__("invalid knob files:\n  " + "\n  ".join(lines) + (f"\n{hint}" if hint else ""))
 
 
-class UnknownKnob(KeyError):
-    def __init__(self, name: str, known: Sequence[str]):
-        super().__init__(name)
-        self.name = name
-        self.message = f"unknown knob {name!r}; knob names are <area>.<name> with area in {', '.join(AREAS)}" + (
-            f" (e.g. {', '.join(sorted(known)[:4])}, ...)" if known else ""
-        )
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class KnobStore:
+class KnobStore(InForce):
     """Values in force for one knobs folder (see the module docstring)."""
 
     def __init__(
@@ -97,26 +81,7 @@ class KnobStore:
         run. ``base``: a knob state (``{"values", "rules"}`` as in a checkpoint or knobs_in_force.json)
         in force instead of the files' values; the files are then compared with it at the first poll
         with ``rescan``, and what differs is applied or refused like any edit (a resumed run)."""
-        missing = set(RULE_KINDS) - set(rule_checks)
-        if missing:
-            raise ValueError(f"a knob store needs the checks of every rule kind; missing: {sorted(missing)}")
-        self.dir = Path(knobs_dir)
-        self.rule_checks = dict(rule_checks)
-        self.log = EventLog(self.dir / HISTORY if events_path == "auto" else events_path)
-        self.run_gyms = list(run_gyms) if run_gyms is not None else None
-        self.debounce_s = debounce_s
-        self.current_step: int | None = None  # the step in progress (set by the trainer)
-        self.run_facts: RunFacts | None = None  # the run's config facts (harness.knobs.checks.run_refusal)
-        self.schemas: dict[str, AreaSchema] = {}
-        self.rule_validators: dict[str, Draft202012Validator | None] = {}
-        self.in_force: dict[str, dict[str, Any]] = {}
-        self.rules: dict[str, dict[str, Any]] = {kind: {} for kind in RULE_KINDS}
-        self.next_run: dict[str, Any] = {}  # accepted non-hot values waiting for the next run
-        self.version = 0
-        self.files: dict[Path, tuple[str | None, Any]] = {}  # path -> (sha, plain value) last processed
-        self.notes = Notes(self.dir)
-        self.changes = poll.ChangeQueue()
-        self._snapshot: KnobSnapshot | None = None
+        super().__init__(knobs_dir, rule_checks, events_path, run_gyms, debounce_s)
         problems = self._load_schemas()
         if not problems:
             file_problems = self._load_values()
@@ -197,21 +162,6 @@ class KnobStore:
         except yamlio.FileProblem:
             pass
 
-    def rule_file_problem(
-        self, kind: str, key: str, value: Any, lines: Mapping[Any, int] | None = None
-    ) -> tuple[str, int | None, str] | None:
-        """Why ``value`` would be refused as ``rules/<kind>/<key>.yaml``: ``(message, line, rule)``, or None."""
-        others = {k: v for k, v in self.rules[kind].items() if k != key}
-        return rule_file_problem(
-            kind,
-            key,
-            value,
-            validator=self.rule_validators.get(kind),
-            check=self.rule_checks[kind],
-            others=others,
-            lines=lines,
-        )
-
     def check_rule_file(
         self, kind: str, key: str, value: Any, lines: Mapping[Any, int] | None = None
     ) -> tuple[str, int | None] | None:
@@ -223,23 +173,6 @@ class KnobStore:
         return (err[0], err[1]) if err else None
 
     # ------------------------------------------------------------------ reading
-    def specs(self) -> list[KnobSpec]:
-        return [spec for area in AREAS if area in self.schemas for spec in self.schemas[area].knobs.values()]
-
-    def spec(self, full_name: str) -> KnobSpec:
-        area, _, name = full_name.partition(".")
-        try:
-            return self.schemas[area].knobs[name]
-        except KeyError:
-            raise UnknownKnob(full_name, [s.full_name for s in self.specs()]) from None
-
-    def raw(self, full_name: str) -> Any:
-        spec = self.spec(full_name)
-        return copy.deepcopy(self.in_force[spec.area][spec.name])
-
-    def get(self, full_name: str, gym: str | None = None) -> Any:
-        return resolve(self.raw(full_name), gym)
-
     def snapshot(self) -> KnobSnapshot:
         if self._snapshot is None or self._snapshot.version != self.version:
             self._snapshot = KnobSnapshot(
@@ -289,43 +222,7 @@ class KnobStore:
         for rec in earlier:
             jsonl.append(self.log.path, rec)
 
-    def event(self, **kw: Any) -> dict[str, Any]:
-        return self.log.append(KnobEvent(**kw))
-
     # ------------------------------------------------------------------ checks
-    def check_cells(
-        self,
-        spec: KnobSpec,
-        old_raw: Any,
-        new_raw: Any,
-        *,
-        recent_metrics: Any,
-        skip_requires: bool = False,
-        skip_delta: bool = False,
-        skip_scope: bool = False,
-    ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
-        """:func:`harness.knobs.checks.check_cells` against this store's run (its gyms and facts)."""
-        return check_cells(
-            spec,
-            old_raw,
-            new_raw,
-            recent_metrics=recent_metrics,
-            run_gyms=None if skip_scope else self.run_gyms,
-            run_facts=self.run_facts,
-            skip_requires=skip_requires,
-            skip_delta=skip_delta,
-        )
-
-    def run_problems(self) -> list[str]:
-        """Values in force that the run of ``run_facts`` cannot work with (a run refuses to start on
-        them rather than fail at its first reset)."""
-        out = []
-        for spec in self.specs():
-            ref = run_refusal(spec, self.in_force[spec.area].get(spec.name), self.run_facts)
-            if ref:
-                out.append(f"{area_path(self.dir, spec.area)}: {ref.message}")
-        return out
-
     # ------------------------------------------------------------------ polling (harness.knobs.poll)
     def mark_dirty(self, path: str | Path, t: float | None = None) -> None:
         """Queue a changed path (called by the watcher thread); non-knob files are ignored."""

@@ -23,7 +23,7 @@ import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.io import yamlio
 from harness.knobs.events import AUTHORS, KnobEvent
@@ -40,9 +40,7 @@ from harness.knobs.schema import (
     validate_value,
 )
 from harness.knobs.snapshot import AREAS, DEFAULT_KEY, resolve
-
-if TYPE_CHECKING:
-    from harness.knobs.store import KnobStore
+from harness.knobs.state import InForce
 
 RULE_REASON = "reason"
 RULE_WRITE = "not written"
@@ -103,7 +101,7 @@ def commit(files: Sequence[tuple[Path, str]]) -> None:
 
 
 def _finish(
-    store: KnobStore,
+    store: InForce,
     for_run: str | None,
     files: list[tuple[Path, str]],
     changed: list,
@@ -127,7 +125,7 @@ def _finish(
     return WriteResult(True, [rec], pending=True)
 
 
-def _area_text(store: KnobStore, spec: KnobSpec, new_raw: Any) -> tuple[Path, str, Any]:
+def _area_text(store: InForce, spec: KnobSpec, new_raw: Any) -> tuple[Path, str, Any]:
     """The area file of ``spec`` with ``new_raw`` assigned (comments kept; an unreadable file is
     rebuilt from the values in force): (path, text, plain document)."""
     path = area_path(store.dir, spec.area)
@@ -152,7 +150,7 @@ def _knob_line(path: Path, name: str) -> int | None:
 
 
 def set_knob(
-    store: KnobStore,
+    store: InForce,
     full_name: str,
     value: Any,
     *,
@@ -222,7 +220,7 @@ def set_knob(
 
 
 def apply_value(
-    store: KnobStore,
+    store: InForce,
     spec: KnobSpec,
     new_raw: Any,
     changed: list,
@@ -254,7 +252,7 @@ def apply_value(
 
 
 def revert(
-    store: KnobStore,
+    store: InForce,
     event_id: str,
     *,
     author: str = "human",
@@ -292,7 +290,7 @@ def revert(
 
 
 def write_rules(
-    store: KnobStore,
+    store: InForce,
     kind: str,
     key: str,
     value: Any,
@@ -341,7 +339,7 @@ def is_identifier(name: str) -> bool:
 
 
 def add_knob(
-    store: KnobStore,
+    store: InForce,
     area: str,
     name: str,
     schema: dict[str, Any],
