@@ -30,7 +30,6 @@ from harness.cli.common import (
 from harness.cli.knob_target import ProjectOpt, RunOpt, Target, find_target, log_to_run, target
 from harness.envs.registry import gym_class
 from harness.gyms import BUILTIN_GYMS
-from harness.io import jsonl
 from harness.knobs.events import AUTHORS
 from harness.plugins.folder import NAME_RE, VERSIONS, PluginFolder, check_name, plugin_dir
 from harness.plugins.gate import code_sha
@@ -52,14 +51,6 @@ def declare_points() -> None:
 
 def _folder(t: Target) -> PluginFolder:
     return PluginFolder(t.kdir, lambda: t.log)
-
-
-def recent_episodes(run_dir: Optional[Path], steps: int = REPLAY_STEPS) -> list[dict[str, Any]]:
-    """The episodes of a run's last ``steps`` recorded steps (the gate replays them)."""
-    folder = run_dir / "trajectories" if run_dir is not None else None
-    if folder is None or not folder.is_dir():
-        return []
-    return [rec for f in sorted(folder.glob("step_*.jsonl"))[-steps:] for rec in jsonl.read(f)]
 
 
 def _stem(name: str, as_json: bool) -> str:
@@ -195,7 +186,7 @@ def check_cmd(
     declare_points()
     stem = _stem(name, as_json)
     with target(knobs_dir_, runs_dir_, run, project, as_json, need_valid=False) as ctx:
-        res = _folder(ctx).check(stem, _read(file, as_json), recent_episodes(ctx.run_dir))
+        res = _folder(ctx).check(stem, _read(file, as_json), reader.recent_episodes(ctx.run_dir, REPLAY_STEPS))
     if as_json:
         emit_json({**res.to_dict(), **ctx.run_info()})
     else:
@@ -231,7 +222,7 @@ def set_cmd(
                 reason=reason,
                 step_written=ctx.step,
                 run_live=ctx.live,
-                records=recent_episodes(ctx.run_dir),
+                records=reader.recent_episodes(ctx.run_dir, REPLAY_STEPS),
             )
         except ValueError as exc:
             fail(str(exc), EXIT_REFUSED, as_json)
@@ -287,7 +278,7 @@ def revert_plugin(ctx: Target, event: dict[str, Any], author: str, reason: Optio
             reason=reason,
             step_written=ctx.step,
             run_live=ctx.live,
-            records=recent_episodes(ctx.run_dir),
+            records=reader.recent_episodes(ctx.run_dir, REPLAY_STEPS),
         )
     except KeyError as exc:
         fail(str(exc).strip("'\""), EXIT_NOT_FOUND, ctx.as_json)

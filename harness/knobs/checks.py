@@ -16,13 +16,13 @@ outside a run has no facts and skips them (a run checks its values again when it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
 from harness.io import yamlio
-from harness.knobs.rule_checks import RuleCheck, rule_problem
 from harness.knobs.schema import (
     RULE_DELTA,
     RULE_GYM,
@@ -41,6 +41,41 @@ from harness.knobs.snapshot import cells, changed_cells
 
 RunFacts = Mapping[str, Any]  # {"llm_user": bool, "config": "<path of the run's config.yaml>"}
 Cell = tuple[str | None, Any, Any]  # (gym or None for the default, old value, new value)
+
+
+# ---------------------------------------------------------------------------- rule files beyond their schema
+# The rooms that read the rule files define what a valid rule is (harness.users for rules/users/<gym>.yaml,
+# harness.rewards for rules/rewards/*.yaml); whoever assembles the program hands their checks to the knob
+# store (harness.stores), so the store never depends on an import having happened. A check raises
+# ValueError/KeyError/TypeError naming the problem; an exception with a ``path`` attribute (keys and
+# indexes into the file, e.g. ("rules", 2, "name")) lets the store name the line. A *set* check sees the
+# kind's other files in force too (reward rule names are unique across files).
+@dataclass(frozen=True)
+class RuleCheck:
+    """The checks of one kind of rule file: ``check(key, value)`` and, optionally,
+    ``set_check(key, value, {other key: value in force})``."""
+
+    check: Callable[[str, Any], None]
+    set_check: Callable[[str, Any, Mapping[str, Any]], None] | None = None
+
+
+RuleChecks = Mapping[str, RuleCheck]  # rule kind (users | rewards) -> its checks
+
+
+def rule_problem(
+    check: RuleCheck, key: str, value: Any, others: Mapping[str, Any] | None = None
+) -> tuple[str, tuple[Any, ...]] | None:
+    """The check's message for a rule file and the path of the offending node (``()``: the file as a
+    whole), or None when it passes. ``others``: the kind's other files in force."""
+    try:
+        check.check(key, value)
+        if check.set_check is not None and others:
+            check.set_check(key, value, others)
+    except (ValueError, KeyError, TypeError) as exc:
+        return str(exc).strip("'\""), tuple(getattr(exc, "path", ()) or ())
+    return None
+
+
 EPS = 1e-12
 
 
@@ -186,19 +221,10 @@ def check_cells(
         return [], ref
     overridden = [g for g in cells(new_raw) if g is not None]
     changed: list[Cell] = []
+    opts = dict(recent_metrics=recent_metrics, run_gyms=run_gyms, skip_requires=skip_requires, skip_delta=skip_delta)
     for g, old_v, new_v in changed_cells(old_raw, new_raw):
         changed.append((g, old_v, new_v))
-        ref = check_change(
-            spec,
-            g,
-            old_v,
-            new_v,
-            recent_metrics=recent_metrics,
-            run_gyms=run_gyms,
-            overridden=[o for o in overridden if o != g],
-            skip_requires=skip_requires,
-            skip_delta=skip_delta,
-        )
+        ref = check_change(spec, g, old_v, new_v, overridden=[o for o in overridden if o != g], **opts)
         if ref:
             return changed, ref
     return changed, None

@@ -40,15 +40,19 @@ def new_id() -> str:
     return new_event_id("k-")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnobEvent:
+    """One record of ``knob_events.jsonl`` (fields in the order they are written: identification first)."""
+
+    id: str = field(default_factory=new_id)
+    time: str = field(default_factory=now_iso)
     knob: str
-    status: str
-    author: str = "human"
-    reason: str = ""
     gym: str | None = None
     old: Any = None
     new: Any = None
+    author: str = "human"
+    reason: str = ""
+    status: str
     rule: str | None = None
     message: str = ""
     file: str | None = None
@@ -58,33 +62,9 @@ class KnobEvent:
     applies: str = "live"
     source: str = "watch"
     ref: str | None = None
-    id: str = field(default_factory=new_id)
-    time: str = field(default_factory=now_iso)
 
     def to_dict(self) -> dict[str, Any]:
-        d = _loggable(asdict(self))
-        # stable key order: identification first
-        order = [
-            "id",
-            "time",
-            "knob",
-            "gym",
-            "old",
-            "new",
-            "author",
-            "reason",
-            "status",
-            "rule",
-            "message",
-            "file",
-            "line",
-            "step_written",
-            "step_effective",
-            "applies",
-            "source",
-            "ref",
-        ]
-        return {k: d[k] for k in order}
+        return _loggable(asdict(self))
 
 
 def _loggable(value: Any) -> Any:
@@ -128,21 +108,3 @@ class EventLog:
             if rec.get("id") == event_id:
                 return rec
         return None
-
-
-def not_applied_event(note: dict[str, Any], message: str) -> KnobEvent:
-    """The ``not_applied`` event of a pending write's note (``.pending/``) that no run will apply, under
-    the note's id, author and reason."""
-    return KnobEvent(
-        id=note.get("id") or new_id(),
-        knob=note["knob"],
-        gym=note.get("gym"),
-        new=note.get("new"),
-        author=note["author"],
-        reason=note["reason"],
-        status="not_applied",
-        source=note.get("source") or "cli",
-        step_written=note.get("step_written"),
-        ref=note.get("ref"),
-        message=message,
-    )

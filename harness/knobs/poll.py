@@ -92,10 +92,10 @@ def poll(
     return result
 
 
-def _hand(store: InForce, path: Path, **kw: Any) -> dict[str, Any]:
-    """A refusal of a hand edit of ``path`` (logged)."""
+def _hand(store: InForce, path: Path, status: str = "rejected", **kw: Any) -> dict[str, Any]:
+    """The outcome of a hand edit of ``path`` (logged; a refusal unless ``status`` says otherwise)."""
     return store.event(
-        status="rejected",
+        status=status,
         author="human",
         reason=f"hand edit of {path.name}",
         file=str(path),
@@ -105,26 +105,30 @@ def _hand(store: InForce, path: Path, **kw: Any) -> dict[str, Any]:
     )
 
 
-def _read_changed(store: InForce, path: Path, result: PollResult, knob: str) -> tuple[dict, Any, str] | None:
-    """(node lines by path, plain value, sha) when the file changed since last processed; a file that
-    cannot be read or parsed is refused once, until it changes again."""
+def _read_changed(
+    store: InForce, path: Path, result: PollResult, knob: str, stays: str, parse: bool = True
+) -> tuple[dict, Any, str] | None:
+    """(node lines by path, plain value, sha) of a file changed since last processed (``parse`` False:
+    its bytes for the value); unchanged bytes are recognised by hash before any parsing. A file that
+    cannot be read or parsed is refused once, until it changes again (``stays``: what stays in force)."""
     key = file_key(path)
     prev_sha, prev_value = store.files.get(key, (None, None))
+    lines: dict[Any, int] = {}
     try:
         data = yamlio.read_capped(path)
-        digest = sha(data)
-        if prev_sha == digest:
+        if prev_sha == sha(data):
             return None
-        lines: dict[Any, int] = {}
-        value = yamlio.plain(yamlio.parse_text(path, yamlio.decode(path, data), fast=True, lines=lines))
+        value = (
+            yamlio.plain(yamlio.parse_text(path, yamlio.decode(path, data), fast=True, lines=lines)) if parse else data
+        )
     except yamlio.FileProblem as exc:
         marker = f"problem:{exc.kind}:{exc.message}"
         if prev_sha != marker:
             store.files[key] = (marker, prev_value)
-            message = exc.message + "; the last valid values stay in force"
+            message = f"{exc.message}; {stays} in force"
             result.refused.append(_hand(store, path, knob=knob, rule=exc.kind, line=exc.line, message=message))
         return None
-    return lines, value, digest
+    return lines, value, sha(data)
 
 
 def _attributed(store: InForce, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
@@ -160,7 +164,7 @@ def _logged(store: InForce, att: Mapping[str, Any], **kw: Any) -> dict[str, Any]
 
 
 def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, result: PollResult) -> None:
-    got = _read_changed(store, path, result, knob=path.name)
+    got = _read_changed(store, path, result, path.name, "the last valid values stay")
     if got is None:
         return
     lines, value, digest = got
@@ -250,7 +254,7 @@ def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, r
 
 def _poll_rules(store: InForce, kind: str, key: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"rules.{kind}.{key}"
-    got = _read_changed(store, path, result, knob=knob)
+    got = _read_changed(store, path, result, knob, "the last valid rules stay")
     if got is None:
         return
     lines, value, digest = got
@@ -272,31 +276,13 @@ def _poll_rules(store: InForce, kind: str, key: str, path: Path, step: int, resu
     result.applied.append(_logged(store, att, status="accepted", message="applied", step_effective=step, **common))
 
 
-def _schema_bytes(store: InForce, path: Path, result: PollResult, knob: str, what: str) -> bytes | None:
-    """A schema file's bytes when they changed since last processed; a file that cannot be read
-    (deleted, not a regular file, too large) is refused once, until it changes again."""
-    key = file_key(path)
-    try:
-        data = yamlio.read_capped(path)
-    except yamlio.FileProblem as exc:
-        marker = f"problem:{exc.kind}:{exc.message}"
-        if store.files.get(key, (None,))[0] != marker:
-            store.files[key] = (marker, None)
-            deleted = "deleted" if exc.kind == RULE_MISSING else exc.message
-            message = f"{what} file {deleted}; the {what} in force stays"
-            result.refused.append(_hand(store, path, knob=knob, rule=exc.kind, line=exc.line, message=message))
-        return None
-    if store.files.get(key, (None,))[0] == sha(data):
-        return None
-    store.files[key] = (sha(data), None)
-    return data
-
-
 def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"schema.{area}"
-    data = _schema_bytes(store, path, result, knob, "schema")
-    if data is None:
+    got = _read_changed(store, path, result, knob, "the schema stays", parse=False)
+    if got is None:
         return
+    store.files[file_key(path)] = (got[2], None)
+    data = got[1]
 
     def refuse(rule: str, line: int | None, message: str) -> None:
         result.refused.append(_hand(store, path, knob=knob, rule=rule, line=line, message=message))
@@ -331,27 +317,18 @@ def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollR
     removed = sorted(set(store.schemas[area].knobs) - set(new.knobs))
     store.schemas[area], store.in_force[area] = new, values
     store.version += 1
-    result.applied.append(
-        store.event(
-            knob=knob,
-            status="accepted",
-            author="human",
-            reason=f"hand edit of {path.name}",
-            file=str(path),
-            step_written=store.current_step,
-            source="watch",
-            step_effective=step,
-            new={"added": added, "removed": removed},
-            message=f"schema reloaded (added: {added or 'none'}, removed: {removed or 'none'})",
-        )
-    )
+    message = f"schema reloaded (added: {added or 'none'}, removed: {removed or 'none'})"
+    new = {"added": added, "removed": removed}
+    result.applied.append(_hand(store, path, "accepted", knob=knob, step_effective=step, new=new, message=message))
 
 
 def _poll_rule_schema(store: InForce, kind: str, path: Path, step: int, result: PollResult) -> None:
     knob = f"schema.rules.{kind}"
-    data = _schema_bytes(store, path, result, knob, "rule schema")
-    if data is None:
+    got = _read_changed(store, path, result, knob, "the rule schema stays", parse=False)
+    if got is None:
         return
+    store.files[file_key(path)] = (got[2], None)
+    data = got[1]
     try:
         validator = load_rule_schema(path, data)
     except SchemaProblem as exc:
@@ -369,15 +346,5 @@ def _poll_rule_schema(store: InForce, kind: str, path: Path, step: int, result: 
             return
     store.rule_validators[kind] = validator
     result.applied.append(
-        store.event(
-            knob=knob,
-            status="accepted",
-            author="human",
-            reason=f"hand edit of {path.name}",
-            file=str(path),
-            step_written=store.current_step,
-            source="watch",
-            step_effective=step,
-            message="rule schema reloaded",
-        )
+        _hand(store, path, "accepted", knob=knob, step_effective=step, message="rule schema reloaded")
     )

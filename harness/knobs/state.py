@@ -18,11 +18,10 @@ from typing import Any, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
-from harness.knobs.checks import RunFacts, check_cells, rule_file_problem, run_refusal
+from harness.knobs.checks import RuleChecks, RunFacts, check_cells, rule_file_problem, run_refusal
 from harness.knobs.events import EventLog, KnobEvent
 from harness.knobs.layout import HISTORY, RULE_KINDS, area_path
 from harness.knobs.notes import Notes
-from harness.knobs.rule_checks import RuleChecks
 from harness.knobs.schema import AreaSchema, KnobSpec, Refusal
 from harness.knobs.snapshot import AREAS, KnobSnapshot, resolve
 
@@ -134,27 +133,12 @@ class InForce:
         )
 
     def check_cells(
-        self,
-        spec: KnobSpec,
-        old_raw: Any,
-        new_raw: Any,
-        *,
-        recent_metrics: Any,
-        skip_requires: bool = False,
-        skip_delta: bool = False,
-        skip_scope: bool = False,
+        self, spec: KnobSpec, old_raw: Any, new_raw: Any, *, skip_scope: bool = False, **opts: Any
     ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
-        """:func:`harness.knobs.checks.check_cells` against this store's run (its gyms and facts)."""
-        return check_cells(
-            spec,
-            old_raw,
-            new_raw,
-            recent_metrics=recent_metrics,
-            run_gyms=None if skip_scope else self.run_gyms,
-            run_facts=self.run_facts,
-            skip_requires=skip_requires,
-            skip_delta=skip_delta,
-        )
+        """:func:`harness.knobs.checks.check_cells` against this store's run (its gyms, unless
+        ``skip_scope``, and its facts); ``opts``: recent_metrics, skip_requires, skip_delta."""
+        gyms = None if skip_scope else self.run_gyms
+        return check_cells(spec, old_raw, new_raw, run_gyms=gyms, run_facts=self.run_facts, **opts)
 
     def run_problems(self) -> list[str]:
         """Values in force that the run of ``run_facts`` cannot work with (a run refuses to start on

@@ -29,11 +29,10 @@ from typing import Any, Mapping, Sequence
 
 from harness.io import jsonl, yamlio
 from harness.knobs import poll, writes
-from harness.knobs.checks import area_values
+from harness.knobs.checks import RuleChecks, area_values
 from harness.knobs.events import EventLog, now_iso
 from harness.knobs.folder import upgrade_hint
 from harness.knobs.layout import RULE_KINDS, RULE_SCHEMAS, area_path, classify, file_key, sha
-from harness.knobs.rule_checks import RuleChecks
 from harness.knobs.schema import (
     RULE_MISSING,
     RULE_SCHEMA,
@@ -46,7 +45,7 @@ from harness.knobs.snapshot import AREAS, KnobSnapshot
 from harness.knobs.state import InForce, UnknownKnob
 
 WriteResult = writes.WriteResult
-__all__ = ["KnobError", "KnobStore", "UnknownKnob", "WriteResult", "validate_dir"]
+__all__ = ["KnobError", "KnobStore", "UnknownKnob", "WriteResult"]
 PollResult = poll.PollResult
 
 
@@ -259,12 +258,3 @@ class KnobStore(InForce):
     def add_knob(self, area: str, name: str, schema: dict[str, Any], value: Any, **kw: Any) -> WriteResult:
         """Add a knob with its schema entry: :func:`harness.knobs.writes.add_knob`."""
         return writes.add_knob(self, area, name, schema, value, **kw)
-
-
-def validate_dir(knobs_dir: str | Path, rule_checks: RuleChecks) -> list[dict[str, Any]]:
-    """Every problem of a knobs folder (empty when valid); never raises for file contents."""
-    try:
-        KnobStore(knobs_dir, rule_checks=rule_checks, events_path=None)
-    except KnobError as exc:
-        return exc.problems
-    return []

@@ -100,29 +100,37 @@ def commit(files: Sequence[tuple[Path, str]]) -> None:
         raise OSError(f"could not write {path}: {exc.strerror or exc}; nothing was changed") from None
 
 
-def _finish(
+def _refused(store: InForce, refusal: Refusal, common: Mapping[str, Any], **kw: Any) -> WriteResult:
+    return WriteResult(
+        False, [store.event(status="rejected", rule=refusal.rule, message=refusal.message, **common, **kw)]
+    )
+
+
+def _write(
     store: InForce,
     for_run: str | None,
-    files: list[tuple[Path, str]],
+    files: list[tuple[Path, str, Any]],
     changed: list,
     common: dict[str, Any],
-    event: Mapping[str, Any],
     event_id: str | None = None,
 ) -> WriteResult | None:
-    """Commit a write that waits for a run (``for_run`` live or stopped): notes, then files. Returns its
-    result, a refusal when the files could not be written, or None when no run applies it."""
-    if for_run is None:
-        return None
-    fields = {k: common.get(k) for k in ("author", "reason", "step_written", "source", "ref")}
-    ids, notes = store.notes.texts(common["knob"], changed, fields, event_id=event_id)
+    """Commit a write's files ``(path, text, plain value)``: for a run (``for_run`` live or stopped) its
+    notes first, and its result; else None (the caller puts it in force and logs it). A refusal when a
+    file could not be written (what was written is put back)."""
+    ids, notes = [], []
+    if for_run is not None:
+        fields = {k: common.get(k) for k in ("author", "reason", "step_written", "source", "ref")}
+        ids, notes = store.notes.texts(common["knob"], changed, fields, event_id=event_id)
     try:
-        commit(notes + files)
+        commit(notes + [(path, text) for path, text, _ in files])
     except OSError as exc:
-        return WriteResult(False, [store.event(status="rejected", rule=RULE_WRITE, message=str(exc), **common)])
-    rec = KnobEvent(status="accepted", message=PENDING_MESSAGE[for_run], id=ids[0], **common, **event).to_dict()
-    if for_run == "stopped":
-        rec = store.event(**{**rec, "status": "not_applied"})
-    return WriteResult(True, [rec], pending=True)
+        return _refused(store, Refusal(RULE_WRITE, str(exc)), common)
+    if for_run is None:
+        for path, text, value in files:
+            store.files[file_key(path)] = (sha(text), value)
+        return None
+    rec = KnobEvent(status="accepted", message=PENDING_MESSAGE[for_run], id=ids[0], **common).to_dict()
+    return WriteResult(True, [store.event(**{**rec, "status": "not_applied"}) if for_run == "stopped" else rec], True)
 
 
 def _area_text(store: InForce, spec: KnobSpec, new_raw: Any) -> tuple[Path, str, Any]:
@@ -197,9 +205,7 @@ def set_knob(
         )
     if refusal:
         extra = {"id": event_id} if event_id else {}  # a write carried over a resume is refused under its id
-        ev = store.event(status="rejected", old=old_v, new=value, rule=refusal.rule, message=refusal.message,
-                         line=_knob_line(path, spec.name), **common, **extra)  # fmt: skip
-        return WriteResult(False, [ev])
+        return _refused(store, refusal, common, old=old_v, new=value, line=_knob_line(path, spec.name), **extra)
     applies = "live" if spec.hot else "next_run"
     if not changed:
         unchanged = dict(status="accepted", old=old_v, new=value, message="unchanged: value already in force")
@@ -207,16 +213,10 @@ def set_knob(
             # a person's or an agent's write is logged under the id it is reported with, even when it changes nothing
             return WriteResult(True, [store.event(**unchanged, applies=applies, **common)])
         return WriteResult(True, [KnobEvent(**unchanged, **common).to_dict()])
-    path, text, plain_doc = _area_text(store, spec, new_raw)
-    pending = _finish(store, for_run, [(path, text)], changed, common, {"old": old_v, "new": value}, event_id)
-    if pending is not None:
-        return pending
-    try:
-        commit([(path, text)])
-    except OSError as exc:
-        return WriteResult(False, [store.event(status="rejected", rule=RULE_WRITE, message=str(exc), **common)])
-    store.files[file_key(path)] = (sha(text), plain_doc)
-    return WriteResult(True, apply_value(store, spec, new_raw, changed, common, step_effective=None))
+    res = _write(
+        store, for_run, [_area_text(store, spec, new_raw)], changed, {**common, "old": old_v, "new": value}, event_id
+    )
+    return res or WriteResult(True, apply_value(store, spec, new_raw, changed, common, step_effective=None))
 
 
 def apply_value(
@@ -316,18 +316,10 @@ def write_rules(
         err = store.rule_file_problem(kind, key, value)
         refusal = Refusal(RULE_SCHEMA, err[0]) if err else None
     if refusal:
-        return WriteResult(
-            False, [store.event(status="rejected", rule=refusal.rule, message=refusal.message, **common)]
-        )
-    text = yamlio.dump(yamlio.to_rt(value))
-    pending = _finish(store, for_run, [(path, text)], [(None, old, value)], common, {})
-    if pending is not None:
-        return pending
-    try:
-        commit([(path, text)])
-    except OSError as exc:
-        return WriteResult(False, [store.event(status="rejected", rule=RULE_WRITE, message=str(exc), **common)])
-    store.files[file_key(path)] = (sha(text), value)
+        return _refused(store, refusal, common)
+    res = _write(store, for_run, [(path, yamlio.dump(yamlio.to_rt(value)), value)], [(None, old, value)], common)
+    if res is not None:
+        return res
     store.rules[kind][key] = value
     store.version += 1
     return WriteResult(True, [store.event(status="accepted", message="applied", **common)])
@@ -372,27 +364,18 @@ def add_knob(
         refusal = validate_value(new_area.knobs[name], value)
         common["file"] = str(path) if refusal else str(spath)
     if refusal:
-        return WriteResult(
-            False, [store.event(status="rejected", rule=refusal.rule, message=refusal.message, **common)]
-        )
+        return _refused(store, refusal, common)
     try:
         doc, _ = yamlio.read_yaml(path)
     except yamlio.FileProblem as exc:
-        message = f"{path.name} cannot be read ({exc.message}); fix it first"
-        return WriteResult(False, [store.event(status="rejected", rule=exc.kind, message=message, **common)])
+        return _refused(store, Refusal(exc.kind, f"{path.name} cannot be read ({exc.message}); fix it first"), common)
     yamlio.assign(doc, name, value)
     # value first, then schema: a live run processes the schema first and finds the value there
-    files = [(path, yamlio.dump(doc)), (spath, json.dumps(raw, indent=2) + "\n")]
-    pending = _finish(store, for_run, files, [(None, None, value)], common, {})
-    if pending is not None:
-        return pending
-    try:
-        commit(files)
-    except OSError as exc:
-        return WriteResult(False, [store.event(status="rejected", rule=RULE_WRITE, message=str(exc), **common)])
+    files = [(path, yamlio.dump(doc), yamlio.plain(doc)), (spath, json.dumps(raw, indent=2) + "\n", raw)]
+    res = _write(store, for_run, files, [(None, None, value)], common)
+    if res is not None:
+        return res
     store.schemas[area] = new_area
-    store.files[file_key(spath)] = (sha(files[1][1]), raw)
-    store.files[file_key(path)] = (sha(files[0][1]), yamlio.plain(doc))
     store.in_force[area][name] = copy.deepcopy(value)
     store.version += 1
     return WriteResult(True, [store.event(status="accepted", message="knob added", **common)])

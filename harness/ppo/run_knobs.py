@@ -35,6 +35,7 @@ from harness.knobs.notes import write_lock
 from harness.knobs.snapshot import KnobSnapshot, resolve
 from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
+from harness.runs import reader
 from harness.stores import open_store
 
 KNOBS = "knobs"  # in a run folder: the run's own knobs folder
@@ -57,11 +58,7 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
     """The knob and rule writes a resumed run must apply again: those whose last record says they were
     applied live at ``start_step`` or later (the steps the resume runs again). Schema reloads and
     plug-ins are not among them: a run loads those as the folder holds them."""
-    last: dict[str, dict[str, Any]] = {}
-    for rec in records:
-        if rec.get("id"):
-            last.pop(rec["id"], None)
-            last[rec["id"]] = rec  # in log order of the last record
+    last = {rec["id"]: rec for rec in records if rec.get("id")}  # the last record of each write says how it stands
     return [
         r
         for r in last.values()
@@ -182,7 +179,8 @@ class RunKnobs:
         res = self.store.poll(step, recent, rescan=first)
         if first:
             self._settle_notes(step)
-        plugged, unplugged = self.plugins.poll(step, self._recent_episodes, current_step=step, first=first)
+        episodes = lambda: reader.recent_episodes(self.run_dir, PLUGIN_REPLAY_STEPS)
+        plugged, unplugged = self.plugins.poll(step, episodes, current_step=step, first=first)
         if plugged:
             self.store.version += 1  # the snapshot's version says "something changed"
         res.applied.extend(plugged)
@@ -223,30 +221,22 @@ class RunKnobs:
 
     def _file_holds(self, note: Mapping[str, Any]) -> bool:
         """Whether the run's files hold the value of a write's note."""
-        knob = note["knob"]
-        if knob.startswith("rules."):
-            _, kind, key = knob.split(".", 2)
-            path, name = self.dir / "rules" / kind / f"{key}.yaml", None
-        else:
-            area, _, name = knob.partition(".")
-            path = self.dir / f"{area}.yaml"
+        first, _, rest = note["knob"].partition(".")
+        path = self.dir / (("rules/" + rest.replace(".", "/", 1) if first == "rules" else first) + ".yaml")
         try:
             doc = yamlio.load_plain(path)
         except yamlio.FileProblem:
             return False
-        if name is None:
+        if first == "rules":
             return doc == note.get("new")
-        return isinstance(doc, dict) and resolve(doc.get(name), note.get("gym")) == note.get("new")
+        return isinstance(doc, dict) and resolve(doc.get(rest), note.get("gym")) == note.get("new")
 
     def _in_force(self, note: Mapping[str, Any]) -> bool:
-        knob = note["knob"]
-        if knob.startswith("rules."):
-            _, kind, key = knob.split(".", 2)
+        first, _, rest = note["knob"].partition(".")
+        if first == "rules":
+            kind, _, key = rest.partition(".")
             return self.store.rules.get(kind, {}).get(key) == note.get("new")
-        try:
-            return self.store.get(knob, note.get("gym")) == note.get("new")
-        except KeyError:
-            return False
+        return resolve(self.store.in_force.get(first, {}).get(rest), note.get("gym")) == note.get("new")
 
     def _record(self, note: Mapping[str, Any], status: str, message: str, step_effective: int | None = None) -> None:
         """Log the outcome of a note's write under its id, author and reason (and a line in log.txt)."""
@@ -278,12 +268,6 @@ class RunKnobs:
     def in_force_document(self) -> dict[str, Any]:
         """``knobs_in_force.json``: the store's values and rules, and the plug-ins in force."""
         return {**self.store.in_force_document(), "plugins": self.plugins.summary()}
-
-    def _recent_episodes(self) -> list[dict[str, Any]]:
-        """The episodes recorded in the run's last few steps (what a plug-in's gate replays)."""
-        folder = self.run_dir / "trajectories"
-        files = sorted(folder.glob("step_*.jsonl"))[-PLUGIN_REPLAY_STEPS:] if folder.is_dir() else []
-        return [rec for f in files for rec in jsonl.read(f)]
 
     # ------------------------------------------------------------------ end
     @contextlib.contextmanager

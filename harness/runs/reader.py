@@ -97,6 +97,14 @@ def final_knob_state(run_dir: Path | None, next_run: bool = True) -> dict[str, A
     return state
 
 
+def recent_episodes(run_dir: Path | None, steps: int = 3) -> list[dict[str, Any]]:
+    """The episodes of a run's last ``steps`` recorded steps (what a plug-in's gate replays)."""
+    folder = Path(run_dir) / "trajectories" if run_dir is not None else None
+    if folder is None or not folder.is_dir():
+        return []
+    return [rec for f in sorted(folder.glob("step_*.jsonl"))[-steps:] for rec in jsonl.read(f)]
+
+
 def recent_metrics(run_dir: Path | None, n: int = 50) -> list[dict[str, Any]]:
     if run_dir is None:
         return []
