@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
 
@@ -39,7 +40,6 @@ for _mod in COMMAND_MODULES:
 def main() -> None:
     # transformers' own bars (loading weights, de-quantising) would interleave with the harness's
     # progress display; the harness reports those phases itself
-    import os
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:

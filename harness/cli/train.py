@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from harness.analysis.plot import plot_runs
 from harness.cli.common import (
     EXIT_ERROR,
     EXIT_INVALID,
@@ -24,8 +25,26 @@ from harness.cli.common import (
     knobs_dir,
     runs_dir,
 )
-from harness.io import yamlio
-from harness.ppo.config import help_epilog, preset_names
+from harness.eval.policy import INIT
+from harness.eval.protocol import ProtocolError
+from harness.eval.results import eval_root
+from harness.io import jsonl, yamlio
+from harness.knobs.store import KnobError, UnknownKnob
+from harness.ppo.config import (
+    build_config,
+    check_sft_sizes,
+    default_run_id,
+    help_epilog,
+    load_config_file,
+    load_preset,
+    parse_override,
+    preset_names,
+    resume_config,
+)
+from harness.ppo.specs import from_mapping
+from harness.runs.names import check_run_id
+from harness.runs.progress import Progress
+from harness.stores import open_store
 
 
 def register(app: typer.Typer) -> None:
@@ -57,9 +76,7 @@ def train_cmd(
 ) -> None:
     """Train with PPO. Writes runs/<run_id>/ (metrics.jsonl, trajectories/, log.txt, checkpoints/...)."""
     _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json)  # before torch is imported
-    from harness.knobs.store import KnobError, UnknownKnob
     from harness.ppo import checkpoint
-    from harness.ppo.config import build_config, resume_config
     from harness.ppo.trainer import Trainer
 
     kdir, rdir = knobs_dir(knobs_dir_, as_json), runs_dir(runs_dir_, as_json)
@@ -112,13 +129,11 @@ def train_cmd(
         fail(str(exc), EXIT_ERROR, as_json)
     if no_progress:
         cfg.progress = False
-    from harness.runs.progress import Progress
 
     progress = Progress(enabled=cfg.progress)
     echo = not progress.on_terminal  # log lines on stderr too when no live display is shown
     protocol = None
     if cfg.evaluation:
-        from harness.eval.protocol import ProtocolError
         from harness.eval.training import load_run_protocol
 
         try:
@@ -149,8 +164,6 @@ def train_cmd(
     progress.close()
     plot = _plot(trainer) if trainer.dist.main else None
     if as_json and trainer.dist.main:
-        from harness.io import jsonl
-
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
         emit_json(
             {
@@ -173,8 +186,6 @@ def train_cmd(
 
 def _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json: bool) -> None:
     """Options that only mean something together, and run names that must be plain names."""
-    from harness.runs.names import check_run_id
-
     if resume and from_run:
         fail("--resume continues a run and --from starts a new one; give one of them", EXIT_USAGE, as_json)
     if (reason is not None or from_checkpoint) and not from_run:
@@ -192,8 +203,6 @@ def _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json: b
 def _evaluate(trainer, protocol, progress, before: bool):
     """The run's held-out evaluation before (the starting policy) or after training (the final
     checkpoint), on process 0; a stored result of the same checkpoint and protocol is reused (resume)."""
-    from harness.eval.policy import INIT
-    from harness.eval.results import eval_root
     from harness.eval.training import evaluate_in_memory, stored
     from harness.ppo import checkpoint
 
@@ -244,8 +253,6 @@ def _evaluate(trainer, protocol, progress, before: bool):
 
 def _plot(trainer):
     """Training curves (reward, success per gym and arm, knob events) in runs/<id>/plot.png."""
-    from harness.analysis.plot import plot_runs
-
     try:
         return Path(plot_runs([trainer.run_dir], trainer.run_dir / "plot.png")["path"])
     except (ValueError, OSError):
@@ -254,7 +261,6 @@ def _plot(trainer):
 
 def _print_summary(trainer, evaluation, plot) -> None:
     from harness.eval.training import summary_lines
-    from harness.io import jsonl
 
     rows = jsonl.read(trainer.run_dir / "metrics.jsonl")
     typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
@@ -300,13 +306,10 @@ def _folder_values(run_dir: Path, cfg) -> tuple[dict, dict]:
 
 def _config_file(path: Optional[Path]) -> dict:
     """The mapping of a ``--config`` file ({} without one)."""
-    from harness.ppo.config import load_config_file
-
     return {} if path is None else load_config_file(path)
 
 
 def _parse(overrides: list[str]):
-    from harness.ppo.config import parse_override
 
     return [parse_override(o) for o in overrides]
 
@@ -321,11 +324,7 @@ def sft_cmd(
 ) -> None:
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
-    from harness.knobs.store import KnobError
-    from harness.ppo.config import check_sft_sizes, default_run_id, load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
-    from harness.ppo.specs import from_mapping
-    from harness.stores import open_store
 
     try:
         p = load_preset(preset)

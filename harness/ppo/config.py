@@ -21,7 +21,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from harness.io.yamlio import FileProblem, decode, flow_depth
+from harness.envs.registry import gym_class, names
+from harness.io.yamlio import FileProblem, decode, flow_depth, parse_text, plain
 from harness.ppo.specs import (
     BackendSpec,
     CriticSpec,
@@ -133,8 +134,6 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Cross-field checks with messages that say what to fix."""
-        from harness.envs.registry import gym_class, names
-
         for name, (low, high) in LIMITS.items():  # sizes first (types were checked when it was built)
             check_range(name, getattr(self, name), low, high)
         if self.run_id is not None:
@@ -263,7 +262,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ValueError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
-    from harness.io.yamlio import parse_text, plain
 
     if flow_depth(raw) > MAX_SET_DEPTH:  # ruamel's C parser overflows the C stack (a segfault) far below
         raise ValueError(f"--set {key.strip()}: the value nests [ ] / {{ }} deeper than {MAX_SET_DEPTH} levels")

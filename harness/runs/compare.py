@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import yaml
 
 from harness.io import jsonl, yamlio
-from harness.runs.reader import read_json, status
+from harness.runs.reader import is_live, read_json, status
 
 AREAS = ("env", "user", "reward", "agent")
 HEADLINE = (
@@ -63,7 +63,6 @@ def summary(run_dir: Path) -> dict[str, Any]:
     last = jsonl.tail(run_dir / "metrics.jsonl", 1)
     m = last[0] if last else {}
     lineage = list(cfg.get("lineage") or [])
-    from harness.runs.reader import is_live
 
     state = st.get("state", "unknown")
     if state == "running" and not is_live(st):

@@ -42,6 +42,7 @@ from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import new_event_id
+from harness.runs.reader import status
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
 CUT_ON_RESUME = ("metrics.jsonl",)  # one line per step: the steps after the checkpoint run again
@@ -131,7 +132,6 @@ class RunWriter:
                 p.unlink()
         for p in (run_dir / "trajectories").glob(".*.tmp"):
             p.unlink()
-        from harness.runs.reader import status
 
         w.status_doc = status(run_dir) or {"run_id": run_dir.name}
         w.status_doc.update(

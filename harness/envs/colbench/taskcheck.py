@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from harness.envs.registry import gym_class
 from harness.sandbox import (
     CRASHED,
     MODULE_ERROR,
@@ -219,8 +220,6 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
     limit)`` hook (tasks with ``index, task_id, reference, calls, test_names``). Raises
     NoCodeReferences for gyms without the hook, KeyError for unknown gyms, ValueError when
     ``data_file`` is given to a gym that does not read data files."""
-    from harness.envs.registry import gym_class
-
     cls = gym_class(gym)
     hook = getattr(cls, "code_check_tasks", None)
     if hook is None:
@@ -233,7 +232,5 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
 
 def limits_for(gym: str, data_file: str | None = None) -> Limits:
     """The sandbox limits the gym scores answers with; references are checked under the same ones."""
-    from harness.envs.registry import gym_class
-
     hook = getattr(gym_class(gym), "code_check_limits", None)
     return hook(data_file=data_file) if hook is not None else Limits()
