@@ -149,7 +149,6 @@ def _function_probes(test: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def _function_oracle(env: UserCentricEnv) -> str:
-
     task, st = env.task, env.state
     steps: list[tuple[str, str]] = []
     if not any(t.tool and t.tool.get("ok") for t in st.turns):
@@ -189,7 +188,6 @@ def best_split(candidates: np.ndarray, skip: set[int]) -> int | None:
 
 
 def _telepathy_oracle(env: UserCentricEnv) -> str:
-
     names, mat, row = _kb_matrix()
     target = mat[row[env.task.data["entity"]]]
     kb = load_kb()
@@ -217,7 +215,6 @@ def turtle_question(clause_words: list[tuple[str, float]]) -> str | None:
 
 
 def _turtle_oracle(env: UserCentricEnv) -> str:
-
     index = story_index(env.task.data["story_id"])
     steps: list[tuple[str, str]] = []
     if _reveals_left(env):
@@ -335,7 +332,6 @@ def _tau_last(env: Any) -> tuple[str | None, dict[str, Any]]:
 
 
 def _tau_oracle(env: Any) -> str:
-
     say = env.render_message
     gold, p = env.gold(), _tau_progress(env)
     unsaid = env.user.pending_outputs() if hasattr(env.user, "pending_outputs") else []

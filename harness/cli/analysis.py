@@ -50,7 +50,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _load(rdir: Optional[Path], run: Optional[str], as_json: bool, kdir: Optional[Path] = None) -> Any:
-
     check_knobs_dir(kdir, as_json)
     try:
         return load_run(runs_dir(rdir, as_json), run)
@@ -249,7 +248,6 @@ def effect_cmd(
 
 # ---------------------------------------------------------------------------- gate
 def _gate_knobs_dir(value: Optional[Path], data: Any) -> Path:
-
     if value is not None:
         return Path(value)
     if data is not None:

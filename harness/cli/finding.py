@@ -34,7 +34,6 @@ def register(root: typer.Typer) -> None:
 
 
 def _pool(pool_dir: Optional[Path], as_json: bool, must_exist: bool = True):
-
     pool = ExperiencePool(pool_dir if pool_dir is not None else Path.cwd() / DEFAULT_DIR)
     if must_exist and not pool.exists():
         fail(

@@ -90,7 +90,6 @@ def _summary(rec: dict[str, Any]) -> str:
 
 
 def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], as_json: bool) -> Any:
-
     if user != "llm":
         return UserFactory()
     if not llm_url or not llm_model:

@@ -35,7 +35,6 @@ def register(root: typer.Typer) -> None:
 
 
 def _source(source: Optional[Path]) -> Path:
-
     return Path(source) if source is not None else repo_skill_dir()
 
 

@@ -310,7 +310,6 @@ def _config_file(path: Optional[Path]) -> dict:
 
 
 def _parse(overrides: list[str]):
-
     return [parse_override(o) for o in overrides]
 
 

@@ -221,7 +221,6 @@ class KnobStore(InForce):
         for rec in earlier:
             jsonl.append(self.log.path, rec)
 
-    # ------------------------------------------------------------------ checks
     # ------------------------------------------------------------------ polling (harness.knobs.poll)
     def mark_dirty(self, path: str | Path, t: float | None = None) -> None:
         """Queue a changed path (called by the watcher thread); non-knob files are ignored."""

@@ -202,20 +202,11 @@ class RunKnobs:
         will be applied, and is logged ``not_applied``."""
         for note in self.store.notes.all():
             again = note.get("first_applied_at")
-            if self._file_holds(note) and self._in_force(note) and again is None:
-                message = f"in force already when the run started this attempt at step {step}"
-                self._record(note, "accepted", message, step_effective=step)
-            elif again is not None:
-                message = (
-                    f"applied from step {again} before the run was killed; the run resumed at step {step} and "
-                    "the files no longer hold this value, so it is not in force"
-                )
-                self._record(note, "not_applied", message)
+            if again is None and self._file_holds(note) and self._in_force(note):
+                self._record(note, "accepted", f"in force already when this attempt started at step {step}", step)
             else:
-                message = (
-                    f"written for this run, but the files no longer held this value at step {step} (replaced "
-                    "before a step boundary applied it): never applied"
-                )
+                before = f"applied from step {again} before the run was killed" if again is not None else "written"
+                message = f"{before}; at step {step} the files no longer hold this value (replaced): not in force"
                 self._record(note, "not_applied", message)
             self.store.notes.drop(note["knob"], note.get("gym"), note.get("new"))
 
@@ -240,22 +231,10 @@ class RunKnobs:
 
     def _record(self, note: Mapping[str, Any], status: str, message: str, step_effective: int | None = None) -> None:
         """Log the outcome of a note's write under its id, author and reason (and a line in log.txt)."""
-        self.store.log.append(
-            KnobEvent(
-                id=note["id"],
-                knob=note["knob"],
-                gym=note.get("gym"),
-                new=note.get("new"),
-                author=note["author"],
-                reason=note["reason"],
-                status=status,
-                source=note.get("source") or "cli",
-                step_written=note.get("step_written"),
-                step_effective=step_effective,
-                ref=note.get("ref"),
-                message=message,
-            )
-        )
+        fields = {k: note.get(k) for k in ("id", "knob", "gym", "new", "author", "reason", "step_written", "ref")}
+        event = KnobEvent(**fields, source=note.get("source") or "cli", status=status, message=message)
+        event.step_effective = step_effective
+        self.store.log.append(event)
         what = "NOT APPLIED" if status == "not_applied" else "in force"
         self.writer.log(f"knob {note['knob']} = {json.dumps(note.get('new'))} ({note['id']}) {what}: {message}")
 

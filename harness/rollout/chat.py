@@ -70,7 +70,6 @@ class ChatFormat:
     _memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)  # text by (messages, gen. prompt)
 
     def __post_init__(self) -> None:
-
         check_user_replies(self.rendering, self.user_replies)
 
         self.stop_ids = stop_token_ids(self.tokenizer)

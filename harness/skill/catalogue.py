@@ -192,7 +192,6 @@ def _rule_schema_section(knobs_dir: Path, stem: str, where: str) -> list[str]:
 
 
 def _predicate_section() -> list[str]:
-
     lines = [
         "## Reward predicates (for `predicate:` in reward rules)",
         "",

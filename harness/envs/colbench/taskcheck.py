@@ -176,7 +176,6 @@ def check_item(item: CheckItem, limits: Limits) -> CheckResult:
 
 
 def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
-
     def done(kind: str | None, reason: str | None) -> CheckResult:
         return CheckResult(item.index, item.task_id, kind is None, kind, reason, time.monotonic() - t0)
 
