@@ -557,7 +557,7 @@ def invalid_in_force(reference: KnobStore, doc: dict[str, Any], llm_user: bool =
     for kind, files in doc["rules"].items():
         reference.rules[kind] = {}
         for key in sorted(files):
-            err = reference.check_rule_file(kind, key, files[key])
+            err = reference.rule_file_problem(kind, key, files[key])
             if err:
                 bad.append(f"rules/{kind}/{key}: {err[0]}")
             reference.rules[kind][key] = files[key]

@@ -6,7 +6,7 @@ Each candidate is a full replacement of one file of a knobs folder: an area file
 ``rules/users`` or ``rules/rewards`` folders above it for rules), or given as ``FILE=TARGET``.
 
 1. **Validation** through the knob store's own checks (``KnobStore.check_cells``: schema, range,
-   gym scope, max delta, x-requires against the run's recent metrics; ``KnobStore.check_rule_file``
+   gym scope, max delta, x-requires against the run's recent metrics; ``KnobStore.rule_file_problem``
    for rule files), against the run's values in force (``knobs_in_force.json``) and gyms.
 2. **Replay** of the run's recent recorded episodes (the last ``steps`` steps, within a time budget):
    reward candidates recompute every turn's reward (:func:`~harness.analysis.replay.replay_rewards`);
@@ -193,7 +193,7 @@ def validate(
                     r["line"] = yamlio.key_line(doc, r["knob"].split(".", 1)[1])
     else:
         kind, key = cand.key.split("/", 1)
-        problem = store.check_rule_file(kind, key, value, lines)
+        problem = store.rule_file_problem(kind, key, value, lines)
         old = rules_in_force.get(kind, {}).get(key)
         res = {
             "refusals": [

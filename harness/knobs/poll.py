@@ -131,35 +131,23 @@ def _read_changed(
     return lines, value, sha(data)
 
 
-def _attributed(store: InForce, knob: str, gym: str | None, new: Any, path: Path) -> dict[str, Any]:
-    """Author, reason, ... (and event id) of the write behind a changed cell: its CLI note, else a hand
-    edit. The note stays until :func:`_logged` has logged the event (a kill in between keeps it)."""
+def _logged(store: InForce, path: Path, knob: str, gym: str | None, old: Any, new: Any, **kw: Any) -> dict[str, Any]:
+    """Log the event of a changed cell, attributed to the CLI write behind it (its note, dropped once the
+    event is logged: a kill in between keeps it) or, without one, to a hand edit of ``path``."""
     note = store.notes.peek(knob, gym, new)
-    if note is None:
-        return {
-            "author": "human",
-            "reason": f"hand edit of {path.name}",
-            "step_written": store.current_step,
-            "source": "watch",
-        }
-    out = {k: note.get(k) for k in ("author", "reason", "step_written", "ref")}
-    out.update(source=note.get("source") or "cli", _note=(knob, gym, new), id=note["id"])
-    if note.get("first_applied_at") is not None:
-        out["_again"] = note["first_applied_at"]
-    return out
-
-
-def _logged(store: InForce, att: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
-    """Log an event attributed by :func:`_attributed`, then drop the write's note."""
-    att = dict(att)
-    note, again = att.pop("_note", None), att.pop("_again", None)
-    if again is not None:
-        kw["message"] = (kw.get("message") or "") + (
-            f" (again: the run resumed from a checkpoint before step {again}, where it was first applied)"
-        )
-    rec = store.event(**kw, **att)
+    who: dict[str, Any] = {"author": "human", "reason": f"hand edit of {path.name}", "source": "watch"}
+    who["step_written"] = store.current_step
     if note is not None:
-        store.notes.drop(*note)
+        who = {k: note.get(k) for k in ("author", "reason", "step_written", "ref", "id")}
+        who["source"] = note.get("source") or "cli"
+        if note.get("first_applied_at") is not None:
+            again = note["first_applied_at"]
+            kw["message"] += (
+                f" (again: the run resumed from a checkpoint before step {again}, where it was first applied)"
+            )
+    rec = store.event(knob=knob, gym=gym, old=old, new=new, file=str(path), **who, **kw)
+    if note is not None:
+        store.notes.drop(knob, gym, new)
     return rec
 
 
@@ -210,18 +198,18 @@ def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, r
                 changed, refusal = cells, None
         if refusal:
             g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)
+            message = refusal.message + f"; {resolve(in_force, g)!r} stays in force"
             result.refused.append(
                 _logged(
                     store,
-                    _attributed(store, spec.full_name, g, n, path),
-                    knob=spec.full_name,
-                    gym=g,
-                    old=o,
-                    new=n,
+                    path,
+                    spec.full_name,
+                    g,
+                    o,
+                    n,
                     status="rejected",
                     rule=refusal.rule,
-                    message=refusal.message + f"; {resolve(in_force, g)!r} stays in force",
-                    file=str(path),
+                    message=message,
                     line=line,
                 )
             )
@@ -232,21 +220,9 @@ def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, r
         else:
             store.next_run[spec.full_name] = copy.deepcopy(new_raw)
         message = "applied" if spec.hot else "accepted; x-hot is false so it takes effect at the next run"
+        applies = dict(applies="live", step_effective=step) if spec.hot else dict(applies="next_run")
         events = [
-            _logged(
-                store,
-                _attributed(store, spec.full_name, g, n, path),
-                knob=spec.full_name,
-                gym=g,
-                old=o,
-                new=n,
-                status="accepted",
-                file=str(path),
-                line=line,
-                message=message,
-                applies="live" if spec.hot else "next_run",
-                step_effective=step if spec.hot else None,
-            )
+            _logged(store, path, spec.full_name, g, o, n, status="accepted", line=line, message=message, **applies)
             for g, o, n in changed
         ]
         (result.applied if spec.hot else result.next_run).extend(events)
@@ -262,18 +238,18 @@ def _poll_rules(store: InForce, kind: str, key: str, path: Path, step: int, resu
     old = store.rules[kind].get(key)
     if value == old:
         return
-    att = _attributed(store, knob, None, value, path)
-    common = dict(knob=knob, file=str(path), old=old, new=value)
     err = store.rule_file_problem(kind, key, value, lines)
     if err:
         message = err[0] + "; the rules in force stay"
         result.refused.append(
-            _logged(store, att, status="rejected", rule=err[2], line=err[1], message=message, **common)
+            _logged(store, path, knob, None, old, value, status="rejected", rule=err[2], line=err[1], message=message)
         )
         return
     store.rules[kind][key] = value
     store.version += 1
-    result.applied.append(_logged(store, att, status="accepted", message="applied", step_effective=step, **common))
+    result.applied.append(
+        _logged(store, path, knob, None, old, value, status="accepted", message="applied", step_effective=step)
+    )
 
 
 def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollResult) -> None:

@@ -1,17 +1,10 @@
 """The knob store: the values in force for one knobs folder, the one validation path every write goes
 through, and the event log (the folder's layout: harness/knobs/layout.py).
 
-The store is assembled from pieces with one job each:
-
-* loading and reading (here): schemas, values and rule files, validated whole; ``snapshot()`` for the
-  gyms, users, rewards and trainer; ``in_force_document()`` for ``knobs_in_force.json``;
-* checking (``harness.knobs.checks``): values, changes, rule files — for writes and polls alike;
-* polling (``harness.knobs.poll``): hand edits the watcher queued, validated and applied at a step
-  boundary (a refused edit leaves the last valid value in force; its event names file, line, rule);
-* writing (``harness.knobs.writes``): ``set`` / ``revert`` / ``write_rules`` / ``add_knob``, validated
-  whole before anything is written, atomic, attributed by notes (``harness.knobs.notes``) when a run
-  applies them;
-* the event log (``harness.knobs.events``).
+The store loads and reads (here: schemas, values and rule files, validated whole; ``snapshot()`` for
+the gyms, users, rewards and trainer; ``in_force_document()`` for ``knobs_in_force.json``); its state
+and the checks against it are in ``harness.knobs.state``, polling in ``harness.knobs.poll``, writing in
+``harness.knobs.writes`` (the pieces: docs/architecture.md).
 
 What every value must be, whatever the path (hand edit, ``set``, preset): finite numbers only (in
 lists, per-gym cells and rule values too), each element in range, clip bounds ordered, per-gym keys
@@ -160,16 +153,6 @@ class KnobStore(InForce):
             self.files[file_key(path)] = (sha(yamlio.read_capped(path)), None)
         except yamlio.FileProblem:
             pass
-
-    def check_rule_file(
-        self, kind: str, key: str, value: Any, lines: Mapping[Any, int] | None = None
-    ) -> tuple[str, int | None] | None:
-        """Why a candidate rule file (parsed) would be refused, as ``(message, line)``, or None when
-        valid. Nothing is written or logged (``eau gate``)."""
-        if kind not in RULE_KINDS:
-            raise ValueError(f"rule kind must be one of {', '.join(RULE_KINDS)}, got {kind!r}")
-        err = self.rule_file_problem(kind, key, value, lines)
-        return (err[0], err[1]) if err else None
 
     # ------------------------------------------------------------------ reading
     def snapshot(self) -> KnobSnapshot:
