@@ -48,7 +48,11 @@ from harness.knobs.writes import IDENTIFIER, is_identifier
 from harness.runs import reader
 from harness.stores import open_store, validate_folder
 
-app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).", no_args_is_help=True)
+app = typer.Typer(
+    help="List, read, change, validate and watch knobs: a run's own (runs/<id>/knobs, --run; the live run by "
+    "default) or the project folder's (knobs/, --project: what the next run starts from).",
+    no_args_is_help=True,
+)
 app.add_typer(plugin_app, name="plugin")
 
 
