@@ -31,6 +31,8 @@ COMMAND_MODULES = [
     "harness.cli.eval",
     "harness.cli.runs",
     "harness.cli.plot",
+    "harness.cli.export",
+    "harness.cli.openenv",
 ]
 
 for _mod in COMMAND_MODULES:

@@ -81,10 +81,10 @@ def read_from(path: str | Path, offset: int) -> list[dict[str, Any]]:
             data = f.read()
     except FileNotFoundError:
         return []
-    return _records(data.split(b"\n")[:-1])  # the piece after the last newline is a torn line or empty
+    return read_lines(data.split(b"\n")[:-1])  # the piece after the last newline is a torn line or empty
 
 
-def _records(lines: list[bytes]) -> list[dict[str, Any]]:
+def read_lines(lines: list[bytes]) -> list[dict[str, Any]]:
     """The JSON objects among ``lines`` (a line that is not one is skipped)."""
     out = []
     for raw in lines:
@@ -117,7 +117,7 @@ def tail(path: str | Path, n: int, chunk: int = 1 << 16) -> list[dict[str, Any]]
     complete = lines[:-1]  # the element after the last newline is a torn line or empty
     if pos > 0:
         complete = complete[1:]  # the first piece may be a partial line
-    return _records(complete[-n:])
+    return read_lines(complete[-n:])
 
 
 def repair(path: str | Path, chunk: int = 1 << 20) -> int:

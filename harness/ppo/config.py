@@ -38,6 +38,7 @@ from harness.ppo.specs import (
 )
 from harness.rollout.chat import check_user_replies
 from harness.runs.names import check_run_id
+from harness.runs.trackers import TRACKERS, check_report_to
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -125,6 +126,14 @@ class TrainConfig:
     loss_agg: str = doc("token-mean", help="loss aggregation (harness.ppo.core.agg_loss)")
     metrics_window: int = doc(20, help="recent metric lines given to knob checks (x-requires)")
     progress: bool = doc(True, help="live progress display on a terminal (log.txt is written either way)")
+    report_to: list[str] = doc(
+        help="experiment trackers that get a copy of the run's records (metrics rows, knob events and "
+        "alerts as markers, sampled trajectories as tables, the config and knobs at start), any of "
+        + ", ".join(TRACKERS)
+        + "; each is the package extra of the same name; nothing reaches a network: trackio's "
+        "local database, W&B offline in runs/<id>/wandb/, TensorBoard in runs/<id>/tensorboard/",
+        factory=list,
+    )
     device: str = doc("auto", help="auto | cpu | cuda")
     torch_threads: int = doc(0, help="CPU threads for torch (0: torch's default)")
     parent: str | None = doc(None, help="the run this one evolved from (eau train --from)")
@@ -151,6 +160,7 @@ class TrainConfig:
                 gym_class(g).check_available()
             except ImportError as exc:
                 raise ValueError(f"gym {g!r} cannot run here: {exc}") from None
+        check_report_to(self.report_to)
         if self.rendering not in ("tagged", "tool_call"):
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
         check_user_replies(self.rendering, self.user_replies)

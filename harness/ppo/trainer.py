@@ -51,6 +51,8 @@ from harness.ppo.models import (
     make_reference,
     reference_logprobs,
 )
+from harness.ppo.numerics import describe as describe_numerics
+from harness.ppo.numerics import numeric_environment
 from harness.ppo.optim import make_optimizers
 from harness.ppo.packaged import model_folder
 from harness.ppo.run_knobs import RunKnobs
@@ -144,6 +146,9 @@ class Trainer:
                     f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
                     f"{cfg.tasks_per_step}x{cfg.samples_per_task} episodes/step, {cfg.steps} steps"
                 )
+            numerics = numeric_environment()  # a resume may run on another processor: recorded each time
+            self.writer.event("numerics", **numerics)
+            self.writer.log(describe_numerics(numerics))
             self.knobs_link.attach(self.writer, resumed=resume)
 
         self._phase("loading model")

@@ -15,6 +15,8 @@
     warm_start/            the run's own supervised warm start (config warm_start): policy.pt, sft.json,
                            metrics.jsonl (one line per update: update, updates, epoch, loss, time_s)
     meta/                  meta-agent sessions (eau supervise)
+    wandb/, tensorboard/   the trackers' own files when the config's report_to names them
+                           (harness/runs/trackers.py; trackio writes its own local database)
 
 Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py), and
 ``events.jsonl``, ``knob_events.jsonl`` and ``metrics.jsonl`` are fsynced at each append. On resume,
@@ -43,6 +45,7 @@ from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import new_event_id
 from harness.runs.reader import status
+from harness.runs.trackers import TrackerHub
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
 CUT_ON_RESUME = ("metrics.jsonl",)  # one line per step: the steps after the checkpoint run again
@@ -63,6 +66,12 @@ class RunWriter:
         self.dir = Path(run_dir)
         self.echo = echo  # also print log lines to stderr (when no progress bar is shown)
         self.status_doc: dict[str, Any] = {}
+        self.trackers: TrackerHub | None = None  # config report_to: each record goes to these too
+
+    def _report_to(self, config: Mapping[str, Any], resume_step: int | None) -> None:
+        names = list(config.get("report_to") or [])
+        if names:
+            self.trackers = TrackerHub(names, self.dir.name, self.dir, config, self.alert, resume_step)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -111,6 +120,7 @@ class RunWriter:
         }
         w.write_status()
         w.event("started", config=config.get("preset"), gyms=gyms, total_steps=total_steps)
+        w._report_to(config, None)
         return w
 
     @classmethod
@@ -145,6 +155,8 @@ class RunWriter:
             }
         )
         w.write_status()
+        config_path = run_dir / "config.yaml"
+        w._report_to(yaml.safe_load(config_path.read_text()) or {} if config_path.exists() else {}, next_step)
         return w
 
     def offsets(self) -> dict[str, int]:
@@ -172,6 +184,8 @@ class RunWriter:
     def alert(self, name: str, message: str, **data: Any) -> str:
         eid = self.event("alert", alert=name, message=message, **data)
         self.log(f"ALERT {name}: {message}")
+        if self.trackers is not None:
+            self.trackers.marker(int(self.status_doc.get("step") or 0), name, message)
         return eid
 
     def episode_errors(self, step: int, records: Iterable[Mapping[str, Any]]) -> None:
@@ -188,10 +202,15 @@ class RunWriter:
 
     def metrics(self, record: Mapping[str, Any]) -> None:
         jsonl.append(self.dir / "metrics.jsonl", dict(record), durable=True)
+        if self.trackers is not None:  # with the knob events logged since the last row
+            self.trackers.metrics(record)
 
     def trajectories(self, step: int, episodes: Iterable[Mapping[str, Any]]) -> Path:
         path = traj_path(self.dir, step)
+        episodes = list(episodes)
         atomic_write_text(path, "".join(jsonl.dumps(dict(e)) + "\n" for e in episodes))
+        if self.trackers is not None:
+            self.trackers.trajectories(step, episodes)
         return path
 
     def warm_start_metrics(self, record: Mapping[str, Any]) -> None:
@@ -204,6 +223,8 @@ class RunWriter:
 
     def knobs_in_force(self, doc: Mapping[str, Any]) -> None:
         atomic_write_text(self.dir / "knobs_in_force.json", json.dumps(doc, indent=1, default=str))
+        if self.trackers is not None:  # the first one is the run's knobs at start (later changes: knob events)
+            self.trackers.start(doc.get("values", doc))
 
     def write_status(self, **fields: Any) -> None:
         self.status_doc.update(fields)
@@ -216,4 +237,6 @@ class RunWriter:
         why, in ``status.json`` too)."""
         self.write_status(state=state, ended=now_iso(), **({"reason": data["reason"]} if "reason" in data else {}))
         self.event(state, **data)
+        if self.trackers is not None:
+            self.trackers.finish()
         self.log(f"run {state}" + (f": {data}" if data else ""))

@@ -69,6 +69,7 @@ class PersuasionRules:
 DISCLOSURES = ("none", "matched", "next", "matched_or_next")
 FACTS_SLOT = "{facts}"
 DEFAULT_REDACTED = ("I'd rather not go into that. Could you ask me something more specific?",)
+DEFAULT_UNDECIDED = ("I can't tell from what I know. Could you ask it another way?",)
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 RE2_MAX_MEM = 8 << 20  # bytes for one pattern's compiled program and DFA cache (RE2's default); a bigger
 # pattern is refused at compile time, and a search that fills the cache goes on in RE2's NFA (still linear)
@@ -159,6 +160,7 @@ class UserRules:
     volunteer: tuple[str, ...]
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
+    undecided: tuple[str, ...] = DEFAULT_UNDECIDED
     persuasion: Any = None  # harness.users.persuasion.PersuasionRules for a persuadable user, else None
     scenario: ScenarioRules | None = None
 
@@ -279,6 +281,8 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
     _check_templates(source, ("replies", "volunteer"), rep["volunteer"], True)
     redacted = rep.get("redacted", list(DEFAULT_REDACTED))
     _check_templates(source, ("replies", "redacted"), redacted, False)
+    undecided = rep.get("undecided", list(DEFAULT_UNDECIDED))
+    _check_templates(source, ("replies", "undecided"), undecided, False)
     scenario = _compile_scenario(data["scenario"], source) if "scenario" in data else None
     return UserRules(
         scenario=scenario,
@@ -289,6 +293,7 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
         budget_exhausted=tuple(rep["budget_exhausted"]),
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
+        undecided=tuple(undecided),
         personas=persona_table(data.get("personas")),
         persuasion=_compile_persuasion(data["persuasion"], source) if persuasive else None,
     )
