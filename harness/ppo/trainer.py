@@ -544,17 +544,8 @@ class Trainer:
         self.writer.episode_errors(step, records)
         for message, fields in prompt_alerts(step, records, self.knobs.max_episode_tokens, self._prompt_alerts):
             self.writer.alert("prompt_over_budget", message, **fields)  # once per gym and budget
-        m = step_metrics(
-            step,
-            records,
-            updates,
-            self.knobs,
-            score_stats,
-            rollout_t,
-            time_update,
-            knob_version=self.snapshot.version,
-            knob_changes=knob_info["applied"],
-        )
+        version, applied = self.snapshot.version, knob_info["applied"]  # the knobs the step ran with
+        m = step_metrics(step, records, updates, self.knobs, score_stats, rollout_t, time_update, version, applied)
         self.writer.trajectories(step, records)
         m["time_harness_s"] = knob_info["time_s"] + (time.perf_counter() - t_log)
         m["time_step_s"] = time.perf_counter() - t_step
