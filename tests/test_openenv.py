@@ -216,3 +216,24 @@ def test_eau_openenv_names_a_bad_gym_option_or_knobs_folder(tmp_path: Path):
     (broken / "env.yaml").write_text("max_steps: [not, a, number\n")
     res = runner.invoke(app, ["openenv", "travel", "--knobs-dir", str(broken)])
     assert res.exit_code == EXIT_INVALID and "env.yaml" in res.output
+
+
+def test_eau_openenv_refuses_a_port_it_cannot_listen_on_instead_of_serving(tmp_path: Path):
+    """The address is bound before the server starts: a taken port or an address that is not one ends
+    the command with exit 1 naming it (it never starts serving, so it never hangs a caller)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from harness.cli.common import EXIT_ERROR, EXIT_USAGE
+    from harness.cli.main import app
+
+    runner = CliRunner()
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        res = runner.invoke(app, ["openenv", "travel", "--port", str(port)])
+    assert res.exit_code == EXIT_ERROR and f"cannot listen on 127.0.0.1:{port}" in res.output
+    res = runner.invoke(app, ["openenv", "travel", "--host", "256.0.0.1", "--port", "0"])
+    assert res.exit_code == EXIT_ERROR and "cannot listen on 256.0.0.1:0" in res.output
+    res = runner.invoke(app, ["openenv", "travel", "--port", "70000"])
+    assert res.exit_code == EXIT_USAGE and "--port must be 0..65535, got 70000" in res.output

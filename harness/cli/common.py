@@ -24,6 +24,8 @@ from typer import BadParameter
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
+from harness.io.jsonl import finite
+from harness.io.text import not_utf8
 from harness.io.yamlio import FileProblem
 from harness.knobs.folder import resolve_knobs_dir
 from harness.knobs.store import KnobError, UnknownKnob
@@ -80,8 +82,19 @@ def runs_dir(value: Path | None, as_json: bool = False) -> Path:
     return path
 
 
+def json_text(obj: Any) -> str:
+    """The ``--json`` document of every command: strict JSON (no NaN or Infinity token, which
+    strict parsers refuse): non-finite numbers are the strings "nan", "inf", "-inf", as in the
+    run's JSONL files (:func:`harness.io.jsonl.finite`); other non-JSON values as their text."""
+    try:
+        return json.dumps(obj, indent=2, default=str, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # a non-finite number somewhere: convert them (the rare path)
+        return json.dumps(finite(obj), indent=2, default=str, ensure_ascii=False, allow_nan=False)
+
+
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n")
+    """Print one ``--json`` document (:func:`json_text`) on stdout."""
+    sys.stdout.write(json_text(obj) + "\n")
     sys.stdout.flush()
 
 
@@ -96,6 +109,15 @@ def fail(msg: str, code: int = EXIT_ERROR, as_json: bool = False, **extra: Any) 
         emit_json({"ok": False, "error": msg, "exit_code": code, **extra})
     err(f"error: {msg}")
     raise typer.Exit(code)
+
+
+def check_text_option(value: str | None, option: str, as_json: bool = False) -> None:
+    """A usage error (exit 2) naming ``option`` when its value cannot be written as UTF-8 text (a
+    byte that was not UTF-8 on the command line), which would otherwise fail deep inside whatever
+    renders the text."""
+    problem = not_utf8(value) if value is not None else None
+    if problem:
+        fail(f"{option}: not valid text ({problem})", EXIT_USAGE, as_json)
 
 
 def env_flag(name: str) -> bool:

@@ -3,6 +3,7 @@ this machine, for any OpenEnv client: TRL, SkyRL, ART, verifiers, or ``openenv``
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 from typing import Optional
@@ -49,6 +50,8 @@ def openenv_cmd(
             fail(f"{opt} {value!r} is not allowed; choose one of: {', '.join(allowed)}", EXIT_USAGE)
     if max_sessions < 1:
         fail(f"--max-sessions must be at least 1, got {max_sessions}", EXIT_USAGE)
+    if not 0 <= port <= 65_535:
+        fail(f"--port must be 0..65535, got {port}", EXIT_USAGE)
     try:
         gym_class(gym)
     except KeyError:
@@ -81,5 +84,9 @@ def openenv_cmd(
         fail(f"knobs folder {folder} is invalid: {exc}", EXIT_INVALID)
     except ImportError as exc:  # a gym on an optional package (τ²) names its install command
         fail(str(exc), EXIT_ERROR)
+    try:  # bound before serving, and handed to the server: a taken port or a bad address is a clear error
+        sock = socket.create_server((host, port))
+    except (OSError, ValueError) as exc:
+        fail(f"cannot listen on {host}:{port}: {exc}", EXIT_ERROR)
     sys.stderr.write(f"serving {gym} ({fmt}, user {user}) as an OpenEnv environment at http://{host}:{port}\n")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

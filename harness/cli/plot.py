@@ -9,7 +9,17 @@ from typing import Optional
 import typer
 
 from harness.analysis.plot import plot_runs
-from harness.cli.common import EXIT_ERROR, EXIT_NOT_FOUND, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json, fail, runs_dir
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    JsonOpt,
+    KnobsDirOpt,
+    RunsDirOpt,
+    check_text_option,
+    emit_json,
+    fail,
+    runs_dir,
+)
 from harness.runs.reader import find_run
 
 
@@ -28,6 +38,7 @@ def plot_cmd(
     runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Plot reward and success over steps per gym and per arm, knob events as labelled vertical lines."""
+    check_text_option(title, "--title", as_json)
     rdir = runs_dir(runs_dir_)
     paths = []
     for r in run or [None]:

@@ -1,8 +1,9 @@
 """Checking a task set: every reference passes its own tests, deterministically, in the sandbox.
 
-For each task the reference runs on its test calls; a task passes when every call returns a
-plain value (``ok``) and a second run in a fresh sandbox returns equal values. Otherwise the first
-reason found is reported:
+For each task the reference runs on the values its tests check (``harness.sandbox.probes``: a
+bare call, or each side of a comparison, as scoring evaluates them); a task passes when every one
+returns a plain value (``ok``) and a second run in a fresh sandbox returns equal values. Otherwise
+the first reason found is reported (naming the test, and the value when the test was taken apart):
 
 * ``unavailable_module`` — an import of a module that is not installed (e.g. ``bs4``);
 * ``syntax_error`` / ``module_error`` — the reference does not load;
@@ -42,6 +43,7 @@ from harness.sandbox import (
     SandboxError,
     run_source,
 )
+from harness.sandbox.probes import probe_set
 from harness.sandbox.values import render, values_equal
 
 REASONS = (
@@ -149,10 +151,16 @@ def _call_reason(name: str, res: CallResult) -> tuple[str, str]:
     return kind, f"{name}: {res.status} ({res.message or res.error})"
 
 
-def _first_failure(item: CheckItem, calls: Sequence[CallResult]) -> tuple[str, str] | None:
-    for name, res in zip(item.test_names, calls):
-        if res.status != OK:
-            return _call_reason(name, res)
+def _label(name: str, test: str, res: CallResult) -> str:
+    """The test's name, with the value checked when the test was taken apart (``f(x) == v``)."""
+    return name if res.call == test else f"{name} ({res.call[:80]})"
+
+
+def _first_failure(item: CheckItem, per_test: Sequence[Sequence[CallResult]]) -> tuple[str, str] | None:
+    for name, test, outs in zip(item.test_names, item.calls, per_test):
+        for res in outs:
+            if res.status != OK:
+                return _call_reason(_label(name, test, res), res)
     return None
 
 
@@ -181,17 +189,22 @@ def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
 
     if not item.calls:
         return done("no_tests", "the task has no test calls")
-    first = run_source(item.reference, item.calls, limits).calls
+    probes = probe_set(item.calls)
+    first = probes.per_test(run_source(item.reference, probes.calls, limits).calls)
     failure = _first_failure(item, first)
     if failure:
         return done(*failure)
-    second = run_source(item.reference, item.calls, limits).calls
+    second = probes.per_test(run_source(item.reference, probes.calls, limits).calls)
     failure = _first_failure(item, second)
     if failure:
         return done("nondeterministic", f"second run differs: {failure[1]}")
-    for name, a, b in zip(item.test_names, first, second):
-        if not values_equal(a.value, b.value):
-            return done("nondeterministic", f"{name} returned {render(a.value, 80)} then {render(b.value, 80)}")
+    for name, test, outs_a, outs_b in zip(item.test_names, item.calls, first, second):
+        for a, b in zip(outs_a, outs_b):
+            if not values_equal(a.value, b.value):
+                return done(
+                    "nondeterministic",
+                    f"{_label(name, test, a)} returned {render(a.value, 80)} then {render(b.value, 80)}",
+                )
     return done(None, None)
 
 
