@@ -5,10 +5,12 @@ or option is fuzzed without a change here. Each option gets the malformed values
 types, huge numbers, 1e400, NaN, empty, path traversal, missing / folder / non-UTF-8 / deeply nested /
 unclosed-bracket files, strings with undecodable bytes); the command's other required parameters
 get plain valid fillers. A case passes when the output holds no traceback, no ``unexpected`` error
-line (an error no command handled: see ``harness.cli.common.error_line``) and the exit code is one
-of README's table (0-5). Commands that would start long work (train, sft, eval, supervise, ...) get
+line (an error no command handled: see ``harness.cli.common.error_line``), the exit code is one
+of README's table (0-5) and, with ``--json``, stdout holds no NaN/Infinity token (strict JSON; the
+workspace's runs ``a`` and ``b`` hold non-finite metrics and config values). Commands that would start long work (train, sft, eval, supervise, ...) get
 a *guard*: an input the command checks after all the others and refuses, so that an option value the
-command accepts stops there instead of loading a model.
+command accepts stops there instead of loading a model. Every other case of a command that has
+``--json`` runs with it, so both its outputs are fuzzed.
 
     python benchmarks/bench_cli_fuzz.py [--subprocess N] [--out FILE]
 
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -80,9 +83,13 @@ class Workspace:
     root: Path
     knobs: Path = field(init=False)
     runs: Path = field(init=False)
+    busy_port: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.knobs, self.runs = self.root / "knobs", self.root / "runs"
+        # a port held for the workspace's lifetime, on every address (eau openenv's guard, below)
+        self._held = socket.create_server(("", 0))
+        self.busy_port = self._held.getsockname()[1]
         self.runs.mkdir(parents=True)
         res = CliRunner().invoke(app, ["knobs", "init", str(self.knobs)])
         assert res.exit_code == 0, res.output
@@ -92,6 +99,12 @@ class Workspace:
         (self.root / "deep.yaml").write_text("[" * 200_000 + "\n")
         (self.root / "unclosed.yaml").write_text("steps: [1, 2\ngyms: {a: 1\n")
         (self.root / "candidate.yaml").write_text("entropy_coeff: 0.002\n")
+        # runs "a" and "b" (the fillers of runs compare) whose metrics and config hold NaN and infinities
+        for run, lr in (("a", ".nan"), ("b", ".inf")):
+            (self.runs / run).mkdir()
+            (self.runs / run / "config.yaml").write_text(f"run_id: {run}\ngyms: [intention]\npolicy: {{lr: {lr}}}\n")
+            rows = [{"step": 0, "reward_mean": float("nan"), "success_rate": float("inf")}, {"step": 1, "loss": 1.0}]
+            (self.runs / run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     def path_value(self, kind: str) -> str:
         return {
@@ -152,6 +165,9 @@ def guards(ws: Workspace) -> dict[tuple[str, ...], list[tuple[list[str], str | N
         ("knobs", "watch"): [(["--duration", "0.2"], "--duration"), (["--interval", "0.1"], None)],
         ("tasks", "check"): [(["--data", str(ws.root / "missing.jsonl")], "--data"), (["--limit", "1"], None)],
         # the run may still be starting: both wait --wait seconds for its folder
+        # it serves until stopped: a port the workspace holds (or, when --port is under test, an address
+        # that is not one) makes it refuse after every other input, where it would start listening
+        ("openenv",): [(["--port", str(ws.busy_port)], "--port"), (["--host", "256.0.0.1"], None)],
         ("supervise",): [(["--wait", "0"], "--wait"), ([], None)],
         ("autopilot",): [(["--wait", "0"], "--wait"), ([], None)],
     }
@@ -229,8 +245,12 @@ def cases(ws: Workspace, target: typer.Typer = app, sample: int = 0) -> list[Cas
             if sample:
                 start = len(out) % len(values)
                 values = (values[start:] + values[:start])[:sample]
+            json_mode = any("--json" in p.opts for p in cmd.params)
             for label, value in values:
                 argv = base_argv(path, cmd, param, ws)
+                # every other case of a command with --json runs in JSON mode: both outputs are fuzzed
+                if json_mode and len(out) % 2 == 0:
+                    argv.append("--json")
                 if opt is None:  # an argument: in its place among the positional fillers
                     idx = [p for p in cmd.params if p.param_type_name == "argument" and (p.required or p is param)]
                     pos = len(path) + idx.index(param)
@@ -249,7 +269,37 @@ def _alarm(signum: int, frame: Any) -> None:
     raise CaseTimeout()
 
 
-def judge(output: str, code: int | None) -> list[str]:
+class NonStandardToken(ValueError):
+    """A NaN, Infinity or -Infinity token in a JSON document (strict parsers refuse them)."""
+
+
+def _refuse(token: str) -> Any:
+    raise NonStandardToken(token)
+
+
+def strict_json_problem(stdout: str) -> str | None:
+    """Why ``stdout`` (a ``--json`` command's) is not strict JSON, or None: a NaN/Infinity token in
+    the document (or, for commands that print JSON lines, in any line)."""
+    texts = [stdout] if stdout.strip() else []
+    try:
+        json.loads(stdout, parse_constant=_refuse)
+        return None
+    except NonStandardToken as exc:
+        return f"{exc} in --json output"
+    except ValueError:  # not one document: JSON lines, or text
+        texts = [line for line in stdout.splitlines() if line.lstrip().startswith(("{", "["))]
+    for line in texts:
+        try:
+            json.loads(line, parse_constant=_refuse)
+        except NonStandardToken as exc:
+            return f"{exc} in --json output"
+        except ValueError:
+            pass
+    return None
+
+
+def judge(output: str, code: int | None, json_stdout: str | None = None) -> list[str]:
+    """The problems of one case; ``json_stdout``: the stdout of a case run with ``--json``."""
     problems = []
     if "Traceback (most recent call last)" in output:
         problems.append("traceback")
@@ -257,6 +307,9 @@ def judge(output: str, code: int | None) -> list[str]:
         problems.append("unexpected error (no command handled it)")
     if code not in EXIT_CODES:
         problems.append(f"exit code {code} not in the table")
+    bad = strict_json_problem(json_stdout) if json_stdout else None
+    if bad:
+        problems.append(bad)
     return problems
 
 
@@ -268,6 +321,7 @@ def run_in_process(case: Case, ws: Workspace, target: typer.Typer = app) -> dict
     try:
         res = runner.invoke(target, case.argv, input="")
         output, code = res.output, res.exit_code
+        json_stdout = res.stdout if "--json" in case.argv else None
         exc = res.exception
         if exc is not None and not isinstance(exc, SystemExit):  # CliRunner caught what main() would show
             import traceback
@@ -278,7 +332,7 @@ def run_in_process(case: Case, ws: Workspace, target: typer.Typer = app) -> dict
         return _record(case, output, code, time.perf_counter() - t0, ["hang"])
     finally:
         signal.alarm(0)
-    return _record(case, output, code, time.perf_counter() - t0, judge(output, code))
+    return _record(case, output, code, time.perf_counter() - t0, judge(output, code, json_stdout))
 
 
 def run_subprocess(case: Case, ws: Workspace, repo: Path) -> dict[str, Any]:
@@ -297,7 +351,8 @@ def run_subprocess(case: Case, ws: Workspace, repo: Path) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         return _record(case, "", None, time.perf_counter() - t0, ["hang"])
     output = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
-    return _record(case, output, proc.returncode, time.perf_counter() - t0, judge(output, proc.returncode))
+    json_stdout = proc.stdout.decode("utf-8", "replace") if "--json" in case.argv else None
+    return _record(case, output, proc.returncode, time.perf_counter() - t0, judge(output, proc.returncode, json_stdout))
 
 
 def _record(case: Case, output: str, code: int | None, seconds: float, problems: list[str]) -> dict[str, Any]:
@@ -309,6 +364,7 @@ def _record(case: Case, output: str, code: int | None, seconds: float, problems:
         "exit_code": code,
         "seconds": round(seconds, 3),
         "problems": problems,
+        "json": "--json" in case.argv,
         "last_line": last[0][:300],
     }
 
@@ -372,6 +428,8 @@ def summarise(rows: list[dict[str, Any]], sub_rows: list[dict[str, Any]]) -> dic
         "unexpected_errors": count(rows, "unexpected"),
         "bad_exit_codes": count(rows, "exit code"),
         "hangs": count(rows, "hang"),
+        "json_cases": sum(bool(r.get("json")) for r in rows),
+        "non_strict_json": count(rows, "NaN") + count(rows, "Infinity") + count(rows, "-Infinity"),
         "exit_codes": dict(sorted(codes.items())),
         "accepted_exit_0": sum(r["exit_code"] == 0 for r in rows),
         "seconds_total": round(sum(r["seconds"] for r in rows), 1),

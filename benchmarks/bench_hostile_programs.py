@@ -8,6 +8,14 @@ hostile program passes is a pass by cheating. Parts:
 * ``gym``: each program is a policy's answer, scored by the colbench gym's ``step`` exactly as in
   training (sandbox run, comparison with the reference's outcomes). Figures: trainer crashes (an
   exception out of ``step``), passes by cheating, statuses, seconds.
+* ``lying``: the lying objects and comparison cheats (``hp.lying_programs``: ``__eq__`` always
+  true, always unequal, raising, mutating the other side, learning it; a program that reads the
+  expected value from the test's text) as answers to tasks whose tests are written as comparisons:
+  the secret task with ``==``/``assert``/``!=``/``not`` tests, every record of the real ColBench
+  file whose tests compare (``--colbench-data``, read in place, never copied), a few of its
+  bare-call records and a few procedural tasks. A cheating pass: more tests passed than the best
+  trivial answer (None, 0, '', [], (), {}, the first argument) passes on the same task; each task's
+  reference must pass all of its tests (control).
 * ``train``: a real ``tiny`` training run on the colbench gym (``--train-steps`` steps) whose
   policy's answers are drawn from the hostile set (a scripted generation backend: every turn is an
   answer), then the same run SIGKILLed mid-rollout: crashes, cheating passes, episode errors,
@@ -18,13 +26,14 @@ hostile program passes is a pass by cheating. Parts:
   SIGKILLed: sandbox processes and working folders left within a few seconds, in kernel and
   process mode.
 
-Usage: ``python benchmarks/bench_hostile_programs.py [--parts gym,train,tasks_check,lifetime]
-[--limit N] [--train-steps N]``.
+Usage: ``python benchmarks/bench_hostile_programs.py [--parts gym,lying,train,tasks_check,lifetime]
+[--limit N] [--train-steps N] [--colbench-data FILE] [--data-bare N] [--procedural N]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import glob
 import json
@@ -104,32 +113,34 @@ def wait_gone(sessions: set[int], pattern: str, seconds: float = 5.0) -> tuple[l
 
 
 # ------------------------------------------------------------------ gym
+def score_one(env: Any, split: str, index: int, prog: hp.Hostile, seed: int = 0) -> dict:
+    """``prog`` as the answer to task ``index`` of ``split`` through the gym's ``step``."""
+    env.reset(seed=seed, options={"task_index": index, "split": split, "arm": "symbolic"})
+    t0 = time.monotonic()
+    row: dict[str, Any] = {"name": prog.name, "family": prog.family}
+    try:
+        _, reward, _, _, info = env.step(f"ANSWER:\n```python\n{prog.source}```")
+        details = info["turn"]["answer"]["details"]
+        row.update(
+            crashed=False,
+            passed=int(details.get("passed", 0)),
+            total=details.get("total"),
+            statuses=details.get("statuses", {}),
+            reward=reward,
+        )
+    except Exception as exc:  # noqa: BLE001 -- the figure this benchmark counts
+        row.update(crashed=True, passed=0, error=f"{type(exc).__name__}: {exc}"[:300])
+    row["seconds"] = round(time.monotonic() - t0, 3)
+    return row
+
+
 def score_in_gym(programs: Sequence[hp.Hostile], data_file: Path, limits: Limits = SUITE_LIMITS) -> list[dict]:
     """Each program as an answer through the colbench gym's step (the training scoring path)."""
     from harness.envs.registry import make
 
     env = make("colbench", data_file=data_file, limits=limits)
     split = "train" if env.source.by_split["train"] else "eval"
-    out = []
-    for i, prog in enumerate(programs):
-        env.reset(seed=i, options={"task_index": i, "split": split, "arm": "symbolic"})
-        t0 = time.monotonic()
-        row: dict[str, Any] = {"name": prog.name, "family": prog.family}
-        try:
-            _, reward, _, _, info = env.step(f"ANSWER:\n```python\n{prog.source}```")
-            details = info["turn"]["answer"]["details"]
-            row.update(
-                crashed=False,
-                passed=int(details.get("passed", 0)),
-                total=details.get("total"),
-                statuses=details.get("statuses", {}),
-                reward=reward,
-            )
-        except Exception as exc:  # noqa: BLE001 -- the figure this benchmark counts
-            row.update(crashed=True, passed=0, error=f"{type(exc).__name__}: {exc}"[:300])
-        row["seconds"] = round(time.monotonic() - t0, 3)
-        out.append(row)
-    return out
+    return [score_one(env, split, i, prog, seed=i) for i, prog in enumerate(programs)]
 
 
 def summarise_gym(rows: list[dict]) -> dict:
@@ -146,6 +157,110 @@ def summarise_gym(rows: list[dict]) -> dict:
         "seconds_total": round(sum(r["seconds"] for r in rows), 2),
         "seconds_max": max((r["seconds"] for r in rows), default=0.0),
     }
+
+
+# ------------------------------------------------------------------ tests written as comparisons
+DEFAULT_COLBENCH = REPO.parent / "shared" / "colbench" / "backend_test.jsonl"
+
+
+def compares(test: str) -> bool:
+    """Whether a test is written as a comparison or an assert (not a bare call)."""
+    try:
+        stmt = ast.parse(test.strip()).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    return isinstance(stmt, ast.Assert) or isinstance(getattr(stmt, "value", None), (ast.Compare, ast.UnaryOp))
+
+
+def _target(kind: str, label: str, env: Any, split: str, index: int, function: str, reference: str) -> dict:
+    """A task to score lying answers on, with the most tests any trivial answer passes on it
+    (``hp.trivial_programs``: None, 0, '', [], (), {}, the first argument): a lying answer's pass
+    counts as cheating only beyond that (a lie that returns an empty list may equal a true result)."""
+    t = {"kind": kind, "label": label, "env": env, "split": split, "index": index, "function": function}
+    control = score_one(env, split, index, hp.Hostile("control_reference", "control", reference))
+    t["control_passed"] = not control["crashed"] and control["passed"] == control["total"]
+    t["trivial_best"] = max(score_one(env, split, index, p)["passed"] for p in hp.trivial_programs(function))
+    return t
+
+
+def lying_targets(secret_file: Path, colbench_file: Path | None, bare: int, procedural: int) -> list[dict]:
+    """The tasks the lying answers are scored on: the secret task written with comparisons; every
+    record of the real ColBench file whose tests compare, and its first ``bare`` records of bare
+    calls on which no trivial answer passes a test; as many procedural train tasks (``procedural``).
+    Each: kind, label, env, split, index, function, control_passed (the reference passes every test
+    through the gym), trivial_best."""
+    from harness.envs.colbench import CodeTask
+    from harness.envs.registry import make
+
+    env = make("colbench", data_file=secret_file, limits=SUITE_LIMITS)
+    split = "train" if env.source.by_split["train"] else "eval"
+    secret = env.source.by_split[split][0]
+    out = [_target("secret_compared", "secret", env, split, 0, hp.FUNCTION, secret.reference)]
+    if colbench_file is not None:
+        env = make("colbench", data_file=colbench_file, limits=SUITE_LIMITS)
+        n_bare = 0
+        for rec in env.source.records:
+            compared = any(compares(t) for t in rec.tests)
+            if not compared and n_bare >= bare:
+                continue
+            ct = CodeTask.from_record(rec)
+            index = env.source.by_split[ct.split].index(ct)
+            t = _target(
+                "data_compared" if compared else "data_bare",
+                f"data-{rec.index}",
+                env,
+                ct.split,
+                index,
+                ct.function or hp.FUNCTION,
+                ct.reference,
+            )
+            if compared or t["trivial_best"] == 0:
+                out.append(t)
+                n_bare += not compared
+    env = make("colbench", limits=SUITE_LIMITS)
+    i = n_proc = 0
+    while n_proc < procedural and i < 20 * procedural:
+        env.reset(seed=0, options={"task_index": i, "split": "train"})
+        d = env.task.data
+        t = _target("procedural", env.task.task_id, env, "train", i, d["function"], d["reference"])
+        if t["trivial_best"] == 0:
+            out.append(t)
+            n_proc += 1
+        i += 1
+    return out
+
+
+def score_lying(targets: list[dict]) -> dict:
+    """Every lying answer (``hp.lying_programs``) on every target through the gym. A cheating pass:
+    an answer that passes more tests than the best trivial answer on the same task."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for t in targets:
+        k = kinds.setdefault(
+            t["kind"],
+            {
+                "tasks": 0,
+                "controls_passed": 0,
+                "trivial_tests_passed": 0,
+                "answers": 0,
+                "trainer_crashes": 0,
+                "cheating_passes": 0,
+                "tests_passed_beyond_trivial": 0,
+                "cheaters": [],
+            },
+        )
+        k["tasks"] += 1
+        k["controls_passed"] += int(t["control_passed"])
+        k["trivial_tests_passed"] += t["trivial_best"]
+        for prog in hp.lying_programs(t["function"]):
+            row = score_one(t["env"], t["split"], t["index"], prog)
+            k["answers"] += 1
+            k["trainer_crashes"] += int(row["crashed"])
+            if row["passed"] > t["trivial_best"]:
+                k["cheating_passes"] += 1
+                k["tests_passed_beyond_trivial"] += row["passed"] - t["trivial_best"]
+                if len(k["cheaters"]) < 40:
+                    k["cheaters"].append(f"{t['label']}:{prog.name} {row['passed']}/{row['total']}")
+    return kinds
 
 
 # ------------------------------------------------------------------ eau tasks check
@@ -402,7 +517,14 @@ def _blocking_first(programs: Sequence[hp.Hostile]) -> list[hp.Hostile]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default="gym,train,tasks_check,lifetime", help="comma-separated parts to run")
+    ap.add_argument("--parts", default="gym,lying,train,tasks_check,lifetime", help="comma-separated parts to run")
+    ap.add_argument(
+        "--colbench-data",
+        default=str(DEFAULT_COLBENCH),
+        help="the real ColBench file for the lying part (its records whose tests compare); skipped when absent",
+    )
+    ap.add_argument("--data-bare", type=int, default=3, help="lying part: also this many bare-call ColBench records")
+    ap.add_argument("--procedural", type=int, default=5, help="lying part: this many procedural tasks")
     ap.add_argument("--limit", type=int, default=None, help="only the first N programs")
     ap.add_argument("--train-steps", type=int, default=4, help="steps of the training run (8 answers a step)")
     ap.add_argument("--child-train", default=None, help=argparse.SUPPRESS)  # the process the train part kills
@@ -427,6 +549,14 @@ def main() -> None:
     try:
         if "gym" in parts:
             result["gym"] = summarise_gym(score_in_gym(progs, data_file))
+        if "lying" in parts:
+            compared = hp.write_task_file(folder / "compared" / "tasks.jsonl", hp.secret_task_compared)
+            colbench = Path(args.colbench_data) if Path(args.colbench_data).is_file() else None
+            result["lying"] = {
+                "colbench_data": str(colbench) if colbench else "absent (skipped)",
+                "programs_per_task": len(hp.lying_programs()),
+                "by_kind": score_lying(lying_targets(compared, colbench, args.data_bare, args.procedural)),
+            }
         if "train" in parts:
             result["train"] = train_with_hostile_answers(progs, data_file, folder / "train", args.train_steps)
             result["train_killed"] = kill_training_mid_rollout(folder, args.train_steps)

@@ -4,8 +4,13 @@ Each program is the code of an answer (or a reference) for a task ``solve(x)`` w
 is a keyed hash no program can guess (``secret_task``). A program either tries to find the answer
 where a sandbox must not let it look (the file system, other processes, stack frames, the
 interpreter's objects), or tries to break the scorer (lying objects, values that break comparison,
-huge outputs, process and signal games, loops in ``__del__``). So whatever a hostile program scores
-is a pass by cheating: the expected score of every one of them is 0.
+huge outputs, process and signal games, loops in ``__del__``, objects whose comparisons lie for
+tests written ``f(x) == v``). So whatever a hostile program scores is a pass by cheating: the
+expected score of every one of them is 0.
+
+``lying_programs(function)`` gives the lying objects and comparison cheats for any task's function
+name (real ColBench records, procedural tasks); ``trivial_programs(function)`` the trivial answers
+whose plain values a lie may coincide with (the benchmark's baseline, not cheats).
 
 ``programs(data_file, checkout)`` gives at least 100 of them as ``Hostile(name, family, source)``;
 ``data_file`` is the task file the cheats look for (its exact path is written into the cheats
@@ -19,6 +24,7 @@ import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 FUNCTION = "solve"
 TEST_INPUTS = (3, 17, 256)
@@ -47,7 +53,39 @@ def secret_task(index: int) -> dict:
     }
 
 
-def write_task_file(path: Path) -> Path:
+COMPARED_INPUTS = (3, 17, 256, 4, 5)
+
+
+def secret_task_compared(index: int) -> dict:
+    """A secret task whose tests are written as comparisons with the true results (``solve(3) ==
+    [..]``, ``assert``, the value on the left, ``!=``, ``not``), the form of ColBench's own data
+    files: the reference returns a list (a value a comparison could mutate)."""
+    key = hashlib.sha256(f"eau-hostile-compared-{index}".encode()).hexdigest()[:16]
+    ref = (
+        f"import hashlib\n\ndef {FUNCTION}(x):\n"
+        f"    h = int(hashlib.sha256(('{key}' + str(x)).encode()).hexdigest()[:12], 16)\n"
+        f"    return [h, h % 1000]\n"
+    )
+    ns: dict = {}
+    exec(ref, ns)  # our own reference: the true results written into the tests
+    v = {x: ns[FUNCTION](x) for x in COMPARED_INPUTS}
+    tests = [
+        f"{FUNCTION}(3) == {v[3]}",
+        f"assert {FUNCTION}(17) == {v[17]}",
+        f"{v[256]} == {FUNCTION}(256)",
+        f"{FUNCTION}(4) != [0, 0]",
+        f"not {FUNCTION}(5) == []",
+    ]
+    return {
+        "problem_description": f"Compute the task-{index} codes of x. The signature of the function is: "
+        f"def {FUNCTION}(x)",
+        "ground_truth": ref,
+        "hidden_information": ref,
+        "test_cases": {f"test{j + 1}": t for j, t in enumerate(tests)},
+    }
+
+
+def write_task_file(path: Path, make: Callable[[int], dict] = secret_task) -> Path:
     """One secret task, in the train split (training runs draw from it), written to ``path``. One
     task: whatever reference a cheat finds is the right one."""
     from harness.envs.colbench import CodeTask
@@ -55,17 +93,24 @@ def write_task_file(path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     for index in range(1000):
-        path.write_text(json.dumps(secret_task(index)) + "\n")
+        path.write_text(json.dumps(make(index)) + "\n")
         if CodeTask.from_record(load_colbench(path)[0]).split == "train":
             return path
     raise RuntimeError("no secret task falls into the train split")
 
 
-def _answer(body: str, prelude: str = "") -> str:
-    """A program defining ``solve(x)`` whose body runs ``body`` (indented) with ``x`` bound."""
+def _answer(body: str, prelude: str = "", function: str = FUNCTION) -> str:
+    """A program defining ``solve(x)`` whose body runs ``body`` (indented) with ``x`` bound; with
+    another ``function`` name, ``function(*args, **kwargs)`` with ``x`` its first argument (any
+    task's signature)."""
+    head = (
+        f"def {function}(x):\n"
+        if function == FUNCTION
+        else f"def {function}(*args, **kwargs):\n    x = args[0] if args else next(iter(kwargs.values()), 0)\n"
+    )
     return (
         (textwrap.dedent(prelude).strip("\n") + "\n\n" if prelude else "")
-        + f"def {FUNCTION}(x):\n"
+        + head
         + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
         + "\n"
     )
@@ -244,7 +289,7 @@ def _stack_frames() -> list[Hostile]:
     return [Hostile(f"frames_{name}", "stack_frames", _answer(code, "import sys")) for name, code in looks.items()]
 
 
-def _lying_objects() -> list[Hostile]:
+def _lying_objects(function: str = FUNCTION) -> list[Hostile]:
     classes = {
         "eq_always_true": "class V:\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__",
         "int_eq_true": "class V(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__",
@@ -276,13 +321,101 @@ def _lying_objects() -> list[Hostile]:
             if name == "exception_str_raises"
             else "try:\n    return V(x)\nexcept TypeError:\n    return V()"
         )
-        out.append(Hostile(f"lying_{name}", "lying_objects", _answer(body, prelude)))
+        out.append(Hostile(f"lying_{name}", "lying_objects", _answer(body, prelude, function)))
     out.append(
         Hostile(
-            "lying_in_container", "lying_objects", _answer("return {V(): [V()], (V(),): {V()}}", classes["int_eq_true"])
+            "lying_in_container",
+            "lying_objects",
+            _answer("return {V(): [V()], (V(),): {V()}}", classes["int_eq_true"], function),
         )
     )
     return out
+
+
+# The test as the sandbox evaluates it, read from the frame that evaluates it, and the expected
+# value taken from its other side: a test written ``f(3) == 7`` hands ``7`` to any code that looks.
+_PEEK = """
+import ast, sys
+
+def _expected_from_tests():
+    f = sys._getframe(2)
+    texts = []
+    while f is not None:
+        for v in list(f.f_locals.values()):
+            if isinstance(v, str):
+                texts.append(v)
+            elif isinstance(v, dict) and isinstance(v.get('calls'), list):
+                texts += [c for c in v['calls'] if isinstance(c, str)]
+        f = f.f_back
+    for t in texts:
+        try:
+            tree = ast.parse(t.strip())
+        except Exception:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    try:
+                        return ast.literal_eval(side)
+                    except Exception:
+                        pass
+    return None
+"""
+
+
+def _comparison_cheats(function: str = FUNCTION) -> list[Hostile]:
+    """Answers that pass a test written as a comparison (``f(x) == v``, ``assert``, ``!=``) if the
+    scorer lets the answer's value take part in it: objects whose comparisons lie, raise or mutate,
+    and a program that reads the expected value from the test's text."""
+    classes = {
+        # the answer of the report: == always True, != always False
+        "eq_true": "class V:\n    def __eq__(self, o):\n        return True\n    def __ne__(self, o):\n"
+        "        return False\n    __hash__ = object.__hash__",
+        "all_true": "class V:\n    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = lambda s, o: True\n"
+        "    __bool__ = lambda s: True\n    __hash__ = object.__hash__",
+        "always_unequal": "class V:\n    def __eq__(self, o):\n        return False\n    def __ne__(self, o):\n"
+        "        return True\n    __hash__ = object.__hash__",
+        "raises": "class V:\n    def __eq__(self, o):\n        raise ValueError('no')\n    __ne__ = __eq__\n"
+        "    __hash__ = object.__hash__",
+        # takes the other side's value: a mutable expected value becomes its own, then equal
+        "mutating": "class V(list):\n    def __eq__(self, o):\n        try:\n            o[:] = self\n"
+        "        except Exception:\n            pass\n        return True\n    __hash__ = None",
+        # remembers what it was compared with: the next call with the same input returns it
+        "learning": "_SEEN = {}\nclass V:\n    def __init__(self, key):\n        self.key = key\n"
+        "    def __eq__(self, o):\n        _SEEN[self.key] = o\n        return True\n    __hash__ = object.__hash__",
+    }
+    out = []
+    for name, cls in classes.items():
+        if name == "learning":
+            body = "return _SEEN.get(repr(x), V(repr(x)))"
+        else:
+            body = "return V()"
+        out.append(Hostile(f"compare_{name}", "comparison_cheats", _answer(body, cls, function)))
+    out.append(
+        Hostile("compare_peek_expected", "comparison_cheats", _answer("return _expected_from_tests()", _PEEK, function))
+    )
+    return out
+
+
+def trivial_programs(function: str = FUNCTION) -> list[Hostile]:
+    """Answers that return a trivial value (None, 0, '', [], (), {}, the first argument): what a
+    lying object's plain data can coincide with; not cheats."""
+    values = {
+        "none": "None",
+        "zero": "0",
+        "empty_str": "''",
+        "empty_list": "[]",
+        "empty_tuple": "()",
+        "empty_dict": "{}",
+        "first_argument": "x",
+    }
+    return [Hostile(f"trivial_{n}", "trivial", _answer(f"return {v}", "", function)) for n, v in values.items()]
+
+
+def lying_programs(function: str = FUNCTION) -> list[Hostile]:
+    """The lying objects and comparison cheats as answers defining ``function`` (any signature):
+    for tasks other than the secret one (real ColBench records, procedural tasks)."""
+    return _lying_objects(function) + _comparison_cheats(function)
 
 
 def _breaking_values() -> list[Hostile]:
@@ -387,6 +520,7 @@ def programs(data_file: str, checkout: str) -> list[Hostile]:
         _file_search(data_file, checkout)
         + _stack_frames()
         + _lying_objects()
+        + _comparison_cheats()
         + _breaking_values()
         + _resource_games()
         + _signal_games()

@@ -11,6 +11,10 @@ from typing import Any
 
 CHOICES = ("ask", "search", "answer")
 ARMS = ("symbolic", "llm")
+# The kind of a dynamic fact that says the gym cannot settle the question (turtle's judge when its
+# evidence is weak). It is never a disclosure: the symbolic user answers with the rule file's
+# ``undecided`` reply, and the LLM user is given no verdict for that question.
+UNDECIDED = "undecided"
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,8 @@ class Fact:
 
     key: unique within a task (e.g. ``pref.hotel.stars``); disclosures are counted per key.
     kind: category used by the ``reveal_kinds`` knob (preference, attribute, detail, probe, rule,
-        signature, shape, return, edge_case, constant).
+        signature, shape, return, edge_case, constant, clue); ``UNDECIDED`` marks a gym's "cannot
+        tell" (never disclosed).
     text: how the user states it.
     keywords: content words a question about this fact is likely to contain (matching).
     importance: 1 (most important) to 3, used by the intention gym; 1 elsewhere.
@@ -93,6 +98,30 @@ class UserReply:
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "revealed": [f.key for f in self.revealed], "flags": dict(self.flags)}
+
+
+@dataclass(frozen=True)
+class ReplyCheck:
+    """A verifier's verdict on one user reply (a gym's ``check_reply``), stored on the reply as its
+    ``check`` flag when ``checked`` (``metrics.jsonl``: ``user_checked_rate``, ``user_wrong_rate``).
+
+    checked: the verifier could judge the reply (it speaks to something the gym knows for sure).
+    wrong: the reply states something the task's truth contradicts.
+    why, expected, said: for a wrong reply, what the truth is and what the reply said.
+    """
+
+    checked: bool
+    wrong: bool = False
+    why: str = ""
+    expected: str = ""
+    said: str = ""
+
+    def to_flag(self) -> dict[str, Any]:
+        """The ``check`` flag of a checked reply."""
+        flag: dict[str, Any] = {"wrong": self.wrong}
+        if self.wrong:
+            flag.update({"why": self.why, "expected": self.expected, "said": self.said})
+        return flag
 
 
 @dataclass

@@ -36,9 +36,9 @@ import yaml
 from harness.agents.scripted import oracle_action, random_action, render
 from harness.envs.registry import make
 from harness.knobs.folder import defaults_dir
-from harness.knobs.store import KnobStore
 from harness.runs.metrics import episode_metrics
 from harness.runs.writer import RunWriter
+from harness.stores import open_store
 from harness.users.mixture import UserFactory
 
 Agent = Callable[[Any, np.random.Generator, float], str]  # (env, rng, progress 0..1) -> action text
@@ -301,6 +301,30 @@ def unhelpful_user(req: dict[str, Any]) -> str:
     return "Hmm, I'm not sure. Whatever you think is best."
 
 
+def lying_user(req: dict[str, Any]) -> str:
+    """An intention user model that answers with the hidden detail sharing most words with the
+    question, its value swapped for another of the detail's pool ("My budget is $800." when it is $300)."""
+    from harness.envs.intention import REQUESTS
+
+    pools = {v: d.values for r in REQUESTS for d in r.details for v in d.values}
+    question, facts, _ = _prompt_parts(req)
+    if not facts:
+        return "I don't mind."
+    q = set(re.findall(r"[a-z]+", question.lower()))
+    fact = max(facts, key=lambda f: len(q & set(re.findall(r"[a-z]+", f.lower()))))
+    for value in sorted(pools, key=len, reverse=True):  # "$300" before "$30"
+        if re.search(rf"(?<![\w$]){re.escape(value)}(?!\w)", fact):
+            return fact.replace(value, next(v for v in pools[value] if v != value))
+    return fact
+
+
+def contrarian_host(req: dict[str, Any]) -> str:
+    """A turtle host model that contradicts the story: No where the judge's verdict it is given says
+    Yes and the reverse (and Yes where it is given none)."""
+    _, _, dyn = _prompt_parts(req)
+    return {"Yes.": "No.", "No.": "Yes."}.get(dyn[0] if dyn else "", "Yes.")
+
+
 # ---------------------------------------------------------------------------- run spec
 @dataclass
 class RunSpec:
@@ -358,10 +382,10 @@ def _play(env: Any, agent: Agent, rng: np.random.Generator, progress: float, see
 
 
 def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
-    """Build run ``spec.run_id`` under ``runs_dir`` (knobs folder under ``work_dir``); returns the run folder."""
-    knobs_dir = prepare_knobs(Path(work_dir) / f"knobs-{spec.run_id}", spec)
+    """Build run ``spec.run_id`` under ``runs_dir`` (its knobs folder inside it; ``work_dir`` unused); returns the run folder."""
     run_dir = Path(runs_dir) / spec.run_id
-    store = KnobStore(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
+    knobs_dir = prepare_knobs(run_dir / "knobs", spec)  # the run's own knobs folder, as a real run has
+    store = open_store(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
     store.live_run = True
     config = {
         "preset": "analysis-test",
@@ -399,7 +423,7 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
                         reason=f"test change before step {step}",
                         recent_metrics=history,
                         step_written=step - 1,
-                        run_live=True,
+                        for_run="live",
                     )
                     if not res.ok:
                         raise ValueError(f"planted change {name}={value!r} refused: {res.event.get('message')}")
@@ -496,6 +520,10 @@ SPECS: dict[str, Callable[[], RunSpec]] = {
     "unreachable_tasks": lambda: RunSpec("unreachable_tasks", user={"reveal_kinds": ["preference", "probe"]}),
     # an LLM user that never helps next to a working symbolic user
     "arm_disparity": lambda: RunSpec("arm_disparity", **LLM_SIZE, user={"user_strategy_mix": 0.5}, llm=unhelpful_user),
+    # an LLM host that contradicts the story on turtle, next to the symbolic host
+    "user_unreliable": lambda: RunSpec(
+        "user_unreliable", gyms=("turtle",), steps=8, samples=3, user={"user_strategy_mix": 0.5}, llm=contrarian_host
+    ),
     # mid-run the user starts volunteering every turn: a policy that searches first asks less (its
     # oracle share held flat, so nothing else moves the question rate)
     "question_rate_drop": lambda: RunSpec(

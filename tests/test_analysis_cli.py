@@ -11,6 +11,7 @@ import pytest
 from analysis_runs import EFFECT_HARM, HEALTHY, cached_run
 from typer.testing import CliRunner
 
+from harness.analysis.detectors import DETECTORS
 from harness.analysis.sample import CLIP_MARK
 from harness.analysis.stats import SPARK_BLOCKS
 from harness.cli.common import EXIT_NOT_FOUND, EXIT_USAGE
@@ -65,7 +66,7 @@ def test_status_shows_knob_events_and_detector_alerts(faulty):
 def test_diagnose_json_and_text(faulty):
     res = _run("diagnose", *faulty, "--json", "--window", "6")
     doc = json.loads(res.stdout)
-    assert doc["flagged"] == ["silent_tool_failures"] and len(doc["findings"]) == 9
+    assert doc["flagged"] == ["silent_tool_failures"] and len(doc["findings"]) == len(DETECTORS)
     assert doc["window"] == {"steps": 6, "first": 6, "last": 11, "requested": 6}
     text = _run("diagnose", *faulty, "--window", "6").output
     assert "FLAGGED silent_tool_failures" in text and "eau sample --flag silent_tool_failures" in text

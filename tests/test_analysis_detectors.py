@@ -28,6 +28,9 @@ COLLATERAL = {
     "deadlock": {"unreachable_tasks"},
     # the question farmer asks one filler question until the turn limit, in every gym
     "reward_hacking": {"deadlock", "template_collapse"},
+    # a host whose answers are wrong discloses no clue (its "No." matches no "Yes." verdict), so the
+    # LLM arm earns less rule reward than the symbolic one: the arms really differ
+    "user_unreliable": {"arm_disparity"},
 }
 
 
@@ -143,3 +146,49 @@ def test_threshold_overrides_change_the_verdict():
     for bad in (["rate=0.5"], ["nope.rate=1"], ["deadlock.nope=1"], ["deadlock.rate=high"], ["deadlock.rate"]):
         with pytest.raises(UsageError):
             parse_thresholds(bad)
+
+
+def test_user_unreliable_names_the_lying_arm_and_quotes_its_wrong_replies(reports):
+    f = next(f for f in reports["user_unreliable"]["findings"] if f["name"] == "user_unreliable")
+    m = f["evidence"]["metrics"]
+    assert m["by_arm"]["llm"]["flagged"] == 1 and m["by_arm"]["llm"]["wrong_rate"] >= 0.5
+    assert m["by_arm"]["symbolic"]["wrong"] == 0 and m["per_gym"]["turtle"]["llm"]["flagged_by"] == ["level"]
+    assert f["component"] == "user" and f["evidence"]["episodes"] and f["evidence"]["matching_episodes"] >= 5
+    for ex in m["examples"]:
+        assert ex["arm"] == "llm" and ex["reply"] in ("Yes.", "No.") and ex["why"].startswith("the story says")
+        assert ex["episode"] in f["evidence"]["episodes"] or f["evidence"]["matching_episodes"] > 5
+    # the honest LLM user of the mixed run is checked and never flagged
+    healthy = next(f for f in reports[HEALTHY_MIXED]["findings"] if f["name"] == "user_unreliable")
+    assert not healthy["flagged"] and healthy["evidence"]["metrics"]["by_arm"]["llm"]["checked"] > 0
+    assert healthy["evidence"]["metrics"]["by_arm"]["llm"]["wrong"] == 0
+
+
+def _replies(arm: str, wrong: int, right: int, step: int) -> list[dict]:
+    """Episodes of one ask each, ``wrong`` of them flagged wrong by the verifier."""
+    out = []
+    for i in range(wrong + right):
+        check = {"wrong": i < wrong}
+        turn = {
+            "turn": 0,
+            "action": {"choice": "ask", "content": "q?"},
+            "user_reply": {"text": "a", "flags": {"check": check}},
+        }
+        out.append({"episode_id": f"s{step}-{arm}-{i}", "gym": "travel", "arm": arm, "turns": [turn]})
+    return out
+
+
+def test_user_unreliable_fires_on_a_rise_below_the_level_and_not_on_a_steady_share():
+    det = DETECTORS["user_unreliable"]
+    before = _replies("llm", 2, 58, 0)  # 3% before
+    rise = det.run(
+        DetectorInput(metrics=[], history=[], episodes=_replies("llm", 10, 50, 1), steps=[1], before_episodes=before)
+    )
+    assert rise.flagged and rise.metrics["by_arm"]["llm"]["flagged_by"] == ["rise"]  # 17%: under the 20% level
+    assert rise.metrics["by_arm"]["llm"]["before_wrong_rate"] == round(2 / 60, 4) and len(rise.matches) == 10
+    steady = det.run(
+        DetectorInput(metrics=[], history=[], episodes=_replies("llm", 3, 57, 1), steps=[1], before_episodes=before)
+    )
+    assert not steady.flagged and steady.matches == []
+    few = det.run(DetectorInput(metrics=[], history=[], episodes=_replies("llm", 5, 5, 1), steps=[1]))
+    assert not few.flagged  # 10 replies: too few to call 50% a level
+    assert det.run(DetectorInput(metrics=[], history=[], episodes=[], steps=[1])).to_dict()["skipped"]

@@ -400,6 +400,73 @@ def test_cli_errors(tmp_path, args, code, needle):
     assert needle in res.stderr
 
 
+def test_a_title_that_is_not_utf8_leaves_neither_file(tmp_path):
+    """The issue's case through a real process: a byte 0xff in --title (Python keeps it as a lone
+    surrogate). Exit 1 with a sentence naming the field; no finding file, no INDEX.md, no folder."""
+    pool = tmp_path / "pool"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.main",
+            "finding",
+            "add",
+            b"--title",
+            b"t \xff",
+            "--change",
+            "c",
+            "--verdict",
+            "n/a",
+            "--pool-dir",
+            str(pool),
+        ],
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert b"title is not valid text" in proc.stderr and b"byte 0xff" in proc.stderr
+    assert b"Traceback" not in proc.stderr and not pool.exists()
+
+
+@pytest.mark.parametrize(
+    "option", ["--title", "--change", "--measured", "--predicted", "--source", "--body", "--knob", "--tag", "--run"]
+)
+def test_any_field_that_is_not_text_leaves_the_pool_as_it_was(tmp_path, option):
+    pool = tmp_path / "pool"
+    _add(pool, "seed", "--verdict", "n/a")
+    before = {p.name: p.read_bytes() for p in pool.iterdir()}
+    args = {"--title": "t", "--change": "c", "--verdict": "n/a", option: "x\udcfe"}
+    res = _eau(pool, "finding", "add", *[a for kv in args.items() for a in kv], "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["exit_code"] == 1, res.output
+    assert option.lstrip("-") in res.stderr.replace("knobs", "knob").replace("tags", "tag")
+    assert {p.name: p.read_bytes() for p in pool.iterdir()} == before
+
+
+def test_a_write_that_fails_half_way_is_rolled_back(tmp_path):
+    """INDEX.md that cannot be replaced (a folder there): add leaves no finding file, retract leaves
+    the finding active, byte for byte; both exit 1 naming the file."""
+    pool_dir = tmp_path / "pool"
+    _add(pool_dir, "first", "--verdict", "n/a")
+    (pool_dir / "INDEX.md").unlink()
+    (pool_dir / "INDEX.md").mkdir()
+    files = sorted(p.name for p in pool_dir.iterdir())
+    res = _eau(pool_dir, "finding", "add", "--title", "second", "--change", "c", "--verdict", "n/a")
+    assert res.exit_code == 1 and "INDEX.md" in res.stderr, res.output
+    assert sorted(p.name for p in pool_dir.iterdir()) == files
+    first = next(pool_dir.glob("F-0001-*.md"))
+    text = first.read_bytes()
+    res = _eau(pool_dir, "finding", "retract", "F-0001", "--reason", "wrong")
+    assert res.exit_code == 1 and "INDEX.md" in res.stderr, res.output
+    assert first.read_bytes() == text and read_finding(first).status == "active"
+    (pool_dir / "INDEX.md").rmdir()
+    pool = ExperiencePool(pool_dir)
+    pool.write_index()
+    added = pool.add(_finding(id="F-0000", title="second"))
+    assert added.id == "F-0002" and pool.index_is_current()
+
+
 def test_cli_missing_pool_is_not_found(tmp_path):
     res = _eau(tmp_path / "nowhere", "finding", "list", "--json")
     assert res.exit_code == 5

@@ -1,6 +1,7 @@
 """turtle gym, on the shipped UserRL stories: data and splits, the symbolic judge (negation,
-antonyms, irrelevance), what the user never discloses, scoring and rewards of proposed stories,
-the scripted agents, the LLM arm's instructions and guard, the task check and the eval protocol."""
+antonyms, irrelevance, abstention), what the user never discloses, scoring and rewards of proposed
+stories, the scripted agents, the LLM arm's instructions, guard and reply check, the task check and
+the eval protocol."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gyms_support import env_of, knobs, step
 from typer.testing import CliRunner
 
 from harness.agents.scripted import run_episode
-from harness.envs.turtle import feedback_text, make_task, score_story, story_index, task_of
+from harness.envs.turtle import check_answer, feedback_text, make_task, reply_answer, score_story, story_index, task_of
 from harness.envs.turtle.data import (
     SPLITS_FILE,
     StoryDataError,
@@ -22,12 +23,13 @@ from harness.envs.turtle.data import (
     load_stories,
     load_turtle,
 )
-from harness.envs.turtle.judge import IRRELEVANT, NO, YES, parse_question, split_clauses
+from harness.envs.turtle.judge import CANNOT_TELL, IRRELEVANT, NO, YES, parse_question, split_clauses
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_turtle_user as bench  # noqa: E402  (benchmarks/ is put on sys.path just above)
+from test_users_support import ChatServer  # noqa: E402
 
 DATA = load_turtle()
 README_BROKEN = {"485", "487", "489", "490", "508"}  # the broken surfaces ../shared/userrl/README.md lists
@@ -103,10 +105,24 @@ def test_malformed_split_files_are_clear_errors(tmp_path):
         ("Was the shadow not a corpse?", NO),
         ("Did he own a bicycle?", IRRELEVANT),
         ("Is the stock market going up?", IRRELEVANT),
+        # about the story, but asserting what no clause states: the judge abstains instead of guessing
+        ("Was the corpse a sailor?", CANNOT_TELL),
+        ("Did the shadow move?", CANNOT_TELL),
     ],
 )
 def test_the_judge_answers_from_what_the_bottom_states(question, label):
     assert story_index(SHADOW).answer(question).label == label
+
+
+def test_a_criterion_paraphrase_settles_a_question_the_bottom_words_differently():
+    # "cast a shadow" is only in a criterion ("there was no light to cast a shadow")
+    verdict = story_index(SHADOW).answer("Was there light to cast a shadow?")
+    assert verdict.label == NO and verdict.clause is not None and verdict.clause.source == "criteria"
+
+
+def test_a_negation_in_a_subordinate_clause_does_not_negate_the_question():
+    assert not parse_question("Did the man die so that nobody would see?").negated
+    assert parse_question("Is it true that he never saw it?").negated
 
 
 def test_overlap_alone_does_not_make_yes():
@@ -131,8 +147,26 @@ def test_answers_are_deterministic_and_fixed_words():
     replies = set()
     for seed in range(2):
         env.reset(seed=seed, options={"task": task_of(DATA.stories[SHADOW], "train")})
-        replies |= {step(env, f"ASK: {q}")[0] for q in ("Was it night?", "Was there light?", "Did he own a bicycle?")}
-    assert replies == {"Yes.", "No.", "Irrelevant."}
+        questions = ("Was it night?", "Was there light?", "Did he own a bicycle?", "Was the corpse a sailor?")
+        replies |= {step(env, f"ASK: {q}")[0] for q in questions}
+    assert replies == {"Yes.", "No.", "Irrelevant.", "Can't tell."}
+
+
+def test_cannot_tell_discloses_nothing_and_spends_no_reveal():
+    env = env_of("turtle", user={"max_reveals": 1})
+    env.reset(seed=0, options={"task": task_of(DATA.stories[SHADOW], "train")})
+    for _ in range(3):  # far past the budget of one: an abstention is no disclosure
+        obs, rec, _ = step(env, "ASK: Was the corpse a sailor?")
+        assert obs == "Can't tell." and rec.user_reply.flags.get("undecided") and not rec.user_reply.revealed
+        assert not {"new_fact", "repeat_fact"} & set(rec.events) and "check" not in rec.user_reply.flags
+    obs, rec, _ = step(env, "ASK: Was it night?")
+    assert obs == "Yes." and env.state.disclosures == 1
+
+
+def test_the_prompt_and_the_llm_role_say_what_cannot_tell_means():
+    task = task_of(DATA.stories[SHADOW], "train")
+    assert '"Can\'t tell" means I cannot settle that question' in task.prompt
+    assert 'answer "Can\'t tell." rather than guess' in task.data["user_role"]
 
 
 @pytest.mark.parametrize(
@@ -167,7 +201,7 @@ def test_yes_no_questions_with_request_words_are_judged(question):
     env = env_of("turtle")
     env.reset(seed=0, options={"task": task_of(DATA.stories[SHADOW], "train")})
     obs, rec, _ = step(env, f"ASK: {question}")
-    assert rec.user_reply.flags["intent"] == "question" and obs in ("Yes.", "No.", "Irrelevant.")
+    assert rec.user_reply.flags["intent"] == "question" and obs in ("Yes.", "No.", "Irrelevant.", "Can't tell.")
 
 
 def test_no_reply_holds_six_bottom_words_over_a_thousand_adversarial_questions():
@@ -182,28 +216,46 @@ def test_the_leak_measure_counts_consecutive_words():
     assert bench.longest_shared_run("it was a corpse all along", "The shadow: it was a corpse.") == 4
 
 
+# Measured (BENCHMARKS.md, turtle): contradictions and correct answers as shares of all questions.
+# These bounds guard against regressions; the two blind files were never tuned on.
 @pytest.mark.parametrize(
-    "name,least",
+    "name,most_contradictions,least_correct",
     [
-        ("turtle_questions.jsonl", 0.85),
-        ("turtle_questions_heldout.jsonl", 0.78),
-        ("turtle_questions_fresh.jsonl", 0.68),
-        ("turtle_questions_blind.jsonl", 0.57),  # never tuned on: a guard against regression only
+        ("turtle_questions.jsonl", 0.04, 0.66),
+        ("turtle_questions_heldout.jsonl", 0.06, 0.62),
+        ("turtle_questions_fresh.jsonl", 0.06, 0.55),
+        ("turtle_questions_dev.jsonl", 0.07, 0.33),
+        ("turtle_questions_blind.jsonl", 0.12, 0.31),
+        ("turtle_questions_unseen.jsonl", 0.09, 0.32),
     ],
 )
-def test_labelled_question_accuracy(name, least):
-    # The measured figures are in BENCHMARKS.md (turtle); these bounds guard against regressions.
+def test_labelled_question_precision_and_coverage(name, most_contradictions, least_correct):
     rows = [json.loads(line) for line in (bench.DATA / name).read_text().splitlines() if line.strip()]
     res = bench.accuracy(rows)
-    assert res["accuracy"] >= least, res["wrong"][:5]
+    assert res["contradictions"] <= most_contradictions and res["correct"] >= least_correct, res["wrong"][:5]
+    assert res["correct"] + res["contradictions"] + res["abstentions"] + res["other_wrong"] == pytest.approx(
+        1.0, abs=1e-3
+    )
+    # the reply check never flags more than the judge contradicts the truth
+    assert res["verifier"]["truthful_flagged"] == res["contradictions"]
 
 
 def test_labelled_sets_are_large_and_half_negated_or_paraphrased():
     rows = [json.loads(line) for n in bench.LABEL_FILES for line in (bench.DATA / n).read_text().splitlines()]
     assert len(rows) >= 200 and len({r["story"] for r in rows}) >= 20
-    assert sum(r["form"] in ("negated", "paraphrased") for r in rows) >= len(rows) / 2
+    first = [
+        json.loads(line)
+        for n in bench.LABEL_FILES[:3] + ("turtle_questions_blind.jsonl",)
+        for line in (bench.DATA / n).read_text().splitlines()
+    ]
+    assert sum(r["form"] in ("negated", "paraphrased") for r in first) >= len(first) / 2  # the accuracy sets
+    assert sum(r["form"] in ("negated", "paraphrased") for r in rows) >= 0.45 * len(rows)
     assert {r["label"] for r in rows} <= {YES, NO, IRRELEVANT} and all(r["story"] in DATA.stories for r in rows)
     assert not {r["story"] for r in rows} & set(DATA.broken)
+    stories = [
+        {json.loads(line)["story"] for line in (bench.DATA / n).read_text().splitlines()} for n in bench.LABEL_FILES
+    ]
+    assert sum(len(s) for s in stories) == len(set().union(*stories))  # no story is in two sets
 
 
 # ---------------------------------------------------------------- scoring and rewards
@@ -233,7 +285,7 @@ def test_reward_is_the_improvement_over_the_best_answer_so_far():
     assert r2 == 0.0 and not term2 and env.best_score == best  # a worse story earns nothing
     _, r3, term3, _, info = env.step(f"ANSWER: {DATA.stories[SHADOW].bottom}")
     assert r3 == pytest.approx(1.0 - best) and term3 and info["success"] is True
-    assert sum(t.reward_breakdown["task"] for t in env.state.turns) == pytest.approx(1.0)
+    assert sum(t.reward_breakdown["task"] for t in env.state.turns) == pytest.approx(1.0, abs=1e-3)
 
 
 def test_success_threshold_is_the_env_knob_and_read_at_reset():
@@ -316,6 +368,64 @@ def test_llm_user_holds_the_bottom_and_the_verdict():
     assert DATA.stories[SHADOW].bottom in system and "host of a lateral-thinking puzzle" in system
     assert "The true answer to the assistant's latest question is:\n- Yes." in system
     assert obs == "Yes." and env.arm == "llm" and [f.kind for f in rec.user_reply.revealed] == ["clue"]
+
+
+def test_llm_user_gets_no_verdict_where_the_judge_cannot_tell():
+    env, backend = _llm_env("Can't tell.")
+    obs, rec, _ = step(env, "ASK: Was the corpse a sailor?")
+    assert "The true answer" not in backend.messages[0]["content"] and "Can't tell" in backend.messages[0]["content"]
+    assert obs == "Can't tell." and not rec.user_reply.revealed and "check" not in rec.user_reply.flags
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("Yes.", YES), ("no, it was not", NO), ("Irrelevant.", IRRELEVANT), ("Can't tell.", CANNOT_TELL), ("Hmm.", None)],
+)
+def test_reply_answer_reads_the_opening_words(text, expected):
+    assert reply_answer(text) == expected
+
+
+def test_check_answer_flags_only_a_contradiction_of_a_confident_verdict():
+    index = story_index(SHADOW)
+    night, sailor = index.answer("Was it night?"), index.answer("Was the corpse a sailor?")
+    assert (
+        check_answer("Was it night?", "No.", night).wrong
+        and check_answer("Was it night?", "No.", night).expected == YES
+    )
+    assert (
+        check_answer("Was it night?", "Yes!", night).checked and not check_answer("Was it night?", "Yes!", night).wrong
+    )
+    assert not check_answer("Was it night?", "Irrelevant.", night).checked  # not a contradiction
+    assert not check_answer("Was the corpse a sailor?", "Yes.", sailor).checked  # the judge is not confident
+
+
+def test_an_llm_user_that_contradicts_the_story_is_flagged_on_its_reply():
+    """A real OpenAI-compatible endpoint on loopback plays a host who says the opposite of the truth."""
+    from harness.users import UserFactory
+    from harness.users.backends import OpenAIChatBackend
+
+    flip = {"Yes.": "No.", "No.": "Yes."}
+
+    def liar(req):
+        system = req["messages"][0]["content"]
+        verdict = system.split("The true answer to the assistant's latest question is:\n- ")[-1][:4].strip()
+        return flip.get(verdict, "Yes.")
+
+    with ChatServer(liar) as srv:
+        env = env_of("turtle", user={"user_strategy_mix": 0.0})
+        env.user_factory = UserFactory(
+            OpenAIChatBackend(srv.base_url, "host", api_key="k", timeout_s=5, retry_backoff_s=0.01)
+        )
+        env.reset(seed=0, options={"task": task_of(DATA.stories[SHADOW], "train")})
+        obs, rec, _ = step(env, "ASK: Was it night?")
+        assert obs == "No." and rec.user_reply.flags["check"] == {
+            "wrong": True,
+            "why": "the story says Yes (judge, confident)",
+            "expected": YES,
+            "said": NO,
+        }
+        obs, rec, _ = step(env, "ASK: Was the corpse a sailor?")  # no verdict: "Yes." is not checked
+        assert obs == "Yes." and "check" not in rec.user_reply.flags
 
 
 def test_llm_user_quoting_six_bottom_words_is_redacted():

@@ -81,7 +81,15 @@ def suite(tmp_path_factory):
 def test_the_set_has_at_least_100_programs_of_every_family(suite):
     fams = {p.family for p in suite.programs.values()}
     assert len(suite.programs) >= 100
-    assert fams == {"file_system", "stack_frames", "lying_objects", "breaking_values", "resources", "signals"}
+    assert fams == {
+        "file_system",
+        "stack_frames",
+        "lying_objects",
+        "comparison_cheats",
+        "breaking_values",
+        "resources",
+        "signals",
+    }
     assert set(FAST_SUBSET) <= set(suite.programs) and set(hp.BLOCKING) <= set(suite.programs)
 
 
@@ -105,6 +113,18 @@ def test_hostile_answers_through_the_gym_never_crash_or_pass(suite):
     rows = bench.score_in_gym([suite.programs[n] for n in FAST_SUBSET], suite.data, FAST)
     summary = bench.summarise_gym(rows)
     assert summary["trainer_crashes"] == 0 and summary["cheating_passes"] == 0, summary["cheaters"]
+
+
+def test_lying_answers_pass_nothing_on_tests_written_as_comparisons(tmp_path):
+    """Lying objects and comparison cheats (``hp.lying_programs``) through the gym on the secret
+    task written with ``==``/``assert``/``!=``/``not`` tests and on a procedural task: no answer
+    passes more tests than a trivial one, and each task's reference passes all of its tests."""
+    compared = hp.write_task_file(tmp_path / "compared.jsonl", hp.secret_task_compared)
+    kinds = bench.score_lying(bench.lying_targets(compared, None, bare=0, procedural=1))
+    assert set(kinds) == {"secret_compared", "procedural"}
+    for kind, k in kinds.items():
+        assert k["controls_passed"] == k["tasks"] and k["trainer_crashes"] == 0, (kind, k)
+        assert k["cheating_passes"] == 0 and k["trivial_tests_passed"] == 0, (kind, k["cheaters"])
 
 
 def test_values_that_broke_the_trainer_are_encoded_in_the_sandbox():

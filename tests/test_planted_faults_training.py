@@ -51,7 +51,7 @@ from typing import Any
 
 import pytest
 import yaml
-from analysis_runs import UserModelServer, chatty_user, farming_rules, unhelpful_user
+from analysis_runs import UserModelServer, chatty_user, farming_rules, lying_user, unhelpful_user
 
 from harness.knobs.folder import defaults_dir
 
@@ -199,6 +199,8 @@ PLANTS: dict[str, Callable[[], dict[str, Any]]] = {
     "unreachable_tasks": lambda: {"user": {"reveal_kinds": ["preference", "probe"]}},
     # half the episodes go to an LLM user that never helps
     "arm_disparity": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": unhelpful_user},
+    # half the episodes go to an LLM user that states each detail with a wrong value
+    "user_unreliable": lambda: {"user": {"user_strategy_mix": 0.5}, "llm": lying_user},
     # a rule charging every question
     "question_rate_drop": lambda: {"reward_rules": {"ask": question_penalty()}},
 }
@@ -230,6 +232,10 @@ COLLATERAL: dict[str, set[str]] = {
     "unreachable_tasks": {"deadlock", "question_rate_drop"},
     # a policy that stops asking learns nothing about the task and solves none
     "question_rate_drop": {"unreachable_tasks"},
+    # the lying user states a detail whatever was asked (unasked disclosures: user_leakage), and its
+    # arm covers details by wrong values (measured on the live autopilot run: user_leakage flagged
+    # next to user_unreliable; arm_disparity when the arms' rewards part)
+    "user_unreliable": {"user_leakage", "arm_disparity"},
 }
 # Detector checks a run may fail without a defect (flags outside COLLATERAL); the test asserts the count.
 # Measured (one session): 10 of 71 checks before the detector fixes and the shared run; what remains

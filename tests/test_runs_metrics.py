@@ -70,3 +70,28 @@ def test_unasked_rate_counts_disclosing_replies_to_questions():
     st = core_stats([ep])
     assert st["unasked_rate"] == pytest.approx(1 / 3)
     assert core_stats([_episode("intention", 0.0, False, [1], None, ["ask"])])["unasked_rate"] == 0.0
+
+
+def _ask(check: dict | None) -> dict:
+    flags = {"check": check} if check is not None else {}
+    return {"action": {"choice": "ask", "content": "q?"}, "user_reply": {"text": "a", "flags": flags}, "events": []}
+
+
+def test_user_fidelity_shares_per_step_gym_and_arm():
+    llm = {
+        "gym": "turtle",
+        "arm": "llm",
+        "num_turns": 4,
+        "turns": [_ask({"wrong": True}), _ask({"wrong": False}), _ask(None)],
+    }
+    llm["turns"].append({"action": {"choice": "answer", "content": "x"}, "user_reply": None, "events": []})
+    sym = {"gym": "turtle", "arm": "symbolic", "num_turns": 1, "turns": [_ask({"wrong": False})]}
+    m = episode_metrics([llm, sym])
+    # 4 replies to a question (the answer turn has none), 3 checked, 1 wrong
+    assert m["user_replies"] == 4 and m["user_checked_rate"] == 0.75 and m["user_wrong_rate"] == 0.25
+    assert m["arm/llm/user_wrong_rate"] == pytest.approx(1 / 3) and m["arm/llm/user_checked_rate"] == pytest.approx(
+        2 / 3
+    )
+    assert m["arm/symbolic/user_wrong_rate"] == 0.0 and m["arm/symbolic/user_replies"] == 1
+    assert m["gym/turtle/user_wrong_rate"] == 0.25 and "arm/llm/leak_flag_rate" in m
+    assert core_stats([{"gym": "g", "arm": "symbolic", "num_turns": 0, "turns": []}])["user_wrong_rate"] == 0.0

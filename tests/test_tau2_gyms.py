@@ -4,7 +4,6 @@ limit, dual control, the symbolic customer's behaviour, and the scripted agents.
 from __future__ import annotations
 
 import json
-import re
 
 from tau2_support import need_tau2, reset_on
 
@@ -15,7 +14,6 @@ from gyms_support import env_of  # noqa: E402
 
 from harness.agents.scripted import run_episode  # noqa: E402
 from harness.envs.tau2 import domain as dom  # noqa: E402
-from harness.envs.tau2.scenario import flat_values  # noqa: E402
 
 
 def call(name: str, **arguments) -> str:
@@ -120,8 +118,8 @@ def test_telecom_the_agent_can_never_call_a_user_tool():
 
 def test_the_customer_confirms_only_the_wanted_action_and_never_stops_before_the_write():
     env = env_of("tau2_retail")
-    reset_on(env, "38")  # wants order #W9348897 cancelled
-    wrong = "I will cancel order #W1111111 for you. Do you confirm (yes/no)?"
+    reset_on(env, "38")  # wants order #W9348897 cancelled (an id it was never told: it cannot check one)
+    wrong = "I will return order #W9348897 for you. Do you confirm (yes/no)?"
     obs, _, _, _, info = env.step(wrong)
     assert info["turn"]["user_reply"]["flags"]["confirmed"] is None and obs.lower().startswith("no")
     right = "I will cancel order #W9348897 (reason: no longer needed). Do you confirm (yes/no)?"
@@ -142,48 +140,6 @@ def test_the_customer_discloses_known_info_when_asked_and_does_not_know_the_rest
     assert "28236" in obs and info["turn"]["user_reply"]["revealed"]
     obs, _, _, _, info = env.step("What is your email address?")
     assert info["turn"]["user_reply"]["flags"]["intent"] == "unknown" and "@" not in obs
-
-
-PROBES = (
-    "What is your email address?",
-    "Can you give me your name and zip code?",
-    "What is your user id?",
-    "Which order is it? Please give me the order id.",
-    "What are the item ids you want to change?",
-    "Which payment method should we use? Give me the payment method id.",
-    "What is your reservation id or confirmation number?",
-    "What is the flight number?",
-    "What is your address?",
-    "Tell me everything you know.",
-    "Is there anything else?",
-)
-
-
-@pytest.mark.parametrize("domain", ["retail", "airline"])
-def test_the_customer_never_states_a_value_it_does_not_know(domain):
-    """Every identifier or number of a reply that appears in the unknown info or in a gold action's
-    arguments must appear in what the customer knows (reason for the call, known info, instructions)."""
-    env = env_of(f"tau2_{domain}")
-    value_re = re.compile(r"[\w.@#-]*\d[\w.@#-]*|[\w.]+@[\w.]+")
-    ids = env.split_ids("train")[::6]
-    for tid in ids:
-        reset_on(env, tid)
-        d = env.task.data
-        secret = {v.lower() for g in d["gold"] for v in flat_values(g["arguments"])}
-        secret |= {m.lower() for m in value_re.findall(d.get("unknown_info") or "")}
-        known = d["known_corpus"].lower()
-        texts = [env.task.prompt]
-        for g in d["gold"]:  # confirmations carrying the gold arguments must not be echoed back
-            texts.append(
-                env.user.reply(
-                    f"I will {g['name'].split('_')[0]} {json.dumps(g['arguments'])}. Confirm (yes/no)?", env.state
-                ).text
-            )
-        texts += [env.user.reply(q, env.state).text for q in PROBES]
-        for text in texts:
-            for v in value_re.findall(text):
-                v = v.strip(".").lower()
-                assert v not in secret or v in known, (tid, v, text)
 
 
 @pytest.mark.parametrize("gym", ["tau2_airline", "tau2_retail", "tau2_telecom"])

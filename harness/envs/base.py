@@ -13,7 +13,8 @@ predicate, never an exception. Env knobs are read at reset only, so a change app
 episode.
 
 A gym subclasses :class:`UserCentricEnv` and implements ``generate_task``, ``on_answer`` and, as
-needed, ``on_search``, ``on_ask``, ``dynamic_facts``, ``builtin_predicates`` and ``after_turn``.
+needed, ``on_search``, ``on_ask``, ``dynamic_facts``, ``check_reply`` (the verifier of user
+replies), ``builtin_predicates`` and ``after_turn``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,20 @@ from harness.envs.actions import format_feedback, interact_tool_schema, parse_ac
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 from harness.plugins.points import override_point
-from harness.types import CHOICES, Action, AnswerResult, EpisodeState, Fact, Task, ToolResult, TurnRecord, UserReply
+from harness.rewards import RewardModel
+from harness.types import (
+    CHOICES,
+    Action,
+    AnswerResult,
+    EpisodeState,
+    Fact,
+    ReplyCheck,
+    Task,
+    ToolResult,
+    TurnRecord,
+    UserReply,
+)
+from harness.users import UserFactory
 from harness.users.matching import discloses_unasked
 
 SPLITS = ("train", "eval")
@@ -105,8 +119,6 @@ class UserCentricEnv(gymnasium.Env):
         split: str = "train",
     ):
         super().__init__()
-        from harness.rewards import RewardModel  # local imports: users/rewards import envs.types
-        from harness.users import UserFactory
 
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
@@ -147,6 +159,12 @@ class UserCentricEnv(gymnasium.Env):
         """Facts computed from the question (function: probe values; telepathy: yes/no on attributes).
         None means the gym has none and users match the task's static facts."""
         return None
+
+    def check_reply(self, question: str, reply: UserReply) -> ReplyCheck:
+        """The verifier of user replies: whether ``reply`` (either arm) to ``question`` states something
+        the task's truth contradicts. Default: nothing is checked (the gym has no verifier). A checked
+        reply carries its verdict as the ``check`` flag (``user_wrong_rate`` in ``metrics.jsonl``)."""
+        return ReplyCheck(checked=False)
 
     def builtin_predicates(self, record: TurnRecord) -> dict[str, float]:
         """Gym-specific progress predicates for this turn, weighted by ``reward.predicate_weight``."""
@@ -302,6 +320,9 @@ class UserCentricEnv(gymnasium.Env):
             cut = reply.text[:limit].rsplit(" ", 1)[0] or reply.text[:limit]
             reply.text = cut + " …"
             reply.flags["truncated"] = True
+        check = self.check_reply(action.content, reply)
+        if check.checked:
+            reply.flags["check"] = check.to_flag()
         record.user_reply = reply
         record.obs_role = "user"
         record.observation = reply.text

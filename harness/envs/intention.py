@@ -24,15 +24,21 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
 from harness.plugins.points import override_point
-from harness.types import AnswerResult, Fact, Task, UserReply
+from harness.types import AnswerResult, Fact, ReplyCheck, Task, UserReply
+from harness.users.fidelity import Claim, check_claims
 
 GYM = "intention"
+# Words of a detail's sentence that say nothing of which detail it is ("I would like ...").
+_FRAME_WORDS = frozenset(
+    "would like want need have should will with that this from about they them their there".split()
+)
 IMPORTANCE_VALUE = {1: 1.0, 2: 0.7, 3: 0.4}
 MIN_DETAILS, MAX_DETAILS = 3, 6
 
@@ -930,6 +936,23 @@ def make_task(split: str, index: int) -> Task:
     )
 
 
+def claims_of(task: Task) -> list[Claim]:
+    """The hidden details as claims a reply is checked against (``harness.users.fidelity``): a
+    sentence with one of a detail's keywords that names another value of its pool ("My budget is
+    $800" when it is $300) contradicts the task."""
+    request = next(r for r in REQUESTS if r.name == task.data["request"])
+    out = []
+    for d in request.details:
+        value = task.data["details"].get(d.name)
+        if value is not None:
+            # the detail's own sentence words count as its words too ("The party is on ...": party)
+            own = tuple(w for w in re.findall(r"[a-z]+", d.text.lower()) if len(w) >= 4 and w not in _FRAME_WORDS)
+            out.append(
+                Claim(f"detail.{d.name}", (*d.keywords, *own), (value,), tuple(v for v in d.values if v != value))
+            )
+    return out
+
+
 def covered_share(task: Task, covered: set[str]) -> float:
     """Importance-weighted share of the task's details in ``covered`` (fact keys)."""
     weights: dict[str, float] = task.data["weights"]
@@ -978,6 +1001,11 @@ class IntentionEnv(UserCentricEnv):
         obs, info = super().reset(seed=seed, options=options)
         self.covered: set[str] = set()
         return obs, info
+
+    def check_reply(self, question: str, reply: UserReply) -> ReplyCheck:
+        """A reply that states another value of a hidden detail's pool (:func:`claims_of`)."""
+        assert self.task is not None
+        return check_claims(reply.text, claims_of(self.task))
 
     def on_ask(self, question: str, reply: UserReply) -> tuple[float, list[str]]:
         assert self.task is not None

@@ -36,7 +36,8 @@ from typing import Any
 
 from harness.envs.base import UserCentricEnv, split_of, task_seed
 from harness.envs.registry import register
-from harness.types import AnswerResult, Fact, Task, ToolResult, TurnRecord, UserReply
+from harness.types import AnswerResult, Fact, ReplyCheck, Task, ToolResult, TurnRecord, UserReply
+from harness.users.fidelity import Claim, check_claims
 
 GYM = "travel"
 SUCCESS_REWARD, COMPLIANT_REWARD = 1.0, 0.8
@@ -426,6 +427,27 @@ def make_task(split: str, index: int, noise: int, wrong: int) -> Task:
     )
 
 
+def claims_of(task: Task) -> list[Claim]:
+    """The hidden preferences as claims a reply is checked against (``harness.users.fidelity``): a
+    sentence about the attribute (one of its words) that names an option value the
+    preference rules out (another category; a number below a minimum or above a maximum), or that
+    negates a need ("no pool"), contradicts the task. A sentence naming a part of the trip is checked
+    against that part's preferences only."""
+    out = []
+    for aspect, prefs in task.data["content"]["prefs"].items():
+        attrs = {a.name: a for a in ASPECTS[aspect].attributes}
+        for name, target in prefs.items():
+            attr = attrs[name]
+            key = f"pref.{aspect}.{name}"
+            if attr.kind == "bool":
+                need = tuple(w for w in re.findall(r"[a-z]+", attr.need.lower()) if w in attr.words) or attr.words[:1]
+                out.append(Claim(key, need, need, need=True, where=(aspect,)))
+                continue
+            others = [v for v in attr.values if v != target and not _pref_value_ok(attr, target, v)]
+            out.append(Claim(key, attr.words, (str(target),), tuple(str(v) for v in others), where=(aspect,)))
+    return out
+
+
 def aspects_in_query(query: str) -> list[str]:
     """Aspect names a search query mentions, in canonical order."""
     words = set(re.findall(r"[a-z]+", query.lower()))
@@ -500,6 +522,11 @@ class TravelEnv(UserCentricEnv):
         obs, info = super().reset(seed=seed, options=options)
         self._turns_without_pref = 0
         return obs, info
+
+    def check_reply(self, question: str, reply: UserReply) -> ReplyCheck:
+        """A reply that states a preference value the task rules out (:func:`claims_of`)."""
+        assert self.task is not None
+        return check_claims(reply.text, claims_of(self.task))
 
     def on_search(self, query: str) -> ToolResult:
         interval = int(self.env_knobs["search_failure_interval"])

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from harness.io.text import not_utf8
+
 VERDICTS = ("improved", "harmed", "inconclusive", "n/a")
 STATUSES = ("active", "retracted")
 AUTHORS = ("agent", "human")
@@ -59,6 +61,31 @@ FIELD_ORDER = (
 
 class FindingError(ValueError):
     """A finding field or file that is not valid; the message names the file/field, value and what is allowed."""
+
+
+# Fields written as text into the finding file and INDEX.md (each must be encodable as UTF-8).
+TEXT_FIELDS = (
+    "title",
+    "change",
+    "run",
+    "knobs",
+    "predicted",
+    "measured",
+    "tags",
+    "events",
+    "author",
+    "source",
+    "retracted_reason",
+    "body",
+)
+
+
+def check_text(text: Any, where: str) -> None:
+    """FindingError when ``text`` (a str or None) cannot be written as UTF-8 (a byte that was not
+    UTF-8 in an argument or on stdin); names the field, the character and the byte."""
+    problem = not_utf8(text) if isinstance(text, str) else None
+    if problem:
+        raise FindingError(f"{where} is not valid text: {problem}; findings are UTF-8 text")
 
 
 def now_iso() -> str:
@@ -196,6 +223,10 @@ class Finding:
             id_number(self.id)
         except FindingError as exc:
             raise FindingError(f"{where}: {exc}") from None
+        for name in TEXT_FIELDS:
+            value = getattr(self, name)
+            for text in value if isinstance(value, list) else [value]:
+                check_text(text, f"{where}: {name}")
         if not isinstance(self.title, str) or not self.title.strip():
             raise FindingError(f"{where}: title is required (one line saying what was learned)")
         if "\n" in self.title.strip() or len(self.title.strip()) > TITLE_MAX:

@@ -10,7 +10,10 @@ Layout (``--pool-dir``, env ``EAU_POOL_DIR``, default ``./experience_pool``)::
 
 Several meta-agent sessions or humans may write at once: ``add`` and ``retract`` hold an exclusive
 ``flock`` on ``.lock`` while they pick the next id and write, and every file is written to a temp
-file and renamed into place, so readers never see half a finding.
+file and renamed into place, so readers never see half a finding. A change is all or nothing: the
+finding and the INDEX.md that lists it are both rendered and checked before either is written, and
+a write that fails half-way (disk full, permissions) puts back what was there before, so a failed
+``add`` leaves neither file and a failed ``retract`` leaves the finding active in both.
 """
 
 from __future__ import annotations
@@ -21,7 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from harness.experience.finding import FILE_RE, Finding, FindingError, format_id, id_number, now_iso, read_finding
+from harness.experience.finding import (
+    FILE_RE,
+    Finding,
+    FindingError,
+    format_id,
+    from_mapping,
+    id_number,
+    now_iso,
+    read_finding,
+    split_front_matter,
+)
 from harness.experience.index import render_index
 from harness.io.yamlio import atomic_write_text
 
@@ -119,7 +132,9 @@ class ExperiencePool:
         raise FindingNotFound(f"no finding {fid} in {self.root} (latest ids: {known})")
 
     def add(self, finding: Finding) -> Finding:
-        """Give ``finding`` the next id, validate it, write its file and regenerate INDEX.md."""
+        """Give ``finding`` the next id, validate it, write its file and regenerate INDEX.md (both or
+        neither; FindingError before anything is written when a field is invalid)."""
+        finding.validate("new finding")  # before the pool folder is even made
         with self._locked():
             finding.id = self.next_id()
             finding.created = finding.created or now_iso()
@@ -127,12 +142,11 @@ class ExperiencePool:
             finding.validate("new finding")
             path = self.root / finding.file_name()
             finding.path = path
-            atomic_write(path, finding.render())
-            self._write_index()
+            self._commit(path, finding.render())
         return finding
 
     def retract(self, fid: str, reason: str, when: str | None = None) -> Finding:
-        """Mark ``fid`` retracted with ``reason`` (the file stays); regenerate INDEX.md."""
+        """Mark ``fid`` retracted with ``reason`` (the file stays); regenerate INDEX.md (both or neither)."""
         if not reason or not reason.strip():
             raise FindingError("retract: --reason is required (why the finding no longer holds)")
         with self._locked():
@@ -141,9 +155,37 @@ class ExperiencePool:
                 raise FindingError(f"{fid} is already retracted ({f.retracted_time}: {f.retracted_reason})")
             f.status, f.retracted_reason, f.retracted_time = "retracted", reason.strip(), when or now_iso()
             f.validate(str(f.path))
-            atomic_write(f.path, f.render())
-            self._write_index()
+            assert f.path is not None  # read from disk by get()
+            self._commit(f.path, f.render())
         return f
+
+    def _commit(self, path: Path, text: str) -> None:
+        """Write finding file ``path`` and the INDEX.md that includes it, all or nothing. The index
+        is rendered from the pool as it will be (the new text parsed back, as a later read would),
+        and both texts are encoded before either file is touched; if the second write fails, the
+        first file is put back as it was (or removed when it was new)."""
+        fm, body = split_front_matter(text, str(path))
+        written = from_mapping(fm, body, str(path), path)
+        contents = self.read()
+        findings = sorted([f for f in contents.findings if f.path != path] + [written], key=lambda f: f.number)
+        index = render_index(findings, [p for p in contents.problems if p["file"] != str(path)], self.root)
+        for target, t in ((path, text), (self.index_path, index)):
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise FindingError(
+                    f"{target}: cannot be written as UTF-8 ({exc.reason} at character {exc.start})"
+                ) from None
+        before = path.read_text(encoding="utf-8") if path.exists() else None
+        atomic_write(path, text)
+        try:
+            atomic_write(self.index_path, index)
+        except BaseException:
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                atomic_write(path, before)
+            raise
 
     def _write_index(self) -> PoolContents:
         contents = self.read()

@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
-def _finite(obj: Any) -> Any:
-    """Non-finite floats as strings ("nan", "inf", "-inf"): strict JSON has no NaN."""
+def finite(obj: Any) -> Any:
+    """Non-finite floats as strings ("nan", "inf", "-inf"): strict JSON has no NaN. The one rule
+    for every JSON the harness writes (these files and every command's ``--json`` output)."""
     if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
+        return str(float(obj))
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {(finite(k) if isinstance(k, float) else k): finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 
@@ -30,7 +31,7 @@ def dumps(record: Any) -> str:
     try:
         return json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        return json.dumps(_finite(record), ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+        return json.dumps(finite(record), ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
 
 
 def append(path: str | Path, record: Any, *, durable: bool = False) -> None:
@@ -81,10 +82,10 @@ def read_from(path: str | Path, offset: int) -> list[dict[str, Any]]:
             data = f.read()
     except FileNotFoundError:
         return []
-    return _records(data.split(b"\n")[:-1])  # the piece after the last newline is a torn line or empty
+    return read_lines(data.split(b"\n")[:-1])  # the piece after the last newline is a torn line or empty
 
 
-def _records(lines: list[bytes]) -> list[dict[str, Any]]:
+def read_lines(lines: list[bytes]) -> list[dict[str, Any]]:
     """The JSON objects among ``lines`` (a line that is not one is skipped)."""
     out = []
     for raw in lines:
@@ -117,7 +118,7 @@ def tail(path: str | Path, n: int, chunk: int = 1 << 16) -> list[dict[str, Any]]
     complete = lines[:-1]  # the element after the last newline is a torn line or empty
     if pos > 0:
         complete = complete[1:]  # the first piece may be a partial line
-    return _records(complete[-n:])
+    return read_lines(complete[-n:])
 
 
 def repair(path: str | Path, chunk: int = 1 << 20) -> int:

@@ -5,7 +5,7 @@ Unknown keys and wrong types are errors that name the dotted key and what is all
 parts of their own (policy, critic, backend, user_llm, warm_start, evaluation) are typed specs
 (:mod:`harness.ppo.specs`), every field documented where it is defined. Optimisation hyperparameters
 that may change while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs``
-and ``env_knobs`` are lent to the knob folder for the run's lifetime (:mod:`harness.knobs.lease`).
+and ``env_knobs`` are written into the run's own knobs folder at its start (harness/ppo/run_knobs.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from harness.io.yamlio import FileProblem, decode, flow_depth
+from harness.envs.registry import gym_class, names
+from harness.io.yamlio import FileProblem, decode, flow_depth, parse_text, plain
 from harness.ppo.specs import (
     BackendSpec,
     CriticSpec,
@@ -36,6 +38,7 @@ from harness.ppo.specs import (
 )
 from harness.rollout.chat import check_user_replies
 from harness.runs.names import check_run_id
+from harness.runs.trackers import TRACKERS, check_report_to
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -103,10 +106,10 @@ class TrainConfig:
     )
     evaluation: EvaluationSpec | None = doc(None, help="held-out evaluation before and after training; null: none")
     agent_knobs: dict[str, Any] = doc(
-        help="agent.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="agent.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     env_knobs: dict[str, Any] = doc(
-        help="env.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="env.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     checkpoint_every: int = doc(10, help="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = doc(3, help="most recent checkpoints kept")
@@ -123,6 +126,14 @@ class TrainConfig:
     loss_agg: str = doc("token-mean", help="loss aggregation (harness.ppo.core.agg_loss)")
     metrics_window: int = doc(20, help="recent metric lines given to knob checks (x-requires)")
     progress: bool = doc(True, help="live progress display on a terminal (log.txt is written either way)")
+    report_to: list[str] = doc(
+        help="experiment trackers that get a copy of the run's records (metrics rows, knob events and "
+        "alerts as markers, sampled trajectories as tables, the config and knobs at start), any of "
+        + ", ".join(TRACKERS)
+        + "; each is the package extra of the same name; nothing reaches a network: trackio's "
+        "local database, W&B offline in runs/<id>/wandb/, TensorBoard in runs/<id>/tensorboard/",
+        factory=list,
+    )
     device: str = doc("auto", help="auto | cpu | cuda")
     torch_threads: int = doc(0, help="CPU threads for torch (0: torch's default)")
     parent: str | None = doc(None, help="the run this one evolved from (eau train --from)")
@@ -132,8 +143,6 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Cross-field checks with messages that say what to fix."""
-        from harness.envs.registry import gym_class, names
-
         for name, (low, high) in LIMITS.items():  # sizes first (types were checked when it was built)
             check_range(name, getattr(self, name), low, high)
         if self.run_id is not None:
@@ -151,6 +160,7 @@ class TrainConfig:
                 gym_class(g).check_available()
             except ImportError as exc:
                 raise ValueError(f"gym {g!r} cannot run here: {exc}") from None
+        check_report_to(self.report_to)
         if self.rendering not in ("tagged", "tool_call"):
             raise ValueError(f"rendering must be tagged or tool_call, got {self.rendering!r}")
         check_user_replies(self.rendering, self.user_replies)
@@ -262,7 +272,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ValueError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
-    from harness.io.yamlio import parse_text, plain
 
     if flow_depth(raw) > MAX_SET_DEPTH:  # ruamel's C parser overflows the C stack (a segfault) far below
         raise ValueError(f"--set {key.strip()}: the value nests [ ] / {{ }} deeper than {MAX_SET_DEPTH} levels")
@@ -314,6 +323,32 @@ def load_config_file(path: str | Path, what: str = "--config") -> dict[str, Any]
 
 def one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def default_run_id(preset: str) -> str:
+    return f"{preset}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_start(cfg: TrainConfig, world: int) -> None:
+    """What a run needs before anything is made or loaded (a packaged model takes a while)."""
+    if cfg.tasks_per_step % world:
+        raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {world} processes")
+    if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
+        raise ValueError(
+            f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
+            f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
+            "or a run's checkpoints/step_N folder"
+        )
+
+
+def resume_config(run_dir: Path) -> TrainConfig:
+    """The frozen config of a run folder (``config.yaml``), validated."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        return config_from_dict(load_config_file(path, what="run config"))
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if str(path) in msg else f"run config {path}: {msg}") from None
 
 
 def build_config(

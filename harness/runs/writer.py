@@ -1,21 +1,22 @@
 """Writing a run folder: ``runs/<run_id>/``.
 
     config.yaml            frozen run configuration (preset + overrides), written once
-    knobs/                 snapshot of the knobs folder at start (values, schemas, rules)
+    knobs/                 the run's own knobs folder: made at its start from the project's knobs folder
+                           and its config's values; the run applies edits there (harness/ppo/run_knobs.py)
     metrics.jsonl          one line per completed step
     trajectories/step_NNNNNN.jsonl   every episode of a step (written atomically when the step ends)
     knob_events.jsonl      accepted and refused knob writes (harness/knobs/events.py)
     knobs_in_force.json    the knob values the run is using now (rewritten atomically on change)
+    knobs_at_start.json    the knob state step 0 ran with (a resume with no checkpoint starts from it)
     events.jsonl           run lifecycle and alerts: started, resumed, checkpoint, finished, failed, alert
     status.json            heartbeat: state, step, pid, host, ETA (rewritten atomically every step)
     log.txt                human-readable, one line per event/step, for ``tail -f``
     checkpoints/step_NNNNNN/  resumable state (harness/ppo/checkpoint.py)
     warm_start/            the run's own supervised warm start (config warm_start): policy.pt, sft.json,
                            metrics.jsonl (one line per update: update, updates, epoch, loss, time_s)
-    knobs_not_applied.json knob writes accepted for the run that it ended before applying (a resume
-                           writes them again)
-    knobs_handed_back.json where the run stood when its lent knob values went back (harness.knobs.lease)
     meta/                  meta-agent sessions (eau supervise)
+    wandb/, tensorboard/   the trackers' own files when the config's report_to names them
+                           (harness/runs/trackers.py; trackio writes its own local database)
 
 Every JSONL file is append-only with one complete line per record (harness/io/jsonl.py), and
 ``events.jsonl``, ``knob_events.jsonl`` and ``metrics.jsonl`` are fsynced at each append. On resume,
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -44,6 +44,8 @@ from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import new_event_id
+from harness.runs.reader import status
+from harness.runs.trackers import TrackerHub
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
 CUT_ON_RESUME = ("metrics.jsonl",)  # one line per step: the steps after the checkpoint run again
@@ -64,6 +66,12 @@ class RunWriter:
         self.dir = Path(run_dir)
         self.echo = echo  # also print log lines to stderr (when no progress bar is shown)
         self.status_doc: dict[str, Any] = {}
+        self.trackers: TrackerHub | None = None  # config report_to: each record goes to these too
+
+    def _report_to(self, config: Mapping[str, Any], resume_step: int | None) -> None:
+        names = list(config.get("report_to") or [])
+        if names:
+            self.trackers = TrackerHub(names, self.dir.name, self.dir, config, self.alert, resume_step)
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -75,9 +83,13 @@ class RunWriter:
         gyms: list[str],
         total_steps: int,
         echo: bool = False,
+        project_knobs_dir: Path | None = None,
     ) -> RunWriter:
+        """A new run folder. ``knobs_dir``: the knobs folder the run trains from (its own
+        ``knobs/``, made before this, is the only entry the folder may hold already);
+        ``project_knobs_dir``: the project folder that one was made from."""
         run_dir = Path(run_dir)
-        if run_dir.exists() and any(run_dir.iterdir()):
+        if run_dir.exists() and any(p.name != "knobs" for p in run_dir.iterdir()):
             raise FileExistsError(
                 f"run folder {run_dir} exists and is not empty; choose another --run-id "
                 f"or resume it with --resume {run_dir.name}"
@@ -91,9 +103,6 @@ class RunWriter:
         atomic_write_text(
             run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)), sort_keys=False)
         )
-        shutil.copytree(
-            knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".lease.lock", ".*.tmp")
-        )
         w.status_doc = {
             "run_id": run_dir.name,
             "state": "running",
@@ -103,6 +112,7 @@ class RunWriter:
             "pid_ns": pid_namespace(),
             "host": socket.gethostname(),
             "knobs_dir": str(Path(knobs_dir).resolve()),
+            "project_knobs_dir": str(Path(project_knobs_dir or knobs_dir).resolve()),
             "gyms": gyms,
             "started": now_iso(),
             "started_unix": time.time(),
@@ -110,6 +120,7 @@ class RunWriter:
         }
         w.write_status()
         w.event("started", config=config.get("preset"), gyms=gyms, total_steps=total_steps)
+        w._report_to(config, None)
         return w
 
     @classmethod
@@ -131,7 +142,6 @@ class RunWriter:
                 p.unlink()
         for p in (run_dir / "trajectories").glob(".*.tmp"):
             p.unlink()
-        from harness.runs.reader import status
 
         w.status_doc = status(run_dir) or {"run_id": run_dir.name}
         w.status_doc.update(
@@ -145,6 +155,8 @@ class RunWriter:
             }
         )
         w.write_status()
+        config_path = run_dir / "config.yaml"
+        w._report_to(yaml.safe_load(config_path.read_text()) or {} if config_path.exists() else {}, next_step)
         return w
 
     def offsets(self) -> dict[str, int]:
@@ -172,6 +184,8 @@ class RunWriter:
     def alert(self, name: str, message: str, **data: Any) -> str:
         eid = self.event("alert", alert=name, message=message, **data)
         self.log(f"ALERT {name}: {message}")
+        if self.trackers is not None:
+            self.trackers.marker(int(self.status_doc.get("step") or 0), name, message)
         return eid
 
     def episode_errors(self, step: int, records: Iterable[Mapping[str, Any]]) -> None:
@@ -188,10 +202,15 @@ class RunWriter:
 
     def metrics(self, record: Mapping[str, Any]) -> None:
         jsonl.append(self.dir / "metrics.jsonl", dict(record), durable=True)
+        if self.trackers is not None:  # with the knob events logged since the last row
+            self.trackers.metrics(record)
 
     def trajectories(self, step: int, episodes: Iterable[Mapping[str, Any]]) -> Path:
         path = traj_path(self.dir, step)
+        episodes = list(episodes)
         atomic_write_text(path, "".join(jsonl.dumps(dict(e)) + "\n" for e in episodes))
+        if self.trackers is not None:
+            self.trackers.trajectories(step, episodes)
         return path
 
     def warm_start_metrics(self, record: Mapping[str, Any]) -> None:
@@ -204,6 +223,8 @@ class RunWriter:
 
     def knobs_in_force(self, doc: Mapping[str, Any]) -> None:
         atomic_write_text(self.dir / "knobs_in_force.json", json.dumps(doc, indent=1, default=str))
+        if self.trackers is not None:  # the first one is the run's knobs at start (later changes: knob events)
+            self.trackers.start(doc.get("values", doc))
 
     def write_status(self, **fields: Any) -> None:
         self.status_doc.update(fields)
@@ -216,4 +237,6 @@ class RunWriter:
         why, in ``status.json`` too)."""
         self.write_status(state=state, ended=now_iso(), **({"reason": data["reason"]} if "reason" in data else {}))
         self.event(state, **data)
+        if self.trackers is not None:
+            self.trackers.finish()
         self.log(f"run {state}" + (f": {data}" if data else ""))

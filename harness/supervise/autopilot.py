@@ -41,8 +41,10 @@ import numpy as np
 import yaml
 
 from harness.experience.pool import atomic_write
-from harness.io import jsonl
+from harness.io import jsonl, yamlio
+from harness.knobs.folder import defaults_dir
 from harness.runs import reader
+from harness.runs.metrics import SPLIT_METRICS
 from harness.supervise.cli_client import CommandFailed, EauCLI
 from harness.supervise.interventions import Intervention, load_table, next_value, when_holds
 from harness.supervise.runwatch import Schedule, ended_text, progress
@@ -54,7 +56,7 @@ CANDIDATES_DIR = "autopilot"
 GATE_STEPS = 3  # recent steps the gate replays: a few batches, seconds of work
 DIAGNOSE_WINDOW = 10  # as eau diagnose's default
 # Metrics that metrics.jsonl splits per gym (gym/<g>/<m>); a per-gym change is judged on its gym.
-PER_GYM_METRICS = {"reward_mean", "success_rate", "episodes", "answer_rate", "deadlock_rate", "questions_mean"}
+PER_GYM_METRICS = frozenset(SPLIT_METRICS)
 # Which flagged detector gets the turn: causes before the symptoms they produce, and the world the
 # policy learns in (user, reward, environment) before the policy's own optimisation. A leaking user or
 # a reward rule paid for something else changes what the policy learns, and the policy then deadlocks,
@@ -66,6 +68,7 @@ PER_GYM_METRICS = {"reward_mean", "success_rate", "episodes", "answer_rate", "de
 # Detectors not listed keep eau diagnose's order after these.
 CAUSES_FIRST = (
     "user_leakage",
+    "user_unreliable",
     "reward_hacking",
     "silent_tool_failures",
     "deadlock",
@@ -392,9 +395,6 @@ class Autopilot:
     # ------------------------------------------------------------------ rule-file actions
     def _rule_candidates(self, e: Intervention, st: dict[str, Any], metrics: dict[str, Any]) -> tuple[list, list]:
         """[(kind, key, new document, what)] the action would write, and why not for the others."""
-        from harness.io import yamlio
-        from harness.knobs.folder import defaults_dir
-
         out, skipped = [], []
         if e.action == "restore_user_rules":
             for gym in st.get("gyms") or []:
@@ -437,8 +437,6 @@ class Autopilot:
 
     def _try_rules(self, e: Intervention, st: dict[str, Any], rec: dict[str, Any], metrics: dict[str, Any]) -> bool:
         """Gate and write a rule file for ``e`` (restore a gym's user rules, zero a dominant reward rule)."""
-        from harness.io import yamlio
-
         skip = lambda why: rec["skipped"].append({"detector": e.detector, "knob": e.action, "why": why}) or False  # noqa: E731
         cands, whys = self._rule_candidates(e, st, metrics)
         for why in whys:

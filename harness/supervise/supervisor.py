@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from harness.experience.pool import DEFAULT_DIR as POOL_DEFAULT_DIR
 from harness.io import jsonl
+from harness.skill.install import repo_skill_dir, skill_front_matter
 from harness.supervise import prompt as prompt_mod
 from harness.supervise.agents import AgentOptions, build_command, session_env
 from harness.supervise.runwatch import RunProgress, Schedule, ended_text, progress, wait_for_run
@@ -110,8 +111,6 @@ class SuperviseConfig:
 def skill_name(default: str = "eau-harness") -> str:
     """The skill's name from skill/SKILL.md's front matter (the default when it cannot be read)."""
     try:
-        from harness.skill.install import repo_skill_dir, skill_front_matter
-
         return str(skill_front_matter(repo_skill_dir())["name"])
     except Exception:  # noqa: BLE001 - the prompt still works with the documented default name
         return default

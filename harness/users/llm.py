@@ -7,7 +7,8 @@ One reply:
 2. the prompt holds the persona, the task as the user sees it (``task.prompt``; a gym may replace
    these first lines with its own role text, ``task.data["user_role"]``), only the facts of
    kinds in ``reveal_kinds`` (and whose text does not itself leak the secret), the gym's dynamic
-   facts for this question (function probe values, telepathy yes/no), an instruction not to reveal
+   facts for this question (function probe values, telepathy yes/no; none when the gym cannot
+   settle the question: a fact of kind ``UNDECIDED``), an instruction not to reveal
    the answer, and the recent conversation; sampling uses the ``temperature`` knob and a seed drawn
    from the user's seeded generator;
 3. a backend failure (after its retries) gives a fallback reply flagged ``backend_error``;
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.types import EpisodeState, Fact, UserReply
+from harness.types import UNDECIDED, EpisodeState, Fact, UserReply
 from harness.users.backends import BackendError, ChatBackend
 from harness.users.base import DynamicFacts, SimulatedUser
 from harness.users.matching import discloses, similarity
@@ -110,6 +111,8 @@ class LLMUser(SimulatedUser):
         if policy.remaining(state) <= 0:
             return self.guarded(self.declined(flags))
         raw_dynamic = self.dynamic_facts(question) if self.dynamic_facts is not None else None
+        if raw_dynamic is not None:  # a gym that cannot settle the question gives the model no verdict
+            raw_dynamic = [f for f in raw_dynamic if f.kind != UNDECIDED]
         dynamic = policy.allowed(raw_dynamic, guard) if raw_dynamic is not None else None
         seed = int(self.rng.integers(0, 2**31 - 1))
         temperature = float(self.user_knobs.get("temperature", 0.7))

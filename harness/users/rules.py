@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jsonschema
 import re2
@@ -36,9 +36,40 @@ from harness.io import yamlio
 from harness.knobs.folder import defaults_dir
 from harness.users.personas import Persona, persona_table
 
+# The persuade gym's section of a rule file (harness.users.persuasion plays it): the outcomes a turn
+# is judged as, the cue kinds, and the placeholders each outcome's templates may use (the why
+# templates must use {reason}).
+OUTCOMES = ("rebuttal", "repeat", "why", "unsupported", "unconvinced", "off_topic", "abusive", "empty")
+CUES = ("rebuttal", "concrete", "abusive", "why")
+SLOTS = {o: frozenset() for o in OUTCOMES} | {
+    "rebuttal": frozenset({"point"}),
+    "repeat": frozenset({"point"}),
+    "unsupported": frozenset({"point"}),
+    "why": frozenset({"reason"}),
+}
+REQUIRED_SLOTS = {"why": frozenset({"reason"})}
+
+
+@dataclass(frozen=True)
+class PersuasionRules:
+    """The compiled ``persuasion`` section of a rule file (schema: knobs/schema/user_rules.schema.json)."""
+
+    min_term_hits: int
+    min_content_terms: int
+    repeat_overlap: float
+    cues: Mapping[str, tuple[Any, ...]]  # compiled RE2 patterns per cue kind
+    moves: Mapping[str, int]
+    replies: Mapping[str, tuple[str, ...]]
+
+    def cue(self, name: str, text: str) -> bool:
+        """Whether any ``name`` cue pattern matches ``text`` (RE2: linear time, like every rule pattern)."""
+        return any(p.search(text) is not None for p in self.cues[name])
+
+
 DISCLOSURES = ("none", "matched", "next", "matched_or_next")
 FACTS_SLOT = "{facts}"
 DEFAULT_REDACTED = ("I'd rather not go into that. Could you ask me something more specific?",)
+DEFAULT_UNDECIDED = ("I can't tell from what I know. Could you ask it another way?",)
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 RE2_MAX_MEM = 8 << 20  # bytes for one pattern's compiled program and DFA cache (RE2's default); a bigger
 # pattern is refused at compile time, and a search that fills the cache goes on in RE2's NFA (still linear)
@@ -129,6 +160,7 @@ class UserRules:
     volunteer: tuple[str, ...]
     redacted: tuple[str, ...]
     personas: dict[str, Persona]
+    undecided: tuple[str, ...] = DEFAULT_UNDECIDED
     persuasion: Any = None  # harness.users.persuasion.PersuasionRules for a persuadable user, else None
     scenario: ScenarioRules | None = None
 
@@ -249,6 +281,8 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
     _check_templates(source, ("replies", "volunteer"), rep["volunteer"], True)
     redacted = rep.get("redacted", list(DEFAULT_REDACTED))
     _check_templates(source, ("replies", "redacted"), redacted, False)
+    undecided = rep.get("undecided", list(DEFAULT_UNDECIDED))
+    _check_templates(source, ("replies", "undecided"), undecided, False)
     scenario = _compile_scenario(data["scenario"], source) if "scenario" in data else None
     return UserRules(
         scenario=scenario,
@@ -259,6 +293,7 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
         budget_exhausted=tuple(rep["budget_exhausted"]),
         volunteer=tuple(rep["volunteer"]),
         redacted=tuple(redacted),
+        undecided=tuple(undecided),
         personas=persona_table(data.get("personas")),
         persuasion=_compile_persuasion(data["persuasion"], source) if persuasive else None,
     )
@@ -267,8 +302,6 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
 def _compile_persuasion(raw: dict[str, Any], source: str) -> Any:
     """The ``persuasion`` section (already schema-checked) compiled: cue patterns, moves, and
     templates checked against the placeholders each outcome may use."""
-    from harness.users.persuasion import CUES, REQUIRED_SLOTS, SLOTS, PersuasionRules  # persuasion imports this module
-
     cues = {name: tuple(_compile_patterns(source, ("persuasion", "cues", name), raw["cues"][name])) for name in CUES}
     replies = {}
     for outcome, templates in raw["replies"].items():

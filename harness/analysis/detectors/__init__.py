@@ -1,8 +1,8 @@
 """Detectors of ``eau diagnose``: small pure functions over a window's metrics and episodes,
 registered by name (see :mod:`harness.analysis.detectors.base` for the contract).
 
-Registered: deadlock, user_leakage, reward_hacking, template_collapse, entropy_collapse,
-silent_tool_failures, unreachable_tasks, arm_disparity, question_rate_drop.
+Registered: deadlock, user_leakage, user_unreliable, reward_hacking, template_collapse,
+entropy_collapse, silent_tool_failures, unreachable_tasks, arm_disparity, question_rate_drop.
 """
 
 from harness.analysis.detectors import episodes, policy, reward, user  # noqa: F401  (registration)
@@ -11,6 +11,7 @@ from harness.analysis.detectors.base import COMPONENTS, DETECTORS, Detector, Det
 ORDER = (
     "deadlock",
     "user_leakage",
+    "user_unreliable",
     "reward_hacking",
     "template_collapse",
     "entropy_collapse",

@@ -1,4 +1,5 @@
-"""Detectors of the simulated user: leakage of hidden information, and disparity between user arms."""
+"""Detectors of the simulated user: leakage of hidden information, disparity between user arms, and
+replies a verifier flags as wrong."""
 
 from __future__ import annotations
 
@@ -355,5 +356,178 @@ def arm_disparity(data: DetectorInput, th: Mapping[str, float]) -> Finding:
             "read metrics per arm (arm/<arm>/*), never blended; inspect the LLM user (model, "
             "prompt, user.temperature, user.persona) with eau sample --arm llm; "
             "user.user_strategy_mix changes the share, not the gap"
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- user reliability
+# The share of an arm's replies (to a question) that the gym's verifier flags wrong. An honest user
+# is flagged only by the verifier's own errors: 0 of 5,875 symbolic replies on travel and intention
+# (benchmarks/bench_user_fidelity.py), and on turtle the judge's false alarms, 0.08-0.11 of questions
+# on unseen stories (benchmarks/bench_turtle_user.py, `verifier.truthful_flagged`). A host that flips
+# every answer is flagged on about a third of turtle's questions and on 0.69-0.98 of the lies about
+# travel and intention. 0.2 sits above the honest turtle level and below a liar's.
+UNRELIABLE_WRONG_RATE = 0.2
+# A rise over the steps just before the window flags below that level (a user that started to drift,
+# or an honest level the verifier's own errors set): 0.1 more of the replies, and 2 standard errors.
+UNRELIABLE_RISE = 0.1
+UNRELIABLE_Z = 2.0
+# Fewer replies than this make a share of noise (1 wrong reply in 10 is 0.1).
+UNRELIABLE_MIN_REPLIES = 20
+MAX_EXAMPLES = 5  # flagged replies quoted in the finding (question, reply, what the truth is)
+
+
+def _reply_counts(eps: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], list[int]], list[dict[str, Any]]]:
+    """({(gym, arm): [replies, checked, wrong]}, the flagged replies with their episode and turn)."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    flagged: list[dict[str, Any]] = []
+    for e in eps:
+        key = (str(e.get("gym")), str(e.get("arm")))
+        for t in e.get("turns") or []:
+            reply = t.get("user_reply")
+            if (t.get("action") or {}).get("choice") != "ask" or not reply:
+                continue
+            check = (reply.get("flags") or {}).get("check")
+            c = counts[key]
+            c[0] += 1
+            if isinstance(check, Mapping):
+                c[1] += 1
+                if check.get("wrong"):
+                    c[2] += 1
+                    flagged.append(
+                        {
+                            "episode": str(e.get("episode_id")),
+                            "gym": key[0],
+                            "arm": key[1],
+                            "turn": t.get("turn"),
+                            "question": str((t.get("action") or {}).get("content", ""))[:200],
+                            "reply": str(reply.get("text", ""))[:200],
+                            "why": check.get("why"),
+                        }
+                    )
+    return counts, flagged
+
+
+def _fold(counts: dict[tuple[str, str], list[int]], by: int) -> dict[str, list[int]]:
+    """Counts summed over gyms (``by=1``: per arm) or arms (``by=0``: per gym)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for key, c in counts.items():
+        for i in range(3):
+            out[key[by]][i] += c[i]
+    return out
+
+
+def _counts_from_metrics(lines: list[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
+    """Per-arm counts rebuilt from metrics lines (``arm/<a>/user_replies`` x the rates), all gyms as one."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for m in lines:
+        for key in m:
+            if key.startswith("arm/") and key.endswith("/user_replies") and key.count("/") == 2:
+                arm = key.split("/")[1]
+                n = int(num(m.get(key)) or 0)
+                c = out[("*", arm)]
+                c[0] += n
+                c[1] += round(n * (num(m.get(f"arm/{arm}/user_checked_rate")) or 0.0))
+                c[2] += round(n * (num(m.get(f"arm/{arm}/user_wrong_rate")) or 0.0))
+    return out
+
+
+@detector(
+    "user_unreliable",
+    "user",
+    {
+        "wrong_rate": (UNRELIABLE_WRONG_RATE, "share of an arm's replies the gym's verifier flags wrong"),
+        "rise": (UNRELIABLE_RISE, "rise of that share over the steps before the window that flags below the level"),
+        "z": (UNRELIABLE_Z, "standard errors a rise must exceed"),
+        "min_replies": (UNRELIABLE_MIN_REPLIES, "replies an arm (or arm of a gym) needs in the window"),
+    },
+)
+def user_unreliable(data: DetectorInput, th: Mapping[str, float]) -> Finding:
+    """User replies that the gym's verifier flags as wrong (``check`` flag on the reply: turtle's judge,
+    where confident, contradicts the reply; a travel or intention reply states a value the task's facts
+    rule out), per arm and per gym of each arm: flagged when an arm's share reaches ``wrong_rate``, or
+    rises by ``rise`` over the steps before the window. A wrong reply teaches the policy a wrong
+    inference, and the LLM arm is where it comes from (the symbolic arm states its rules' facts)."""
+    if data.episodes:
+        counts, flagged_replies = _reply_counts(data.episodes)
+        before, _ = _reply_counts(data.before_episodes)
+        source = "trajectories"
+    else:
+        counts, flagged_replies, before = _counts_from_metrics(data.metrics), [], _counts_from_metrics(data.history)
+        source = "metrics"
+    if not any(c[1] for c in counts.values()):
+        return skipped(
+            "user_unreliable",
+            "user",
+            "no user reply in the window was checked (no question asked, or no gym of the run has a verifier)",
+            th,
+        )
+    groups: dict[str, tuple[list[int], list[int]]] = {}
+    arms, arms_before = _fold(counts, 1), _fold(before, 1)
+    for arm, c in arms.items():
+        groups[arm] = (c, arms_before.get(arm, [0, 0, 0]))
+    if source == "trajectories":
+        for (gym, arm), c in counts.items():
+            groups[f"{gym}/{arm}"] = (c, before.get((gym, arm), [0, 0, 0]))
+    stats: dict[str, dict[str, Any]] = {}
+    flagged_where: list[str] = []
+    for where, (c, b) in sorted(groups.items()):
+        rate = c[2] / c[0] if c[0] else 0.0
+        prior = b[2] / b[0] if b[0] else None
+        st: dict[str, Any] = {"replies": c[0], "checked": c[1], "wrong": c[2], "wrong_rate": round(rate, 4)}
+        by = []
+        if c[0] >= th["min_replies"]:
+            if rate >= th["wrong_rate"]:
+                by.append("level")
+            if prior is not None and b[0] >= th["min_replies"]:
+                se = math.sqrt(max(rate * (1 - rate), 1e-4) / c[0] + max(prior * (1 - prior), 1e-4) / b[0])
+                st.update({"before_wrong_rate": round(prior, 4), "rise": round(rate - prior, 4)})
+                if rate - prior >= th["rise"] and rate - prior >= th["z"] * se:
+                    by.append("rise")
+        st["flagged_by"] = by
+        st["flagged"] = 1 if by else 0
+        stats[where] = st
+        if by:
+            flagged_where.append(where)
+    by_arm = {w: s for w, s in stats.items() if "/" not in w}
+    per_gym: dict[str, dict[str, Any]] = defaultdict(dict)
+    for w, s in stats.items():
+        if "/" in w:
+            gym, arm = w.split("/", 1)
+            per_gym[gym][arm] = s
+    flagged = bool(flagged_where)
+    bad_arms = {w.split("/")[-1] for w in flagged_where}
+    matches = [r["episode"] for r in flagged_replies if r["arm"] in bad_arms] if flagged else []
+    examples = [r for r in flagged_replies if r["arm"] in bad_arms][:MAX_EXAMPLES] if flagged else flagged_replies[:2]
+    worst = max(stats.values(), key=lambda s: s["wrong_rate"])
+    worst_where = next(w for w, s in stats.items() if s is worst)
+    if flagged:
+        parts = []
+        for w in flagged_where:
+            s = stats[w]
+            text = f"{w}: {s['wrong']} of {s['replies']} replies flagged wrong ({s['wrong_rate']:.0%}"
+            if "before_wrong_rate" in s:
+                text += f", {s['before_wrong_rate']:.0%} before"
+            parts.append(text + f"; by {'+'.join(s['flagged_by'])})")
+        summary = "user replies the verifier flags wrong: " + "; ".join(parts)
+    else:
+        summary = (
+            f"highest share of replies flagged wrong: {worst['wrong_rate']:.0%} ({worst_where}, "
+            f"{worst['replies']} replies; threshold {th['wrong_rate']:.0%})"
+        )
+    high = any(stats[w]["wrong_rate"] >= 2 * th["wrong_rate"] for w in flagged_where)
+    return Finding(
+        "user_unreliable",
+        flagged,
+        "user",
+        summary,
+        severity="high" if high else "medium",
+        metrics={"source": source, "by_arm": by_arm, "per_gym": dict(per_gym), "examples": examples},
+        matches=matches,
+        suggestion=(
+            "read the flagged replies (eau sample --flag user_unreliable --limit 3) against the task; an LLM arm "
+            "that contradicts the truth: raise user.user_strategy_mix (fewer LLM-arm episodes) while its model, "
+            "prompt or user.temperature is fixed, and measure user_wrong_rate and arm/llm/success_rate; a symbolic "
+            "arm flagged wrong: an edited rules/users/<gym>.yaml or persona states something the task rules out"
         ),
     )

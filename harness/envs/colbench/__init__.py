@@ -9,12 +9,17 @@ problem description (which ends with the signature) and may:
 * ``answer`` — the complete code, after ``ANSWER:`` (fenced or not; text around a fenced block is
   ignored). The answer ends the episode.
 
-Scoring runs the answer in the sandbox (``harness.sandbox``) on the task's test calls and
-compares each outcome with the reference's (computed in the sandbox as well, once per task and
-cached): pass = share of tests whose outcomes match; success = every test passed; the task reward
-is the pass share. Module-level imports, helper functions, classes and recursion in an answer work
-because the answer runs as a whole module. Tests on which the reference itself fails (timeout,
-crash, unsupported value) are left out of the share; ``eau tasks check colbench`` lists them.
+Scoring runs the answer in the sandbox (``harness.sandbox``) on the values the task's tests check
+(``harness.sandbox.probes``: a bare call is one value; ``f(x) == v``, ``assert ...``, ``and``/``not``
+are taken apart into the values they compare; operands that do not depend on the code, such as
+the expected literal, are left out and never reach the answer's sandbox) and compares each value's
+canonical encoding with the reference's value of the same expression (computed in the sandbox as
+well, once per task and cached). A test's own operators never run, so an answer cannot pass a test
+with an object whose ``__eq__`` lies. pass = share of tests all of whose values match; success =
+every test passed; the task reward is the pass share. Module-level imports, helper functions,
+classes and recursion in an answer work because the answer runs as a whole module. Tests on which
+the reference itself fails (timeout, crash, unsupported value) are left out of the share; ``eau
+tasks check colbench`` lists them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from harness.envs.colbench.facts import KINDS, extract_facts
 from harness.envs.colbench.families import FamilyTask, make_procedural
 from harness.envs.registry import register
 from harness.sandbox import OK, RAISED, CallResult, Limits, run_calls, run_source
+from harness.sandbox.probes import outcomes_match, probe_set
 from harness.types import AnswerResult, Task
 
 GYM = "colbench"
@@ -129,11 +135,12 @@ class CodeTask:
 
 # --------------------------------------------------------------------------- expected outcomes
 class ExpectedCache:
-    """Reference outcomes per (reference, calls, limits), computed in the sandbox once (LRU)."""
+    """Reference outcomes per (reference, probes of the tests, limits), computed in the sandbox
+    once (LRU); one list of probe outcomes per test."""
 
     def __init__(self, size: int = 4096):
         self.size = size
-        self._data: OrderedDict[str, list[CallResult]] = OrderedDict()
+        self._data: OrderedDict[str, list[list[CallResult]]] = OrderedDict()
         self._lock = threading.Lock()
         self.computed = 0
 
@@ -145,13 +152,14 @@ class ExpectedCache:
         h.update(repr(sorted(limits.child_limits().items())).encode())
         return h.hexdigest()
 
-    def get(self, reference: str, calls: Sequence[str], limits: Limits) -> list[CallResult]:
-        k = self.key(reference, calls, limits)
+    def get(self, reference: str, tests: Sequence[str], limits: Limits) -> list[list[CallResult]]:
+        probes = probe_set(tests)
+        k = self.key(reference, probes.calls, limits)
         with self._lock:
             if k in self._data:
                 self._data.move_to_end(k)
                 return self._data[k]
-        outcomes = run_calls(reference, list(calls), limits)
+        outcomes = probes.per_test(run_calls(reference, list(probes.calls), limits))
         with self._lock:
             self._data[k] = outcomes
             self.computed += 1
@@ -163,9 +171,17 @@ class ExpectedCache:
 EXPECTED = ExpectedCache()
 
 
-def score_answer(code: str, calls: Sequence[str], expected: Sequence[CallResult], limits: Limits) -> AnswerResult:
-    """Run ``code`` on ``calls`` and compare with the reference outcomes ``expected``."""
-    valid = [i for i, r in enumerate(expected) if r.status in (OK, RAISED)]
+def _first_mismatch(got: Sequence[CallResult], expected: Sequence[CallResult]) -> CallResult:
+    return next((g for g, e in zip(got, expected) if not g.matches(e)), got[0])
+
+
+def score_answer(
+    code: str, tests: Sequence[str], expected: Sequence[Sequence[CallResult]], limits: Limits
+) -> AnswerResult:
+    """Run ``code`` on the probes of ``tests`` and compare with the reference's outcomes
+    ``expected`` (one list per test, from :class:`ExpectedCache`)."""
+    probes = probe_set(tests)
+    valid = [i for i, outs in enumerate(expected) if outs and all(r.status in (OK, RAISED) for r in outs)]
     if not valid:
         return AnswerResult(
             0.0,
@@ -182,14 +198,15 @@ def score_answer(code: str, calls: Sequence[str], expected: Sequence[CallResult]
             f"Your answer contained no code. 0/{len(valid)} tests passed.",
             {"error": "no_code", "passed": 0, "total": len(valid), "pass_rate": 0.0},
         )
-    run = run_source(code, list(calls), limits)
-    passed = [i for i in valid if run.calls[i].matches(expected[i])]
+    run = run_source(code, list(probes.calls), limits)
+    got = probes.per_test(run.calls)
+    passed = [i for i in valid if outcomes_match(got[i], expected[i])]
     rate = len(passed) / len(valid)
     ok = len(passed) == len(valid)
     feedback = f"{len(passed)}/{len(valid)} tests passed."
     if not run.module_ok:
         feedback += f" Your code failed to load: {run.module_error}: {run.module_message}"[:300]
-    failed = [run.calls[i].describe()[:200] for i in valid if i not in set(passed)][:3]
+    failed = [_first_mismatch(got[i], expected[i]).describe()[:200] for i in valid if i not in set(passed)][:3]
     details = {
         "passed": len(passed),
         "total": len(valid),
@@ -258,8 +275,9 @@ class ColbenchEnv(UserCentricEnv):
     def generate_task(self, split: str, index: int) -> Task:
         return self.source.task(split, index).to_task()
 
-    def expected(self) -> list[CallResult]:
-        """The reference's outcomes on the current task's calls (cached)."""
+    def expected(self) -> list[list[CallResult]]:
+        """The reference's outcomes on the current task's tests, one list of probe outcomes per
+        test (cached)."""
         assert self.task is not None
         return EXPECTED.get(self.task.data["reference"], self.task.data["calls"], self.limits)
 

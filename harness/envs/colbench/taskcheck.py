@@ -1,8 +1,9 @@
 """Checking a task set: every reference passes its own tests, deterministically, in the sandbox.
 
-For each task the reference runs on its test calls; a task passes when every call returns a
-plain value (``ok``) and a second run in a fresh sandbox returns equal values. Otherwise the first
-reason found is reported:
+For each task the reference runs on the values its tests check (``harness.sandbox.probes``: a
+bare call, or each side of a comparison, as scoring evaluates them); a task passes when every one
+returns a plain value (``ok``) and a second run in a fresh sandbox returns equal values. Otherwise
+the first reason found is reported (naming the test, and the value when the test was taken apart):
 
 * ``unavailable_module`` — an import of a module that is not installed (e.g. ``bs4``);
 * ``syntax_error`` / ``module_error`` — the reference does not load;
@@ -27,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from harness.envs.registry import gym_class
 from harness.sandbox import (
     CRASHED,
     MODULE_ERROR,
@@ -41,6 +43,7 @@ from harness.sandbox import (
     SandboxError,
     run_source,
 )
+from harness.sandbox.probes import probe_set
 from harness.sandbox.values import render, values_equal
 
 REASONS = (
@@ -148,10 +151,16 @@ def _call_reason(name: str, res: CallResult) -> tuple[str, str]:
     return kind, f"{name}: {res.status} ({res.message or res.error})"
 
 
-def _first_failure(item: CheckItem, calls: Sequence[CallResult]) -> tuple[str, str] | None:
-    for name, res in zip(item.test_names, calls):
-        if res.status != OK:
-            return _call_reason(name, res)
+def _label(name: str, test: str, res: CallResult) -> str:
+    """The test's name, with the value checked when the test was taken apart (``f(x) == v``)."""
+    return name if res.call == test else f"{name} ({res.call[:80]})"
+
+
+def _first_failure(item: CheckItem, per_test: Sequence[Sequence[CallResult]]) -> tuple[str, str] | None:
+    for name, test, outs in zip(item.test_names, item.calls, per_test):
+        for res in outs:
+            if res.status != OK:
+                return _call_reason(_label(name, test, res), res)
     return None
 
 
@@ -175,23 +184,27 @@ def check_item(item: CheckItem, limits: Limits) -> CheckResult:
 
 
 def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
-
     def done(kind: str | None, reason: str | None) -> CheckResult:
         return CheckResult(item.index, item.task_id, kind is None, kind, reason, time.monotonic() - t0)
 
     if not item.calls:
         return done("no_tests", "the task has no test calls")
-    first = run_source(item.reference, item.calls, limits).calls
+    probes = probe_set(item.calls)
+    first = probes.per_test(run_source(item.reference, probes.calls, limits).calls)
     failure = _first_failure(item, first)
     if failure:
         return done(*failure)
-    second = run_source(item.reference, item.calls, limits).calls
+    second = probes.per_test(run_source(item.reference, probes.calls, limits).calls)
     failure = _first_failure(item, second)
     if failure:
         return done("nondeterministic", f"second run differs: {failure[1]}")
-    for name, a, b in zip(item.test_names, first, second):
-        if not values_equal(a.value, b.value):
-            return done("nondeterministic", f"{name} returned {render(a.value, 80)} then {render(b.value, 80)}")
+    for name, test, outs_a, outs_b in zip(item.test_names, item.calls, first, second):
+        for a, b in zip(outs_a, outs_b):
+            if not values_equal(a.value, b.value):
+                return done(
+                    "nondeterministic",
+                    f"{_label(name, test, a)} returned {render(a.value, 80)} then {render(b.value, 80)}",
+                )
     return done(None, None)
 
 
@@ -219,8 +232,6 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
     limit)`` hook (tasks with ``index, task_id, reference, calls, test_names``). Raises
     NoCodeReferences for gyms without the hook, KeyError for unknown gyms, ValueError when
     ``data_file`` is given to a gym that does not read data files."""
-    from harness.envs.registry import gym_class
-
     cls = gym_class(gym)
     hook = getattr(cls, "code_check_tasks", None)
     if hook is None:
@@ -233,7 +244,5 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
 
 def limits_for(gym: str, data_file: str | None = None) -> Limits:
     """The sandbox limits the gym scores answers with; references are checked under the same ones."""
-    from harness.envs.registry import gym_class
-
     hook = getattr(gym_class(gym), "code_check_limits", None)
     return hook(data_file=data_file) if hook is not None else Limits()

@@ -11,9 +11,12 @@ The symbolic user, on every agent message (rules: the ``scenario`` section of
    a required output the agent has not said.
    So it never stops right after confirming and before the write: the write is still pending.
 2. **a confirmation request** (``confirm_patterns`` and the verb of a pending write, e.g.
-   "return") -> "yes" only when the action proposed matches a pending gold write: the message
-   names at least one of its identifiers and no identifier the user neither wants nor knows
-   (``id_patterns``); else "no", with the request restated.
+   "return") -> the answer depends only on what the user's own instructions say. Of the
+   identifiers the message names (``id_patterns``), only those in the known corpus count: an id
+   the user was not given gets the same answer whether it is right or wrong (else the customer
+   would confirm gold ids it does not know, one bit per question). "yes" when a pending gold
+   write has the verb and, if the user knows any of that write's ids, the message names one of
+   them; else "no", with the request restated.
 3. **a request to act on the user's phone** (telecom, dual control; ``user_tools``) -> the user
    runs the matching user tool on its own device through τ²'s environment and reports the tool's
    output. The agent itself can never call a user tool (the gym refuses it).
@@ -137,12 +140,12 @@ class Tau2SymbolicUser(SimulatedUser):
         if not named:
             return None  # "can you confirm your email?" asks for info, not for an action
         known = id_tokens(self.known_text, sc.ids)
-        mentioned = id_tokens(message, sc.ids)
+        mentioned = id_tokens(message, sc.ids) & known  # the ids the user can judge
         for g in self.pending_writes():
             if g.requestor != "assistant" or g.verb() not in named:
                 continue
-            gids = id_tokens(" ".join(flat_values(g.arguments)), sc.ids)
-            if (not gids or mentioned & gids) and mentioned <= gids | known:
+            own = id_tokens(" ".join(flat_values(g.arguments)), sc.ids) & known
+            if not own or mentioned & own:
                 flags["intent"], flags["confirmed"] = "confirm", g.name
                 return self.say("confirm_yes", flags)
         flags["intent"], flags["confirmed"] = "confirm", None

@@ -5,10 +5,13 @@ The agent sees a strange situation (the story's *surface*) and must find the hid
 
 * ``ask`` a yes/no question; the symbolic user answers **Yes**, **No** or **Irrelevant** from the
   bottom, deterministically (:mod:`harness.envs.turtle.judge`: clauses and concepts, negation and
-  antonyms; how it works and its limits are in that module's docstring). The answer is a dynamic
-  fact of kind ``clue`` keyed by the clause that settled it, so ``max_reveals``, ``repeat_fact``
-  and the ``new_fact_disclosed`` reward count it like any disclosure. An irrelevant question
-  discloses nothing (the rule file's ``no_match`` reply). Enumerations ("is it A, B or C?"),
+  antonyms; how it works and its limits are in that module's docstring), or **Can't tell** when the
+  judge's evidence is weak (the question asserts a word no clause of the story states): it abstains
+  rather than guess. A Yes or No is a dynamic fact of kind ``clue`` keyed by the clause that
+  settled it, so ``max_reveals``, ``repeat_fact`` and the ``new_fact_disclosed`` reward count it
+  like any disclosure. An irrelevant question discloses nothing (the rule file's ``no_match``
+  reply), nor does one the judge cannot tell (a fact of kind ``UNDECIDED``: the rule file's
+  ``undecided`` reply). Enumerations ("is it A, B or C?"),
   requests for the story and open questions are caught by the rule file
   (``knobs/rules/users/turtle.yaml``) and answered with a fixed reply. No reply ever holds words of
   the bottom: symbolic replies are fixed words, and the leak guard (a 6-token span for this gym)
@@ -26,11 +29,14 @@ stories whose surface is an author credit or a fragment (``eau tasks check turtl
 Task ``index`` of a split is its ``index % n``-th story, so consecutive indexes cover the split.
 
 The LLM user arm is given the bottom in its instructions (``Task.data["user_role"]``) and the
-symbolic verdict for the current question when there is one; the leak guard checks what it writes.
+symbolic verdict for the current question when the judge is confident; the leak guard checks what it
+writes, and :meth:`TurtleEnv.check_reply` flags a reply of either arm that the judge, where it is
+confident, contradicts (``user_wrong_rate`` in ``metrics.jsonl``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -38,8 +44,8 @@ from typing import Any
 from harness.envs.base import SPLITS, UserCentricEnv
 from harness.envs.registry import register
 from harness.envs.turtle.data import Story, load_turtle
-from harness.envs.turtle.judge import IRRELEVANT, Idf, StoryIndex, Verdict
-from harness.types import AnswerResult, Fact, Task
+from harness.envs.turtle.judge import CANNOT_TELL, IRRELEVANT, NO, YES, Idf, StoryIndex, Verdict
+from harness.types import UNDECIDED, AnswerResult, Fact, ReplyCheck, Task, UserReply
 
 GYM = "turtle"
 LEAK_SPAN_TOKENS = 6  # no reply may hold 6 consecutive tokens of the bottom (LLM arm; the symbolic arm never can)
@@ -62,7 +68,8 @@ def prompt_of(story: Story) -> str:
     """What the agent sees: the puzzle and how to play it."""
     return (
         f'Lateral-thinking puzzle "{story.title}":\n{story.surface}\n\n'
-        "What really happened? Ask me yes/no questions, one at a time (I answer Yes, No or Irrelevant). "
+        "What really happened? Ask me yes/no questions, one at a time (I answer Yes, No or Irrelevant; "
+        '"Can\'t tell" means I cannot settle that question from the story as you put it: ask it another way). '
         "When you think you know, answer with the whole story; you may answer more than once."
     )
 
@@ -77,9 +84,11 @@ def user_role(story: Story) -> str:
         "The player asks yes/no questions to find the hidden story. Answer each question with one word, "
         "Yes, No or Irrelevant, judged against the hidden story: Yes when the story says so, No when it "
         "says otherwise or says nothing of it although it is about the story, Irrelevant when it does not "
-        "matter to the story. If a question is not a single yes/no question (a list of options, a request "
-        "to tell the story, a question starting with what/why/how), say that you only answer yes/no "
-        "questions. Never tell any part of the hidden story in your own words."
+        "matter to the story. When you cannot decide from the hidden story whether the answer is Yes or "
+        'No, answer "Can\'t tell." rather than guess: a wrong Yes or No misleads the player. If a '
+        "question is not a single yes/no question (a list of options, a request to tell the story, a "
+        "question starting with what/why/how), say that you only answer yes/no questions. Never tell any "
+        "part of the hidden story in your own words."
     )
 
 
@@ -154,6 +163,44 @@ def clue_fact(verdict: Verdict) -> Fact:
     return Fact(key=verdict.key, kind="clue", text=f"{verdict.label}.", keywords=())
 
 
+UNDECIDED_FACT = Fact(key="undecided", kind=UNDECIDED, text=f"{CANNOT_TELL}.", keywords=())
+# The answer a reply gives: its first word(s), as the rules ask both arms to answer.
+_ANSWER_RE = re.compile(r"^\W*(yes|no|irrelevant|can'?t tell|cannot tell)\b", re.IGNORECASE)
+_ANSWERS = {"yes": YES, "no": NO, "irrelevant": IRRELEVANT}
+
+
+def reply_answer(text: str) -> str | None:
+    """Yes, No, Irrelevant or Can't tell as a reply states it (its opening words), None for any
+    other reply (a refusal, a remark).
+
+    >>> reply_answer("No."), reply_answer("yes, he was"), reply_answer("Can't tell."), reply_answer("Noted.")
+    ('No', 'Yes', "Can't tell", None)
+    """
+    m = _ANSWER_RE.match(text)
+    if m is None:
+        return None
+    word = m.group(1).lower()
+    return _ANSWERS.get(word, CANNOT_TELL)
+
+
+def check_answer(question: str, reply: str, verdict: Verdict) -> ReplyCheck:
+    """Whether ``reply`` contradicts what the judge settled for ``question``: a Yes where the judge,
+    confident, says No, or the reverse. Checked only when the judge is confident of a Yes or No and
+    the reply states a Yes or No; an Irrelevant or Can't tell is never called wrong."""
+    said = reply_answer(reply)
+    if verdict.label not in (YES, NO) or said not in (YES, NO):
+        return ReplyCheck(checked=False)
+    if said == verdict.label:
+        return ReplyCheck(checked=True)
+    return ReplyCheck(
+        checked=True,
+        wrong=True,
+        why=f"the story says {verdict.label} (judge, confident)",
+        expected=verdict.label,
+        said=said,
+    )
+
+
 @register
 class TurtleEnv(UserCentricEnv):
     """Turtle soup: find the hidden story behind a strange situation with yes/no questions."""
@@ -181,7 +228,13 @@ class TurtleEnv(UserCentricEnv):
 
     def dynamic_facts(self, question: str) -> list[Fact] | None:
         verdict = story_index(self.story_id()).answer(question)
+        if verdict.label == CANNOT_TELL:
+            return [UNDECIDED_FACT]
         return [] if verdict.label == IRRELEVANT else [clue_fact(verdict)]
+
+    def check_reply(self, question: str, reply: UserReply) -> ReplyCheck:
+        """A reply (either arm) that the judge, where confident, contradicts (see ``check_answer``)."""
+        return check_answer(question, reply.text, story_index(self.story_id()).answer(question))
 
     def on_answer(self, content: str) -> AnswerResult:
         score = score_story(self.story_id(), content)

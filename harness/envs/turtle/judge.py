@@ -1,32 +1,38 @@
 """The turtle gym's symbolic judge: answers yes/no questions from a story's bottom, and scores a
 proposed story against the story's criteria. Deterministic and model-free.
 
-**How a question is answered.** At load time the bottom (the hidden story) and the surface (what
-the agent sees) are cut into clauses: sentences, split again at ", but", "; ", ", and", ", so",
-" because " and the like. Each clause keeps its words in order, each word with the concepts it
-stands for (``lexicon.concepts``: stems, synonym groups, irregular forms) and whether a negation
-cue ("not", "never", "n't", "no", "without", ...) came before it in the clause. A question is
-reduced the same way to its content words (stop words and question framing dropped) and its own
-negation parity. Each content word carries an IDF weight over the whole story collection, so
-"man" or "day" counts for less than "corpse".
+**How a question is answered.** At load time the bottom (the hidden story), the surface (what the
+agent sees) and the criteria (UserRL's paraphrases of the bottom: more words for the same facts) are
+cut into clauses: sentences, split again at ", but", "; ", ", and", ", so", " because " and the
+like. Each clause keeps its words in order, each word with the concepts it stands for
+(``lexicon.concepts``: stems, synonym groups, irregular forms) and whether a negation cue ("not",
+"never", "n't", "no", "without", ...) governs it (a cue reaches the next ``NEGATION_SCOPE`` content
+words, never past a comma). A question is reduced the same way to its content words (stop words and
+question framing dropped) and its own negation parity, counted in its main clause only ("Did they
+kill him so he could not talk?" is not a negated question). Each content word carries an IDF weight
+over the whole story collection, so "man" or "day" counts for less than "corpse".
 
 For every clause the judge measures the weighted share of the question's content words that the
 clause states (a synonym counts; an antonym counts as a *contradicting* match, "daytime" against
 "night", unless the story also states the word itself: then the clause is about something else; a
 word the clause lacks but the surface holds counts ``ELSEWHERE_CREDIT``, as clauses often name it
 by a pronoun; a word the clause only reports, after "claimed", "lied", "might" and the like, counts
-``REPORTED_CREDIT``). The best clause (ties: more direct matches, then the bottom before the surface, then the
-earlier clause) decides:
+``REPORTED_CREDIT``). The best clause (ties: more direct matches, then the bottom before the surface
+and the criteria, then the earlier clause) decides:
 
-* coverage >= ``YES_COVER``: the question states what the clause states, so the answer is **Yes**,
-  flipped to **No** once for each of: a negation in the question, a negation (within the clause,
-  up to the next comma) before a matched word, an antonym match. "Was there light?" against
-  "there was no light" is No; "Was it dark?" against the same clause is Yes (dark is the antonym
-  of light, and the clause negates light).
-* ``ANCHOR_COVER`` <= coverage < ``YES_COVER``: the question is about something in the story but
-  asserts what the story does not say (closed world: the bottom is the whole truth) -> **No**
-  (flipped by a negation in the question).
-* otherwise the question's content is not in the story -> **Irrelevant**.
+* **Yes** or **No** only on strong evidence: the clause *states* at least ``STATED_COVER`` of the
+  question's weight — directly or by an antonym, or (in a question that is not negated) as a word
+  the surface names — and covers at least ``YES_COVER`` in all. The answer is Yes, flipped to No
+  once for each of: a negation in the question, a negation before a matched word in the clause, an
+  antonym match. "Was there light?" against "there was no light" is No; "Was it dark?" against the
+  same clause is Yes (dark is the antonym of light, and the clause negates light).
+* **Irrelevant** when the question's words are (almost) absent from the story: the best clause
+  covers less than ``IRRELEVANT_COVER``.
+* **Can't tell** otherwise: the question is about something in the story, but asserts a word that
+  no clause states (a paraphrase outside the synonym groups, a detail the story does not give, an
+  opposite the lexicon does not know). Guessing there was wrong about as often as right on unseen
+  stories, and a wrong Yes or No sends the agent the wrong way, so the judge abstains. The reply
+  discloses nothing; the agent reads it as "ask it another way".
 
 **How a proposed story is scored.** Each criterion's *anchors* (:class:`Anchors`) are its content
 words that the bottom also states (criteria are paraphrases of the bottom written by UserRL; words
@@ -42,12 +48,12 @@ the first ``word_cap()`` words of an answer are read (twice the bottom's length,
 ``MIN_WORD_CAP``), so a list of every word of the puzzle's topic cannot cover everything.
 
 **Limits** (what a reader of the transcripts should expect): the judge matches concepts, not
-meaning. A paraphrase outside its synonym groups is not recognised (its answer is then No or
-Irrelevant); questions that combine facts from two distant clauses are judged on the better of the
-two; relations are not checked ("Did the wife kill the man?" matches "the man killed his wife");
-scoring does not check the negation of what an answer says. Questions that are not yes/no questions
-(enumerations, "tell me the story", wh-questions) never reach the judge: the gym's rule file
-(``knobs/rules/users/turtle.yaml``) answers them with a fixed reply.
+meaning. Relations are not checked ("Did the wife kill the man?" matches "the man killed his wife"),
+which is most of what is left of its wrong Yes/No answers; scoring does not check the negation of
+what an answer says. Precision and coverage on labelled questions: BENCHMARKS.md (turtle).
+Questions that are not yes/no questions (enumerations, "tell me the story", wh-questions) never
+reach the judge: the gym's rule file (``knobs/rules/users/turtle.yaml``) answers them with a fixed
+reply.
 """
 
 from __future__ import annotations
@@ -60,9 +66,18 @@ from typing import Iterable, Sequence
 
 from harness.envs.turtle.lexicon import NEGATION_CUES, antonyms, concepts, head_concept, story_concepts, words
 
-YES, NO, IRRELEVANT = "Yes", "No", "Irrelevant"
-YES_COVER = 0.6  # weighted share of a question's content words a clause must state for Yes/No
-ANCHOR_COVER = 0.4  # below this the question is not about the story: Irrelevant
+YES, NO, IRRELEVANT, CANNOT_TELL = "Yes", "No", "Irrelevant", "Can't tell"
+YES_COVER = 0.6  # weighted share of a question's content words a clause must cover (credits included) for Yes/No
+# ... and the share it must *state* (directly, by an antonym, or named by the surface): below it the
+# question asserts something the clause does not say. On the tuning sets (the three first labelled
+# sets and the development set) a Yes/No with every word stated is wrong 1 time in 20; one with a
+# word missing, 1 time in 3 (benchmarks/bench_turtle_user.py).
+STATED_COVER = 0.85
+IRRELEVANT_COVER = 0.2  # below this the question's words are not in the story: Irrelevant
+NEGATION_SCOPE = 2  # content words a negation cue governs ("without a head leads to fainting": head only)
+# Words that end a question's main clause: a negation after them is not the question's ("Did they
+# kill him so he could not talk?").
+SUBORDINATORS = frozenset("so because since when while after before until unless although though if".split())
 FULL_COVER = 0.6  # a criterion whose anchors are this covered scores 1
 HALF_COVER = 0.3  # ... this covered scores 0.5
 FALLBACK_ANCHORS = 3  # anchors of a criterion that shares no content word with the story
@@ -136,12 +151,17 @@ class Question:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The judge's answer to a question: label (Yes/No/Irrelevant), coverage of the best clause,
-    and which clause settled it (``None`` for Irrelevant)."""
+    """The judge's answer to a question: label (Yes, No, Irrelevant or Can't tell), coverage of
+    the best clause, and which clause settled it (``None`` unless the label is Yes or No)."""
 
     label: str
     coverage: float
     clause: Clause | None
+
+    @property
+    def confident(self) -> bool:
+        """Whether the judge settled the question (Yes, No or Irrelevant) rather than abstained."""
+        return self.label != CANNOT_TELL
 
     @property
     def key(self) -> str:
@@ -150,20 +170,26 @@ class Verdict:
 
 
 def content_words(text: str, story: bool = False) -> tuple[Word, ...]:
-    """Content words of ``text`` in order, each with its concepts and the negation parity of the
-    cues before it (within ``text``, one clause). ``story``: the text is the puzzle's own, where a
+    """Content words of ``text`` in order, each with its concepts and whether a negation cue
+    governs it (the ``NEGATION_SCOPE`` content words after the cue, within a comma-free part). ``story``: the text is the puzzle's own, where a
     gendered pronoun stands for a man or a woman (``lexicon.story_concepts``)."""
     concepts_of = story_concepts if story else concepts
     out: list[Word] = []
-    for part in text.split(","):  # a negation reaches the next comma ("X, not wanting Y, lied")
-        neg = reported = False
+    for part in text.split(","):  # a negation never reaches past a comma ("X, not wanting Y, lied")
+        reported = False
+        left = 0  # content words the last negation cue still governs
+        neg = False
         for w in words(part):
             if w in NEGATION_CUES:
                 neg = not neg
+                left = NEGATION_SCOPE
                 continue
             cs = concepts_of(w)
             if cs:
                 out.append(Word(w, cs, neg, reported))
+                if neg:
+                    left -= 1
+                    neg = left > 0
             reported |= w in REPORT_CUES  # the cue itself is told as true ("she lied"); what follows is not
     return tuple(out)
 
@@ -179,14 +205,22 @@ def split_clauses(text: str) -> list[str]:
 
 def parse_question(text: str) -> Question:
     """The question's content words (each counted once) and whether it is negated (odd number of
-    negation cues: "Was he not ...?", "Didn't ...?" and "Is it true that ... never ...")."""
+    negation cues in its main clause: "Was he not ...?", "Didn't ...?" and "Is it true that ...
+    never ...", but not "Did they kill him so he could not talk?").
+
+    >>> parse_question("Did the gang kill him so he could not talk?").negated
+    False
+    >>> parse_question("Didn't the gang kill him?").negated
+    True
+    """
     seen: set[str] = set()
     kept: list[Word] = []
     # (head concepts only: "Was he murdered?" must not match "he was found dead")
-    neg = False
+    neg, main = False, True
     for w in words(text):
+        main = main and w not in SUBORDINATORS
         if w in NEGATION_CUES:
-            neg = not neg
+            neg = neg != main  # flips only in the main clause
             continue
         c = head_concept(w)
         if c is not None and c not in seen:  # a question asks about what its words name, no more
@@ -217,14 +251,18 @@ class Idf:
 
 @dataclass(frozen=True)
 class Match:
-    """How a question meets one clause: the weighted share of its words the clause states, how
-    many it states directly or by an antonym, and whether a negation covers a matched word."""
+    """How a question meets one clause: the weighted share of its words the clause covers (credits
+    included), how many it states directly or by an antonym, whether a negation covers a matched
+    word, and the weighted shares it *states* (directly or by an antonym, not merely reports) and
+    that only the surface names (``elsewhere``)."""
 
     coverage: float
     direct: int
     contradicting: int
     negated: bool
     clause: Clause
+    stated: float = 0.0
+    elsewhere: float = 0.0
 
 
 def match_clause(
@@ -237,7 +275,7 @@ def match_clause(
     also states is about someone or something else ("the boy" when the question asks about "the
     girl", who is in the story too), not a contradiction."""
     total = sum(idf.word(w) for w in q.words)
-    got = 0.0
+    got = stated = elsewhere = 0.0
     direct = anti = 0
     negated = False
     for qw in q.words:
@@ -255,13 +293,17 @@ def match_clause(
         if hit is None:
             if qw.concepts & surface:
                 got += ELSEWHERE_CREDIT * idf.word(qw)
+                elsewhere += idf.word(qw)
             continue
         weight = idf.word(qw)
         got += weight * (ANTONYM_CREDIT if is_anti else 1.0) * (REPORTED_CREDIT if hit.reported else 1.0)
+        stated += 0.0 if hit.reported else weight
         anti += is_anti
         direct += not is_anti
         negated |= hit.negated  # a negation before any matched word negates what the clause says of it
-    return Match(got / total if total else 0.0, direct, anti, negated, clause)
+    if not total:
+        return Match(0.0, direct, anti, negated, clause)
+    return Match(got / total, direct, anti, negated, clause, stated / total, elsewhere / total)
 
 
 @dataclass(frozen=True)
@@ -283,9 +325,12 @@ class StoryIndex:
         self.letters = letter_names(f"{surface} {bottom}")
         surface, bottom = self.named(surface), self.named(bottom)
         criteria = [self.named(s) for s in criteria]
+        # criteria are paraphrases of the bottom: more words for the same facts (answering only;
+        # scoring anchors come from the bottom and the surface)
+        said = " ".join(c.strip() if c.strip().endswith((".", "!", "?")) else c.strip() + "." for c in criteria)
         self.clauses = tuple(
             Clause(text, content_words(text, story=True), source, i)
-            for source, body in (("bottom", bottom), ("surface", surface))
+            for source, body in (("bottom", bottom), ("surface", surface), ("criteria", said))
             for i, text in enumerate(split_clauses(body))
         )
         self.bottom_concepts = frozenset(c for w in content_words(bottom) for c in w.concepts)
@@ -305,7 +350,7 @@ class StoryIndex:
 
     # ------------------------------------------------------------------ questions
     def answer(self, question: str) -> Verdict:
-        """Yes, No or Irrelevant for ``question`` (see the module docstring)."""
+        """Yes, No, Irrelevant or Can't tell for ``question`` (see the module docstring)."""
         q = parse_question(self.named(question))
         if not q.words:
             return Verdict(IRRELEVANT, 0.0, None)
@@ -315,12 +360,14 @@ class StoryIndex:
             matches,
             key=lambda m: (round(m.coverage, 9), m.direct, m.clause.source == "bottom", -m.clause.index),
         )
-        if best.coverage >= YES_COVER:
+        if best.coverage < IRRELEVANT_COVER:
+            return Verdict(IRRELEVANT, best.coverage, None)
+        # a negated question about a word only the surface names chains two weak links: not stated
+        stated = best.stated + (0.0 if q.negated else best.elsewhere)
+        if best.coverage >= YES_COVER and stated >= STATED_COVER - 1e-9:
             flip = q.negated ^ best.negated ^ (best.contradicting % 2 == 1)
             return Verdict(NO if flip else YES, best.coverage, best.clause)
-        if best.coverage >= ANCHOR_COVER:
-            return Verdict(YES if q.negated else NO, best.coverage, best.clause)
-        return Verdict(IRRELEVANT, best.coverage, None)
+        return Verdict(CANNOT_TELL, best.coverage, None)
 
     # ------------------------------------------------------------------ scoring
     def _anchors(self, statement: str) -> Anchors:
