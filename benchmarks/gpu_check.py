@@ -253,9 +253,7 @@ def rollout_vs_bare(trainer: Any) -> dict[str, Any]:
         episode_sampling_seed(cfg.seed, cfg.steps, i // cfg.samples_per_task, i % cfg.samples_per_task)
         for i in range(len(episodes))
     ]
-    bare = bare_replay(
-        trainer.backend.llm, episodes, seeds, float(trainer.knobs["temperature"]), float(trainer.knobs["top_p"])
-    )
+    bare = bare_replay(trainer.backend.llm, episodes, seeds, trainer.knobs.temperature, trainer.knobs.top_p)
     return {
         "harness_rollout_s": t["time_rollout_s"],
         "harness_generate_s": t["time_generate_s"],
