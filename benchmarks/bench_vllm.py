@@ -26,7 +26,7 @@ Parts (each in a process of its own: a vLLM engine binds the threads of the proc
     python benchmarks/bench_vllm.py [--parts rollout,sync,decode] [--model smollm2-135m] [--tasks 4] [--samples 4] [--threads 1]
 
 ``--threads``: torch (and OpenMP) threads of every process; on a machine whose cores other jobs
-also use, 1 (vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 10x slower).
+also use, 1 (vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 3.5x slower: BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def vllm_python() -> str:
 def vllm_env(**extra: str) -> dict[str, str]:
     """The environment of a vLLM subprocess: this one (EAU_KNOBS_DIR of the test included), vLLM's
     warnings only, one OpenMP thread, and ``extra``. One thread: vLLM's CPU kernels with two OpenMP
-    threads ran 10x slower on two cores busy with other work (BENCHMARKS.md); a test must not depend
+    threads ran 3.5x slower on two cores busy with other work (BENCHMARKS.md); a test must not depend
     on a quiet machine."""
     return {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **extra}
 

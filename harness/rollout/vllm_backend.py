@@ -26,7 +26,7 @@ CPU notes (measured, README "GPU and vLLM"): the engine sets its KV cache size e
 (vLLM 0.32's CPU runner fails seeded requests prefilled in chunks); its worker replaces
 ``torch.set_num_threads`` with a no-op in this process, so the engine shares the thread count the
 trainer set before building it (``torch_threads``; on a machine whose cores are busy with other
-work, one thread: vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 10x slower).
+work, one thread: vLLM's OpenMP kernels with two threads on two oversubscribed cores ran 3.5x slower: BENCHMARKS.md).
 """
 
 from __future__ import annotations
