@@ -280,13 +280,18 @@ def find_customer(domain: str, data: Mapping[str, Any], db: Any) -> str | None:
 
 def _card(pm: Any) -> tuple[str, str | None, str | None]:
     """(kind, brand, last four) of a payment method of any domain."""
-    if hasattr(pm, "method_type"):  # telecom
-        return pay_source(str(pm.method_type)) or "", None, getattr(pm, "account_number_last_4", None)
+    if hasattr(pm, "method_type"):  # telecom: an enum whose value is "Credit Card", "PayPal", ...
+        return pay_source(_text(pm.method_type)) or "", None, getattr(pm, "account_number_last_4", None)
     return (
-        pay_source(str(pm.source).replace("_", " ")) or "",
+        pay_source(_text(pm.source).replace("_", " ")) or "",
         getattr(pm, "brand", None),
         getattr(pm, "last_four", None),
     )
+
+
+def _text(value: Any) -> str:
+    """An enum's value or a plain value, as text."""
+    return str(getattr(value, "value", value))
 
 
 def record_values(domain: str, db: Any, key: str | None) -> dict[str, set[str]]:

@@ -18,7 +18,8 @@ The episode ends when
 
 Every failed call comes back as the tool's error text (τ²'s ``Error: ...``), never an exception.
 The last turn carries the τ² score (``scoring.py``) as its task reward; the record says which
-reward-basis components it was computed from.
+reward-basis components it was computed from. Every customer reply is checked against what is true
+of the customer (``customer.py``; the reply's ``check`` flag, ``user_wrong_rate``).
 
 Action mapping onto the harness's choices (for metrics): a message is ``ask``, a turn of tool calls
 ``search``, the agent's stop ``answer``.
