@@ -10,10 +10,10 @@ Two campaigns, each a real ``eau train --preset tiny`` in a subprocess on a priv
   runs to the end (a run that ends before its next kill is checked and a new one takes its place).
   Each kill lands a random delay after the attempt went live (its pid in ``status.json``: rollout,
   update, knob polls, checkpoint writes, wherever it lands) or, for ``--startup-share`` of them,
-  after its start (imports, knob lending, model building), so the spread does not depend on load. A writer thread issues
-  ``eau knobs set agent.entropy_coeff V --author agent --reason ... --json`` every 0.5-2.5 s while
-  the run is live (a write can be in flight when the kill lands), and after ``--gap-share`` of the
-  kills once more while no run is live, before the resume.
+  after its start (imports, making the run's knobs folder, model building), so the spread does not
+  depend on load. A writer thread issues ``eau knobs set agent.entropy_coeff V --run RUN --author agent
+  --reason ... --json`` every 0.5-2.5 s while the run is live (a write can be in flight when the kill
+  lands), and after ``--gap-share`` of the kills once more while the run is not live, before the resume.
 * ``before_first_checkpoint``: a run with no checkpoint before its end, killed after an agent write
   was applied, resumed.
 
@@ -22,11 +22,12 @@ Checks (``problems`` lists every failure; the figures count what was checked):
 * every complete line of ``events.jsonl`` and ``knob_events.jsonl`` on disk right after a kill is in
   the final file exactly once; no torn line; event ids unique in ``events.jsonl``;
 * ``metrics.jsonl`` holds steps 0..N-1 exactly once;
-* every write the CLI made for the live run (its JSON says ``live``) is in ``knob_events.jsonl``
-  under the id the CLI printed, with author ``agent`` and its reason; the last record of the id is
-  accepted, rejected or not_applied; ``eau effect --event <id>`` finds it (in process for every
-  write, through the CLI for ``--cli-effects`` of them); so is every write accepted while no run was
-  live that a later resume followed (a kill's gap), under its id, as the agent's;
+* every write the CLI accepted for the run, live or not, is in ``knob_events.jsonl`` under the id the
+  CLI printed, with author ``agent`` and its reason; the last record of the id is accepted, rejected
+  or not_applied; ``eau effect --event <id>`` finds it (in process for every write, through the CLI
+  for ``--cli-effects`` of them), a write made while the run was not live (a kill's gap) included; a
+  note left in the run's ``knobs/.pending`` belongs to a write whose last
+  record is not_applied (a resume would apply it);
 * the knob log tells the truth about the resumed run: replaying the final applied records step by
   step gives ``entropy_coeff`` of every line of ``metrics.jsonl``.
 """
@@ -156,7 +157,19 @@ class Writer(threading.Thread):
         reason = f"bench write {i}{tag}: entropy to {value}"
         t0 = time.monotonic()
         out = eau(
-            ["knobs", "set", KNOB, str(value), "--author", "agent", "--reason", reason, "--json"],
+            [
+                "knobs",
+                "set",
+                KNOB,
+                str(value),
+                "--run",
+                self.run_dir.name,
+                "--author",
+                "agent",
+                "--reason",
+                reason,
+                "--json",
+            ],
             self.kdir,
             self.rdir,
             timeout=300,
@@ -294,18 +307,19 @@ def check_writes(
     for r in records:
         last[r["id"]] = r
     data = load_run_dir(run)
-    live = [w for w in writes if w["doc"] and w["doc"].get("live")]
+    accepted = [w for w in writes if w["doc"] and w["doc"].get("ok")]
+    live = [w for w in accepted if w["doc"].get("live")]
 
-    # a write accepted while no run was live (between a kill and the resume that followed it) belongs to
-    # the resumed run just the same: the resume applies it under its id
+    # a write accepted while the run was not live (between a kill and the resume that followed it) is
+    # applied by the resume under its id
     def resumed_after(w: dict[str, Any]) -> bool:
         nxt = [is_resume for t, is_resume in starts if t > w.get("t1", float("inf"))]
         return bool(nxt) and nxt[0]
 
-    between = [w for w in writes if w["doc"] and not w["doc"].get("live") and w["doc"].get("ok") and resumed_after(w)]
+    between = [w for w in accepted if not w["doc"].get("live") and resumed_after(w)]
     outcome: dict[str, int] = {}
     found_by_effect, cli_checked = 0, 0
-    for w in live + between:
+    for w in accepted:
         eid = w["doc"]["event"]["id"]
         rec = last.get(eid)
         if rec is None:
@@ -328,21 +342,17 @@ def check_writes(
             out = eau(["effect", "--event", eid, "--run", run.name, "--json", "--window", "3"], kdir, rdir)
             if out.returncode == 5:
                 problems.append(f"eau effect --event {eid}: not found ({out.stderr.strip()[-200:]})")
-    others = [w for w in writes if not (w["doc"] and w["doc"].get("live"))]
-    # a write made while the run was ending (its values already given back): the folder's, in its history
-    ending = [w for w in others if w["doc"] and w["doc"].get("ok") and w["doc"].get("ending_run") and w not in between]
-    history = {r["id"] for r in jsonl.read(kdir / ".history" / "knob_events.jsonl")} if ending else set()
-    for w in ending:
-        if w["doc"]["event"]["id"] not in history:
+    for note in sorted((run / "knobs" / ".pending").glob("*.json")) if (run / "knobs" / ".pending").is_dir() else []:
+        rec = last.get(json.loads(note.read_text()).get("id"))
+        if rec is None or rec["status"] != "not_applied":
             problems.append(
-                f"write {w['i']} ({w['doc']['event']['id']}, while the run was ending) is not in the history"
+                f"a note whose write is not logged not_applied is left in .pending: {note.read_text()[:200]}"
             )
     return {
         "writes": len(writes),
         "writes_to_the_live_run": len(live),
-        "writes_while_no_run_was_live": len(others),
+        "writes_while_the_run_was_not_live": len(accepted) - len(live),
         "writes_between_a_kill_and_its_resume": len(between),
-        "writes_while_the_run_was_ending": len(ending),
         "write_outcomes": outcome,
         "found_by_effect": found_by_effect,
         "cli_effect_checked": cli_checked,
@@ -414,16 +424,13 @@ def kill_campaign(
         done += doc["kills"]
         points += [{"run": run_id, **p} for p in doc.pop("kill_points")]
     problems = [f"{r['run']}: {p}" for r in runs for p in r["problems"]]
-    for note in sorted((kdir / ".pending").glob("*.json")) if (kdir / ".pending").is_dir() else []:
-        problems.append(f"a note no run logged is left in .pending: {note.read_text()[:200]}")
     totals = {
         key: sum(r[key] for r in runs)
         for key in (
             "writes",
             "writes_to_the_live_run",
-            "writes_while_no_run_was_live",
+            "writes_while_the_run_was_not_live",
             "writes_between_a_kill_and_its_resume",
-            "writes_while_the_run_was_ending",
             "found_by_effect",
             "cli_effect_checked",
             "timeline_steps_checked",
@@ -493,7 +500,7 @@ def _one_run(
             starts.append((time.monotonic(), not fresh))
             proc = start(args if fresh else ["train", "--resume", run_id, "--no-progress"], kdir, rdir, log)
             t_start = time.monotonic()
-            # a quarter of the kills land at a random time from the start (start-up: imports, knob lending,
+            # a quarter of the kills land at a random time from the start (start-up: imports, the run's knobs folder,
             # model building); the rest at a random time after this attempt is live (its pid in status.json)
             in_startup = rng.random() < startup_share
             if not in_startup:
@@ -521,7 +528,7 @@ def _one_run(
                     "metrics_lines": snap["metrics_steps"],
                 }
             )
-            if rng.random() < gap_share:  # an agent write while no run is live, before the resume
+            if rng.random() < gap_share:  # an agent write while the run is not live, before the resume
                 writer.write_once(" (between a kill and the resume)")
             writer.resume()
         if not finished:
@@ -559,7 +566,11 @@ def before_first_checkpoint(work: Path, *, steps: int, timeout: float) -> dict[s
         trainer = _status_pid(run)
         os.kill(trainer, signal.SIGSTOP)
         try:
-            out = eau(["knobs", "set", KNOB, "0.003", "--author", "agent", "--reason", reason, "--json"], kdir, rdir)
+            out = eau(
+                ["knobs", "set", KNOB, "0.003", "--run", "early", "--author", "agent", "--reason", reason, "--json"],
+                kdir,
+                rdir,
+            )
         finally:
             os.kill(trainer, signal.SIGCONT)
         doc = json.loads(out.stdout)

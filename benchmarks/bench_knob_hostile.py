@@ -38,11 +38,10 @@ from hostile_knobs import (  # noqa: E402
     restore_slots,
 )
 
-import harness.rewards  # noqa: E402,F401  (registers the rule-file checks, as every eau command does)
-import harness.users  # noqa: E402,F401
 from harness.io import jsonl, yamlio  # noqa: E402
 from harness.knobs.folder import copy_defaults  # noqa: E402
 from harness.knobs.store import KnobStore  # noqa: E402
+from harness.stores import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 POLL_LIMIT_S = 120.0  # one store poll; far above the slowest legitimate one, on a loaded machine too
@@ -157,7 +156,7 @@ def hand_events(events: list[dict[str, Any]], slot: str) -> list[dict[str, Any]]
 
 
 def reference_store(root: Path) -> KnobStore:
-    return KnobStore(copy_defaults(root / "reference"), events_path=None)
+    return open_store(copy_defaults(root / "reference"), events_path=None)
 
 
 # ---------------------------------------------------------------------- store phase
@@ -187,7 +186,7 @@ def store_phase(root: Path, n_edits: int, seed: int) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     kdir = prepare_knobs(root)
     log = root / "knob_events.jsonl"
-    store = KnobStore(kdir, events_path=log, run_gyms=["intention"], debounce_s=0.0)
+    store = open_store(kdir, events_path=log, run_gyms=["intention"], debounce_s=0.0)
     store.run_facts = {"llm_user": False, "config": "the benchmark run"}
     reference = reference_store(root)
     base = read_base(kdir)
@@ -304,7 +303,8 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
                     "stderr": (root / "train.stderr").read_text()[-2000:],
                 }
             time.sleep(0.5)
-        base = read_base(kdir)  # after the run lent its preset's values
+        own = run_dir / "knobs"  # the run's own folder, made from kdir and the preset's values: edits go there
+        base = read_base(own)
         gen = Generator(base, seed=seed, tmp=root)
         log = run_dir / "knob_events.jsonl"
         cli_returncodes: Counter = Counter()
@@ -327,7 +327,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
             step0 = _status(run_dir).get("step") or 0
             files = [e for e in batch if e.via == "file"]
             for edit in files:
-                apply_file_edit(kdir, edit)
+                apply_file_edit(own, edit)
             # wait for the run's next boundaries to report every edited file (bounded)
             t0 = time.monotonic()
             pending = {e.slot for e in files}
@@ -353,7 +353,7 @@ def live_phase(root: Path, n_edits: int, seed: int, steps: int) -> dict[str, Any
                     gen.base[edit.slot] = base[edit.slot]
             doc = json.loads((run_dir / "knobs_in_force.json").read_text())
             tally.check(reference, doc)
-            restore_slots(kdir, base)
+            restore_slots(own, base)
             # let a boundary take the restored files (their events, e.g. a schema reloaded, belong to no edit)
             t0, step0 = time.monotonic(), _status(run_dir).get("step") or 0
             while (

@@ -17,12 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness.rewards  # noqa: F401  (registers the rule-file checks the knob store runs)
-import harness.users  # noqa: F401
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.folder import defaults_dir
-from harness.knobs.store import KnobStore
 from harness.knobs.watcher import KnobWatcher
+from harness.stores import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +32,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     kdir = tmp / "knobs"
     shutil.copytree(defaults_dir(), kdir, ignore=shutil.ignore_patterns(".pending", ".history"))
-    store = KnobStore(kdir, events_path=tmp / "events.jsonl", run_gyms=["travel", "function"], debounce_s=0.0)
+    store = open_store(kdir, events_path=tmp / "events.jsonl", run_gyms=["travel", "function"], debounce_s=0.0)
     path = kdir / "agent.yaml"
     base = path.read_text()
     nochange, changed = [], []

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.io import yamlio
-from harness.knobs.run_checks import run_refusal
+from harness.knobs.checks import run_refusal
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
 
@@ -418,6 +418,22 @@ class Generator:
             i = r.choice(tops)
             lines.insert(i, r.choice(["{", "[unclosed", "\t- x: ]", "'open", ": :", "key: [1, 2", "- item"]))
             return Edit(cls, slot, content=("\n".join(lines) + "\n").encode())
+        if cls == "huge_integer":  # longer than Python converts to text (4,300 digits), decimal or hex
+            big = r.choice(["7" * r.randrange(4_400, 20_000), "0x" + "f" * r.randrange(3_600, 12_000)])
+            if r.random() < 0.3:
+                return Edit(
+                    cls, r.choice(REWARD_SLOTS[1:]), content=("rules:\n" + _reward_rule("fuzz_big_int", big)).encode()
+                )
+            slot = r.choice(AREA_SLOTS)
+            if self.cli and r.random() < 0.3:
+                return Edit(cls, slot, via="cli", cli=(f"{slot[:-5]}.{r.choice(NUMERIC[slot])}", big, None))
+            return self.area(slot, r.choice(NUMERIC[slot]), big, cls)
+        if cls == "yaml_tag":  # a YAML value that is not plain data: a set, a date, binary
+            value = r.choice(["!!set {detail: null}", "2026-12-07", "!!binary aGVsbG8=", "!!set {a, b}"])
+            key = r.choice(["reveal_kinds", "persona"])
+            if self.cli and r.random() < 0.4:
+                return Edit(cls, "user.yaml", via="cli", cli=(f"user.{key}", value, None))
+            return self.area("user.yaml", key, value, cls)
         if cls == "valid":
             return self.valid()
         raise ValueError(f"unknown class {cls!r}")
@@ -457,6 +473,8 @@ class Generator:
         "wrong_type",
         "schema_hostile",
         "syntax",
+        "huge_integer",
+        "yaml_tag",
         "valid",
     ]
 
@@ -539,7 +557,7 @@ def invalid_in_force(reference: KnobStore, doc: dict[str, Any], llm_user: bool =
     for kind, files in doc["rules"].items():
         reference.rules[kind] = {}
         for key in sorted(files):
-            err = reference.check_rule_file(kind, key, files[key])
+            err = reference.rule_file_problem(kind, key, files[key])
             if err:
                 bad.append(f"rules/{kind}/{key}: {err[0]}")
             reference.rules[kind][key] = files[key]

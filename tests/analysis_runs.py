@@ -36,9 +36,9 @@ import yaml
 from harness.agents.scripted import oracle_action, random_action, render
 from harness.envs.registry import make
 from harness.knobs.folder import defaults_dir
-from harness.knobs.store import KnobStore
 from harness.runs.metrics import episode_metrics
 from harness.runs.writer import RunWriter
+from harness.stores import open_store
 from harness.users.mixture import UserFactory
 
 Agent = Callable[[Any, np.random.Generator, float], str]  # (env, rng, progress 0..1) -> action text
@@ -382,10 +382,10 @@ def _play(env: Any, agent: Agent, rng: np.random.Generator, progress: float, see
 
 
 def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
-    """Build run ``spec.run_id`` under ``runs_dir`` (knobs folder under ``work_dir``); returns the run folder."""
-    knobs_dir = prepare_knobs(Path(work_dir) / f"knobs-{spec.run_id}", spec)
+    """Build run ``spec.run_id`` under ``runs_dir`` (its knobs folder inside it; ``work_dir`` unused); returns the run folder."""
     run_dir = Path(runs_dir) / spec.run_id
-    store = KnobStore(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
+    knobs_dir = prepare_knobs(run_dir / "knobs", spec)  # the run's own knobs folder, as a real run has
+    store = open_store(knobs_dir, events_path=run_dir / "knob_events.jsonl", run_gyms=list(spec.gyms), debounce_s=0.0)
     store.live_run = True
     config = {
         "preset": "analysis-test",
@@ -423,7 +423,7 @@ def build_run(runs_dir: Path, spec: RunSpec, work_dir: Path) -> Path:
                         reason=f"test change before step {step}",
                         recent_metrics=history,
                         step_written=step - 1,
-                        run_live=True,
+                        for_run="live",
                     )
                     if not res.ok:
                         raise ValueError(f"planted change {name}={value!r} refused: {res.event.get('message')}")

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-import harness.rewards  # noqa: F401  (registers the reward rule-file check, as every eau command does)
-import harness.users  # noqa: F401  (registers the user rule-file check)
 from harness.knobs.folder import copy_defaults
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from analysis_runs import CONTROL_SEARCH_FIRST, EFFECT_HARM, cached_run
 from harness.analysis.effect import EffectError, effect, metric_direction
 from harness.analysis.run_data import load_run_dir
 from harness.analysis.stats import bootstrap_noise_floor
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_unknown_rejected_and_unapplied_events(harm, tmp_path):
     # a real refused write logged into a copy of the run's event log
     copy = tmp_path / "run"
     shutil.copytree(run.dir, copy)
-    store = KnobStore(copy / "knobs", events_path=copy / "knob_events.jsonl")
+    store = open_store(copy / "knobs", events_path=copy / "knob_events.jsonl")
     res = store.set("env.max_steps", 100, reason="too far", author="agent")
     assert not res.ok
     with pytest.raises(EffectError, match="rejected"):

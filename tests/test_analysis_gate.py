@@ -16,7 +16,7 @@ from harness.analysis.run_data import load_run_dir
 from harness.cli.common import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 from harness.cli.main import app
 from harness.knobs.folder import defaults_dir
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -46,7 +46,7 @@ def healthy():
 
 
 def _gate(run, kdir, files, **kw):
-    store = KnobStore(kdir, events_path=None, run_gyms=run.gyms if run else None)
+    store = open_store(kdir, events_path=None, run_gyms=run.gyms if run else None)
     return gate(run, store, [str(f) for f in files], **kw)
 
 

@@ -144,7 +144,7 @@ def test_autopilot_intervenes_measures_and_records_on_a_planted_deadlock(tmp_pat
     assert last["verdict"] in ("improved", "harmed", "inconclusive") and "deadlock_rate" in last["measured"]
     assert (last["reverted"] is None) == (last["verdict"] == "improved")
     if last["verdict"] != "improved":
-        # the run outlived the revert: it applied it, and at its end gave the lent value back
+        # the run outlived the revert: it applied it; the project folder never changed (the run has its own)
         assert revert is not None and isinstance(revert["step_effective"], int)
         assert yaml.safe_load((knobs_dir / "env.yaml").read_text())["max_steps"]["default"] == 16
     show = subprocess.run(

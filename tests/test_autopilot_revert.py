@@ -6,12 +6,13 @@ other write that makes a gym harder is still refused there."""
 from __future__ import annotations
 
 from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 LOW = [{"step": s, "success_rate": 0.0, "gym/intention/success_rate": 0.0} for s in range(10)]
 
 
 def live_store(knobs_dir, tmp_path) -> KnobStore:
-    store = KnobStore(knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["intention"], debounce_s=0.0)
+    store = open_store(knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["intention"], debounce_s=0.0)
     store.live_run = True
     return store
 
@@ -26,7 +27,7 @@ def test_live_revert_of_an_easing_change_is_applied_at_the_boundary(knobs_dir, t
         reason="autopilot: deadlock",
         recent_metrics=LOW,
         step_written=3,
-        run_live=True,
+        for_run="live",
     )
     assert res.ok and res.pending
     poll = store.poll(4, LOW, rescan=True, wait_debounce=False)
@@ -34,7 +35,7 @@ def test_live_revert_of_an_easing_change_is_applied_at_the_boundary(knobs_dir, t
     assert ev["new"] == before + 2 and ev["step_effective"] == 4
     # harmed: revert while success is 0 (lowering max_steps "requires" success >= 0.8)
     rev = store.revert(
-        ev["id"], author="agent", reason="autopilot: harmed", recent_metrics=LOW, step_written=6, run_live=True
+        ev["id"], author="agent", reason="autopilot: harmed", recent_metrics=LOW, step_written=6, for_run="live"
     )
     assert rev.ok and rev.pending
     poll = store.poll(7, LOW, rescan=True, wait_debounce=False)
@@ -60,7 +61,7 @@ def test_other_harder_writes_are_still_refused_at_the_boundary(knobs_dir, tmp_pa
         reason="make it harder",
         recent_metrics=[],
         step_written=3,
-        run_live=True,
+        for_run="live",
         skip_requires=True,
     )  # past the CLI's check ...
     assert res.ok and res.pending

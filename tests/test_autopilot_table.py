@@ -18,11 +18,11 @@ from harness.supervise.interventions import (
 
 
 def test_packaged_table_is_valid_and_names_real_detectors_and_knobs(knobs_dir):
-    from harness.knobs.store import KnobStore
+    from harness.stores import open_store
 
     table = load_table()
     check_detectors(table, detector_names(), str(TABLE_PATH))
-    store = KnobStore(knobs_dir, events_path=None)
+    store = open_store(knobs_dir, events_path=None)
     for e in table:
         assert e.predicted and e.why and e.window >= 2
         if e.action != "knob":

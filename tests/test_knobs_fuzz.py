@@ -6,7 +6,7 @@ import random
 
 from harness.io import jsonl
 from harness.knobs.schema import validate_value
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 WRONG_VALUES = [
     "-1",
@@ -64,7 +64,7 @@ def mutate(text: str, rng: random.Random, names: list[str]) -> bytes | None:
 def test_fuzz_1000_malformed_edits(knobs_dir, tmp_path):
     rng = random.Random(1234)
     log = tmp_path / "events.jsonl"
-    store = KnobStore(knobs_dir, events_path=log, run_gyms=["travel", "function", "colbench"])
+    store = open_store(knobs_dir, events_path=log, run_gyms=["travel", "function", "colbench"])
     areas = ["env", "user", "reward", "agent"]
     last_valid = {a: (knobs_dir / f"{a}.yaml").read_text() for a in areas}
     metrics = [{f"gym/{g}/success_rate": 0.9 for g in ("travel", "function", "colbench")}] * 5
@@ -96,5 +96,5 @@ def test_fuzz_1000_malformed_edits(knobs_dir, tmp_path):
     for a in areas:
         (knobs_dir / f"{a}.yaml").write_text(last_valid[a])
     store.poll(10_000, metrics, rescan=True, wait_debounce=False)
-    fresh = KnobStore(knobs_dir, events_path=None)
+    fresh = open_store(knobs_dir, events_path=None)
     assert store.in_force == fresh.in_force

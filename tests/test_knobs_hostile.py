@@ -18,6 +18,7 @@ import pytest
 
 from harness.io import yamlio
 from harness.knobs.store import KnobError, KnobStore
+from harness.stores import open_store
 from harness.users.rules import RuleFileError, compile_pattern, load_user_rules_file, validate_rule_file
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -29,7 +30,7 @@ from hostile_knobs import Generator  # noqa: E402
 
 @pytest.fixture
 def store(knobs_dir, tmp_path):
-    s = KnobStore(knobs_dir, events_path=tmp_path / "events.jsonl", run_gyms=["intention", "travel"], debounce_s=0)
+    s = open_store(knobs_dir, events_path=tmp_path / "events.jsonl", run_gyms=["intention", "travel"], debounce_s=0)
     s.run_facts = {"llm_user": False, "config": "runs/x/config.yaml"}
     return s
 
@@ -160,7 +161,7 @@ def test_reward_rule_name_duplicated_in_a_second_file_is_refused_at_the_gate(sto
     # and a folder that starts with a clash is refused at load, naming the file and line
     with pytest.raises(KnobError) as exc:
         second.write_text(second.read_text().replace("name: second_format", "name: format_error"))
-        KnobStore(knobs_dir, events_path=None)
+        open_store(knobs_dir, events_path=None)
     assert any(p["line"] == 5 and "second.yaml" in p["file"] for p in exc.value.problems)
 
 

@@ -16,6 +16,7 @@ from harness.io import jsonl
 from harness.knobs.schema import validate_value
 from harness.knobs.store import KnobStore
 from harness.knobs.watcher import KnobWatcher
+from harness.stores import open_store
 
 DEBOUNCE = 0.15
 
@@ -34,7 +35,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 @pytest.fixture
 def live(knobs_dir, tmp_path):
-    store = KnobStore(
+    store = open_store(
         knobs_dir, events_path=tmp_path / "knob_events.jsonl", run_gyms=["travel", "function"], debounce_s=DEBOUNCE
     )
     with KnobWatcher(store):
@@ -192,15 +193,12 @@ def _fake_live_run(runs_dir: Path, knobs_dir: Path, step: int) -> Path:
             }
         )
     )
-    from harness.knobs.lease import Lease
-
-    Lease(run_id="live", run_dir=str(run.resolve()), pid=os.getpid()).save(knobs_dir)  # a live run holds the folder
     return run
 
 
 def test_cli_set_during_a_live_run_is_applied_at_the_next_poll_with_author(knobs_dir, runs_dir):
     run = _fake_live_run(runs_dir, knobs_dir, step=4)
-    store = KnobStore(
+    store = open_store(
         knobs_dir, events_path=run / "knob_events.jsonl", run_gyms=["travel", "function"], debounce_s=DEBOUNCE
     )
     store.live_run = True

@@ -234,3 +234,21 @@ def test_packaged_schemas_are_valid_json_schema_files():
     bad = {"type": "object", "properties": {"x": {"type": "numbr"}}}
     with pytest.raises(Exception, match="numbr"):
         Draft202012Validator.check_schema(bad)
+
+
+def test_the_typed_agent_knobs_are_the_agent_schema(schemas):
+    """harness.ppo.hyperparams.AgentKnobs: one field per agent knob, typed as its schema says; the
+    default values come from the packaged agent.yaml only."""
+    from dataclasses import fields
+
+    from harness.knobs.snapshot import KnobSnapshot
+    from harness.ppo.hyperparams import AgentKnobs
+
+    specs = schemas["agent"].knobs
+    assert [f.name for f in fields(AgentKnobs)] == list(specs)
+    json_type = {"number": "float", "integer": "int", "boolean": "bool", "string": "str"}
+    for f in fields(AgentKnobs):
+        assert json_type[specs[f.name].schema.get("type", "string")] == f.type, f.name
+    k = AgentKnobs.from_snapshot(KnobSnapshot.read_dir(defaults_dir()))
+    assert (k.lr, k.ppo_epochs, k.kl_estimator, k.whiten_advantages) == (1e-5, 2, "k3", True)
+    assert isinstance(k.max_grad_norm, float) and isinstance(k.mini_batch_size, int)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from harness.io import jsonl
-from harness.knobs.store import KnobError, KnobStore, UnknownKnob, validate_dir
+from harness.knobs.store import KnobError, UnknownKnob
+from harness.stores import open_store, validate_folder
 
 GOOD_METRICS = [
     {
@@ -33,7 +34,7 @@ EVENT_FIELDS = {
 
 
 def test_set_accepted_writes_file_keeps_comments_and_logs(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     before = (knobs_dir / "agent.yaml").read_text()
     res = store.set("agent.entropy_coeff", 0.004, author="agent", reason="explore more", step_written=7)
     assert res.ok and store.get("agent.entropy_coeff") == 0.004
@@ -67,7 +68,7 @@ def test_set_accepted_writes_file_keeps_comments_and_logs(knobs_dir):
     ],
 )
 def test_refusals_name_the_rule_and_leave_the_file_untouched(knobs_dir, name, value, gym, rule):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     area = name.split(".")[0]
     before = (knobs_dir / f"{area}.yaml").read_bytes()
     res = store.set(name, value, gym=gym, author="human", reason="test")
@@ -79,11 +80,11 @@ def test_refusals_name_the_rule_and_leave_the_file_untouched(knobs_dir, name, va
 
 def test_unknown_knob(knobs_dir):
     with pytest.raises(UnknownKnob, match="unknown knob"):
-        KnobStore(knobs_dir).set("agent.nope", 1, author="human", reason="x")
+        open_store(knobs_dir).set("agent.nope", 1, author="human", reason="x")
 
 
 def test_requires_met_with_recent_success(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     res = store.set(
         "env.noise_choice_number", 5, gym="travel", author="agent", reason="harder", recent_metrics=GOOD_METRICS
     )
@@ -92,31 +93,31 @@ def test_requires_met_with_recent_success(knobs_dir):
 
 
 def test_run_scope_refuses_knob_of_no_run_gym(knobs_dir):
-    store = KnobStore(knobs_dir, run_gyms=["travel"])
+    store = open_store(knobs_dir, run_gyms=["travel"])
     res = store.set("reward.predicate_weight", 0.2, author="agent", reason="x")
     assert not res.ok and res.event["rule"] == "wrong gym"
     assert store.set("reward.default_scale", 1.2, author="agent", reason="x").ok
 
 
 def test_per_gym_values_and_default(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     assert store.get("env.max_steps", "colbench") == 10 and store.get("env.max_steps", "travel") == 16
     store.set("env.human_response_char_limit", 800, gym="colbench", author="human", reason="x")
     store.set("env.human_response_char_limit", 500, author="human", reason="x")
     assert store.raw("env.human_response_char_limit") == {"default": 500, "colbench": 800}
-    reread = KnobStore(knobs_dir)
+    reread = open_store(knobs_dir)
     assert reread.get("env.human_response_char_limit", "colbench") == 800
     assert reread.get("env.human_response_char_limit", "travel") == 500
 
 
 def test_history_and_revert(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     first = store.set("agent.kl_coef", 0.02, author="agent", reason="a").event
     store.set("agent.kl_coef", 0.05, author="agent", reason="b")
     res = store.revert(first["id"], author="human")
     assert res.ok and store.get("agent.kl_coef") == 0.001
     assert res.event["ref"] == first["id"] and res.event["source"] == "revert"
-    assert KnobStore(knobs_dir).get("agent.kl_coef") == 0.001
+    assert open_store(knobs_dir).get("agent.kl_coef") == 0.001
     knobs = [e["knob"] for e in store.log.read()]
     assert knobs.count("agent.kl_coef") == 3
     with pytest.raises(KeyError):
@@ -124,7 +125,7 @@ def test_history_and_revert(knobs_dir):
 
 
 def test_revert_skips_requires_but_not_range(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     ev = store.set("env.max_steps", 20, gym="travel", author="agent", reason="easier").event  # increase: not gated
     assert ev["status"] == "accepted"
     res = store.revert(ev["id"], author="agent", reason="undo")  # a decrease, normally gated by requires
@@ -132,14 +133,14 @@ def test_revert_skips_requires_but_not_range(knobs_dir):
 
 
 def test_refused_event_cannot_be_reverted(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     ev = store.set("agent.entropy_coeff", 0.5, author="agent", reason="x").event
     with pytest.raises(ValueError, match="rejected"):
         store.revert(ev["id"])
 
 
 def test_add_knob(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     schema = {
         "description": "Warm-up steps before the learning rate reaches its value.",
         "x-hot": False,
@@ -151,7 +152,7 @@ def test_add_knob(knobs_dir):
     }
     res = store.add_knob("agent", "warmup_steps", schema, 10, author="human", reason="new schedule")
     assert res.ok and store.get("agent.warmup_steps") == 10
-    reread = KnobStore(knobs_dir)  # schema and value both on disk, valid
+    reread = open_store(knobs_dir)  # schema and value both on disk, valid
     assert reread.spec("agent.warmup_steps").hot is False
     # a non-hot knob: accepted for the next run, not in force now
     res = reread.set("agent.warmup_steps", 50, author="human", reason="x")
@@ -168,16 +169,16 @@ def test_invalid_files_at_load_are_listed(knobs_dir):
     )
     (knobs_dir / "user.yaml").write_text("persona: [unclosed\n")
     with pytest.raises(KnobError) as info:
-        KnobStore(knobs_dir)
+        open_store(knobs_dir)
     files = {p["file"].rsplit("/", 1)[-1]: p for p in info.value.problems}
     assert len(info.value.problems) == 2
     assert files["env.yaml"]["rule"] == "range" and files["env.yaml"]["line"] == 7
     assert files["user.yaml"]["rule"] == "syntax" and files["user.yaml"]["line"]
-    assert validate_dir(knobs_dir) == info.value.problems
+    assert validate_folder(knobs_dir) == info.value.problems
 
 
 def test_snapshot_is_immutable_view(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     snap = store.snapshot()
     store.set("agent.lr", 2e-5, author="human", reason="x")
     assert snap.get("agent", "lr") == 1e-5 and store.snapshot().get("agent", "lr") == 2e-5
@@ -187,11 +188,11 @@ def test_snapshot_is_immutable_view(knobs_dir):
 
 def test_yaml_12_floats(knobs_dir):
     (knobs_dir / "agent.yaml").write_text((knobs_dir / "agent.yaml").read_text().replace("lr: 1.0e-5", "lr: 1e-5"))
-    assert KnobStore(knobs_dir).get("agent.lr") == 1e-5
+    assert open_store(knobs_dir).get("agent.lr") == 1e-5
 
 
 def test_events_in_force_document(knobs_dir):
-    store = KnobStore(knobs_dir)
+    store = open_store(knobs_dir)
     doc = store.in_force_document()
     json.dumps(doc)
     assert doc["values"]["env"]["max_steps"] == {

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from harness.cli.main import app
 from harness.io import yamlio
 from harness.knobs.folder import MADE_FROM, defaults_dir, made_from, packaged_files, stale_files
-from harness.knobs.store import KnobError, KnobStore
+from harness.knobs.store import KnobError
+from harness.stores import open_store
 
 runner = CliRunner()
 # an older default of function.yaml's demand_answer: a lookahead, which the RE2 engine refuses
@@ -47,7 +48,7 @@ def old_folder(knobs_dir):
 
 def test_an_invalid_older_default_names_the_upgrade(old_folder):
     with pytest.raises(KnobError) as exc:
-        KnobStore(old_folder, events_path=None)
+        open_store(old_folder, events_path=None)
     msg = str(exc.value)
     assert "function.yaml" in msg and "eau knobs upgrade" in msg
     assert "rules/users/turtle.yaml" in stale_files(old_folder)
@@ -70,7 +71,7 @@ def test_upgrade_adds_new_files_updates_unedited_ones_and_keeps_edits(old_folder
     env = yamlio.plain(yamlio.read_yaml(old_folder / "env.yaml")[0])
     assert env["max_steps"] == {"default": 14, "colbench": 10}  # the edit is kept
     assert "stance_threshold" in env
-    store = KnobStore(old_folder, events_path=None)  # the folder is valid again
+    store = open_store(old_folder, events_path=None)  # the folder is valid again
     assert store.snapshot().get("env", "max_steps") == 14
     assert made_from(old_folder) == packaged_files()
     hist = [json.loads(x) for x in (old_folder / ".history" / "knob_events.jsonl").read_text().splitlines()]

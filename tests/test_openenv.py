@@ -28,7 +28,7 @@ from harness.envs.registry import make  # noqa: E402
 from harness.gymserver.client import GymEnvClient  # noqa: E402
 from harness.gymserver.environment import GymAction  # noqa: E402
 from harness.gymserver.server import make_app  # noqa: E402
-from harness.knobs.store import KnobStore  # noqa: E402
+from harness.stores import open_store  # noqa: E402
 
 EAU = shutil.which("eau")
 
@@ -56,7 +56,7 @@ def wait_healthy(port: int, proc: subprocess.Popen | None = None, timeout: float
 def oracle(gym: str, seed: int, knobs_dir: Path) -> dict[str, Any]:
     """The oracle's episode on the gym itself, reset as ``eau play`` resets it (seed, symbolic user).
     colbench has no oracle planner: a question, then the task's reference code as the answer."""
-    env = make(gym, knobs=KnobStore(knobs_dir, events_path=None).snapshot(), rendering="tagged", split="train")
+    env = make(gym, knobs=open_store(knobs_dir, events_path=None).snapshot(), rendering="tagged", split="train")
     options = {"arm": "symbolic", "split": "train"}
     if gym != "colbench":
         return run_episode(env, "oracle", seed, options)
@@ -190,7 +190,7 @@ def test_the_readmes_trl_environment_class_plays_a_served_gym(served, knobs_dir:
     turns = [("ask", "What tone should it have?"), ("ask", "Who is it for?"), ("answer", "A short formal note.")]
     replies = [gym.interact(choice, content) for choice, content in turns]
     assert gym.done and gym.interact("ask", "more?") == "The task is over."
-    env = make("intention", knobs=KnobStore(knobs_dir, events_path=None).snapshot(), rendering="tagged")
+    env = make("intention", knobs=open_store(knobs_dir, events_path=None).snapshot(), rendering="tagged")
     actions = iter(f"{choice.upper()}: {content}" for choice, content in turns)
     record = run_episode(env, lambda e: next(actions), 4, {"arm": "symbolic", "split": "train"})
     assert prompt.endswith(env.task.prompt)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from harness.analysis.plot import event_label, knob_marks, layout_labels, plot_runs
 from harness.cli.main import app
 from harness.io import jsonl
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 runner = CliRunner()
 
@@ -54,8 +54,8 @@ def runs():
             root,
         )
         # a refused write lands in the run's event log too; it must not be drawn
-        store = KnobStore(
-            root / "knobs-mixed", events_path=rdir / "mixed" / "knob_events.jsonl", run_gyms=["travel", "function"]
+        store = open_store(
+            rdir / "mixed" / "knobs", events_path=rdir / "mixed" / "knob_events.jsonl", run_gyms=["travel", "function"]
         )
         assert not store.set("env.max_steps", 2, author="human", reason="too hard", step_written=5).ok
     return rdir

@@ -145,7 +145,7 @@ def test_live_swap_refusals_and_revert(tmp_path, knobs_dir, monkeypatch):
     in force from the next step; a second version then a revert restore the first version's code."""
     monkeypatch.setenv("EAU_PLUGIN_IMPORT_S", "1")
     rdir, run = tmp_path / "runs", tmp_path / "runs" / "plug"
-    plugin = knobs_dir / "plugins" / "short.py"
+    plugin = run / "knobs" / "plugins" / "short.py"  # the run's own knobs folder
     args = ["train", "--preset", "tiny", "--steps", "300", "--run-id", "plug", "--set", "checkpoint_every=0", *FAST]
     (tmp_path / "good.py").write_text(GOOD)
     (tmp_path / "shorter.py").write_text(SHORTER)
@@ -174,7 +174,7 @@ def test_live_swap_refusals_and_revert(tmp_path, knobs_dir, monkeypatch):
             assert json.loads(out.stdout)["pending"] is True
             assert wait_for(lambda: any(e["status"] == "accepted" for e in _events(run)), timeout=300)
             # 4. a plug-in that hangs at import (hand edit): refused at the time limit, the run goes on
-            (knobs_dir / "plugins" / "sleepy.py").write_text("import time\ntime.sleep(3600)\n")
+            (run / "knobs" / "plugins" / "sleepy.py").write_text("import time\ntime.sleep(3600)\n")
             assert wait_for(lambda: _events(run, "plugins.sleepy"), timeout=300)
             # 5. a second version, then a revert of it
             out = eau(

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def same_tree(a: Path, b: Path) -> bool:
     # the folder's bookkeeping (history, pending notes, its lock, what it was made from) is not content
-    cmp = filecmp.dircmp(a, b, ignore=[".history", ".pending", ".lease.lock", ".defaults.json", "__pycache__"])
+    cmp = filecmp.dircmp(a, b, ignore=[".history", ".pending", ".lock", ".defaults.json", "__pycache__"])
     if cmp.left_only or cmp.right_only or cmp.diff_files or cmp.funny_files:
         return False
     return all(same_tree(a / d, b / d) for d in cmp.common_dirs)

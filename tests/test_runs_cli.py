@@ -23,14 +23,16 @@ def invoke(*args: str, **kw):
 
 @pytest.fixture(scope="module")
 def lineage():
-    """(parent run, child run, knobs dir): the child evolved with --from --from-checkpoint after a knob edit."""
+    """(parent run, child run, knobs dir): the child evolved with --from --from-checkpoint after a knob edit
+    of the stopped parent's folder (the child starts from that folder as it is)."""
     with one_torch_thread():
         parent, kdir = trained_run()
         rdir = parent.parent
         if not (rdir / "child").exists():
             res = invoke(
-                "knobs", "set", "user.match_threshold", "0.35", "--reason", "between runs", "--knobs-dir", str(kdir)
-            )
+                "knobs", "set", "user.match_threshold", "0.35", "--reason", "between runs", "--run", parent.name,
+                "--knobs-dir", str(kdir), "--runs-dir", str(rdir),
+            )  # fmt: skip
             assert res.exit_code == 0, res.output
             cfg = scratch() / "child-config.yaml"
             cfg.write_text("checkpoint_every: 7\nsteps: 3\n")

@@ -106,6 +106,17 @@ def test_per_call_budget_and_restart_keep_later_calls():
     assert [c.status for c in run.calls] == [OK, TIMEOUT, OK]
 
 
+def test_total_time_running_out_while_a_rerun_loads_its_module_marks_the_rest_not_run():
+    """After a killed call the module loads again in a new child; when total_time ends during that load,
+    the calls after it were never reached (not_run), not failed by the module (which loaded fine)."""
+    src = (  # f ignores the child's own timer, so the caller kills the child and a new one loads again
+        "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(0.8)\n"
+        "def f():\n    while True:\n        pass\ndef g():\n    return 1\n"
+    )
+    run = run_source(src, ["f()", "g()", "g()"], Limits(call_time=0.5, module_time=3.0, total_time=2.5))
+    assert run.module_status == OK and [c.status for c in run.calls] == [TIMEOUT, NOT_RUN, NOT_RUN], run.calls
+
+
 def test_total_time_marks_unreached_calls_not_run():
     src = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ndef f():\n    while True:\n        pass\n"
     run = run_source(src, ["f()", "f()", "f()", "f()"], Limits(call_time=0.5, module_time=2.0, total_time=1.5))

@@ -57,7 +57,9 @@ def _uid_processes(uid: int) -> list[int]:
     return pids
 
 
-def _gone(uid: int, wait: float = 3.0) -> bool:
+def _gone(uid: int, wait: float = 10.0) -> bool:
+    # returns as soon as none is left; on a loaded machine the kernel takes seconds to tear down a
+    # pid namespace that a fork bomb filled (3 s was too short at load 8)
     end = time.monotonic() + wait
     while time.monotonic() < end:
         if not _uid_processes(uid):

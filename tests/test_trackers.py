@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -358,4 +359,8 @@ def test_a_resumed_run_reports_to_the_same_tracker_runs(tmp_path: Path, knobs_di
     assert rewards == [(0, 0.1), (1, 0.2), (1, 0.25), (2, 0.3)]
     assert not [e for e in jsonl.read(run / "events.jsonl") if e.get("alert") == "tracker_failed"]
     folders = sorted(run.glob("wandb/offline-run-*"))
-    assert len(folders) == 2 and all(f.name.endswith(run_id) for f in folders)
+    # W&B names a folder by its start second and the run id, adding "-1" when that name is taken (a
+    # resume within the same second, as here)
+    assert len(folders) == 2 and all(
+        re.fullmatch(rf"offline-run-\d{{8}}_\d{{6}}-{run_id}(-\d+)?", f.name) for f in folders
+    )

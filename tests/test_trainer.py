@@ -340,7 +340,7 @@ def test_live_knob_set_applies_at_next_step_and_bad_edit_is_refused(tmp_path, kn
             )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["pending"] is True
-            agent = knobs_dir / "agent.yaml"
+            agent = run / "knobs" / "agent.yaml"  # the run's own folder: a hand edit there reaches it
             assert wait_for(
                 lambda: any(
                     e["knob"] == "agent.entropy_coeff" and e["status"] == "accepted"
@@ -659,7 +659,7 @@ def test_warm_start_of_another_format_raises_an_alert(tmp_path, knobs_dir):
             None,
             {"run_id": run_id, "steps": 1, "policy": small, "init_checkpoint": str(sft), "progress": False, **fmt},
         )
-        Trainer(cfg, tmp_path / "runs", knobs_dir).knobs_link.end()  # give the folder back for the next one
+        Trainer(cfg, tmp_path / "runs", knobs_dir)  # each run has its own knobs folder: nothing to give back
         alerts = [e for e in jsonl.read(tmp_path / "runs" / run_id / "events.jsonl") if e["event"] == "alert"]
         if run_id == "other":
             assert [a["alert"] for a in alerts] == ["warm_start_format"]

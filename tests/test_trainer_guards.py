@@ -15,6 +15,7 @@ import torch
 
 from harness.io import jsonl
 from harness.knobs.snapshot import resolve
+from harness.knobs.writes import apply_value
 from harness.ppo import checkpoint
 from harness.ppo.config import build_config
 from harness.ppo.guards import MAX_BAD_STEPS
@@ -41,7 +42,8 @@ def force_value(store, name: str, value, step: int) -> str:
     hole): the store's own apply path, so the event log has it like any applied write. Its event id."""
     spec = store.spec(name)
     old = store.raw(name)
-    evs = store._apply(
+    evs = apply_value(
+        store,
         spec,
         value,
         [(None, resolve(old, None), value)],
@@ -187,3 +189,63 @@ def test_a_batch_with_one_non_finite_value_is_named(field):
     assert first_nonfinite_field(b) is None
     getattr(b, field)[1, 2] = float("inf")
     assert first_nonfinite_field(b) == f"{field}: 1 non-finite values (inf) in 1 of 3 rows"
+
+
+def _tiny_update(guard, opt, model, losses_per_step, knobs):
+    """An update of ``len(losses_per_step)`` optimiser steps on a real linear model; a NaN entry makes
+    that step's loss (and gradients) NaN."""
+
+    def run(_batch, _step):
+        stats = {}
+        for bad in losses_per_step:
+            opt.zero_grad(set_to_none=True)
+            loss = model(torch.ones(2, 3)).sum() * (float("nan") if bad else 1.0)
+            loss.backward()
+            stats = guard.clip_and_step({"policy": opt}, knobs, {"actor/pg_loss": float(loss.detach())})
+        return stats
+
+    return run
+
+
+def _guard_and_model():
+    from types import SimpleNamespace
+
+    from harness.ppo.guards import NumericGuard
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    guard = NumericGuard(SimpleNamespace(world=1, main=True))
+    guard.optimizers = {"policy": opt}
+    copies = []
+    real = guard._copy_state
+    guard._copy_state = lambda: copies.append(1) or real()
+    knobs = SimpleNamespace(lr=0.1, critic_lr=0.1, max_grad_norm=1.0, lr_warmup_steps=0)
+    batch = SimpleNamespace(attention_mask=torch.ones(1, 1), rewards=torch.zeros(1, 1))
+    return guard, model, opt, copies, knobs, batch
+
+
+def test_a_bad_second_step_undoes_the_whole_update_from_the_copy():
+    guard, model, opt, copies, knobs, batch = _guard_and_model()
+    guard.update(0, batch, _tiny_update(guard, opt, model, [False], knobs), optimizer_steps=1)  # state exists
+    before = [p.detach().clone() for p in model.parameters()]
+    state = {k: v.clone() for k, v in opt.state[next(model.parameters())].items()}
+    out = guard.update(1, batch, _tiny_update(guard, opt, model, [False, True], knobs), optimizer_steps=2)
+    assert out["update_skipped"] == 1.0 and guard.problem.startswith("loss: actor/pg_loss = nan")
+    assert copies == [1]  # one copy: the update had two optimiser steps
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    after = opt.state[next(model.parameters())]
+    assert all(torch.equal(state[k], after[k]) for k in state)  # the optimiser state too
+
+
+def test_a_one_step_update_keeps_no_copy_and_its_bad_step_is_not_taken():
+    guard, model, opt, copies, knobs, batch = _guard_and_model()
+    guard.update(0, batch, _tiny_update(guard, opt, model, [False], knobs), optimizer_steps=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    out = guard.update(1, batch, _tiny_update(guard, opt, model, [True], knobs), optimizer_steps=1)
+    assert out["update_skipped"] == 1.0 and copies == [] and not guard.unrecoverable
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    knobs.lr = float("nan")  # a learning rate a validation hole let through: the step is not taken
+    out = guard.update(2, batch, _tiny_update(guard, opt, model, [False], knobs), optimizer_steps=1)
+    assert out["update_skipped"] == 1.0 and guard.problem.startswith("learning rate: agent.lr = nan")
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())) and copies == []

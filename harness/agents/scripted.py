@@ -50,7 +50,14 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from harness.envs.base import UserCentricEnv
+from harness.envs.function import fmt_probe, probe_key
+from harness.envs.intention import REQUESTS
+from harness.envs.tau2.actions import STOP_TOKEN
+from harness.envs.telepathy_kb import MAYBE, YES, load_kb
+from harness.envs.travel import ASPECTS, aspects_in_query
+from harness.envs.turtle import story_index
 from harness.types import Fact
+from harness.users.matching import STOP_WORDS, rank_facts, terms
 
 Policy = Union[str, Callable[[UserCentricEnv], str]]
 FILLER_QUESTION = "Is there anything important I have not asked about yet?"
@@ -71,8 +78,6 @@ def fact_question(fact: Fact, facts: list[Fact] | None = None, threshold: float 
     With the task's ``facts`` given, the question uses as few keywords as make ``fact`` the best
     match of the symbolic user's similarity (``harness.users.matching``) at ``threshold``.
     """
-    from harness.users.matching import rank_facts, terms  # the users' own measure decides what counts
-
     words = [w for w in fact.keywords if terms(w)] or [fact.key.rsplit(".", 1)[-1].replace("_", " ")]
     question = ""
     for n in range(1, min(3, len(words)) + 1):
@@ -112,8 +117,6 @@ def _schedule(
 # ---------------------------------------------------------------------------- travel
 def _travel_listed(env: UserCentricEnv) -> set[str]:
     """Aspects whose options some successful search of this episode listed."""
-    from harness.envs.travel import aspects_in_query
-
     trip = env.task.data["content"]["aspects"]
     done: set[str] = set()
     for t in env.state.turns:
@@ -146,8 +149,6 @@ def _function_probes(test: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def _function_oracle(env: UserCentricEnv) -> str:
-    from harness.envs.function import fmt_probe, probe_key
-
     task, st = env.task, env.state
     steps: list[tuple[str, str]] = []
     if not any(t.tool and t.tool.get("ok") for t in st.turns):
@@ -165,8 +166,6 @@ def _function_oracle(env: UserCentricEnv) -> str:
 @lru_cache(maxsize=1)
 def _kb_matrix() -> tuple[list[str], np.ndarray, dict[str, int]]:
     """(attribute names, entity x attribute value codes, entity name -> row)."""
-    from harness.envs.telepathy_kb import MAYBE, YES, load_kb
-
     kb = load_kb()
     names = list(kb.attributes)
     code = {YES: 0, MAYBE: 1}
@@ -189,8 +188,6 @@ def best_split(candidates: np.ndarray, skip: set[int]) -> int | None:
 
 
 def _telepathy_oracle(env: UserCentricEnv) -> str:
-    from harness.envs.telepathy_kb import load_kb
-
     names, mat, row = _kb_matrix()
     target = mat[row[env.task.data["entity"]]]
     kb = load_kb()
@@ -218,8 +215,6 @@ def turtle_question(clause_words: list[tuple[str, float]]) -> str | None:
 
 
 def _turtle_oracle(env: UserCentricEnv) -> str:
-    from harness.envs.turtle import story_index
-
     index = story_index(env.task.data["story_id"])
     steps: list[tuple[str, str]] = []
     if _reveals_left(env):
@@ -248,8 +243,6 @@ def _intention_oracle(env: UserCentricEnv) -> str:
 def _intention_public(env: UserCentricEnv) -> str:
     """Ask about every detail the request's kind may leave out (not only the hidden ones), most
     important first, one keyword each; then answer with what was disclosed."""
-    from harness.envs.intention import REQUESTS
-
     req = next(r for r in REQUESTS if r.name == env.task.data["request"])
     revealed = env.state.revealed
     steps: list[tuple[str, str]] = []
@@ -272,8 +265,6 @@ PERSUADE_WHY = "Why do you believe that?"
 def echo_words(reply: str, n: int = 8) -> list[str]:
     """Up to ``n`` content words of a user reply (its stance sentence and a lead-in ending in a colon
     dropped), in order, each once."""
-    from harness.users.matching import STOP_WORDS
-
     body = _STANCE_TAIL.sub("", reply)
     body = body.split(": ", 1)[-1]  # "One of my reasons: <the reason>": the words after the lead-in
     words = [w.lower() for w in _WORD_RE.findall(body) if len(w) > 3 and w.lower() not in STOP_WORDS]
@@ -341,8 +332,6 @@ def _tau_last(env: Any) -> tuple[str | None, dict[str, Any]]:
 
 
 def _tau_oracle(env: Any) -> str:
-    from harness.envs.tau2.actions import STOP_TOKEN
-
     say = env.render_message
     gold, p = env.gold(), _tau_progress(env)
     unsaid = env.user.pending_outputs() if hasattr(env.user, "pending_outputs") else []
@@ -417,18 +406,12 @@ def _vocabulary(env: UserCentricEnv) -> list[str]:
     """Words a random agent draws from: the prompt plus the gym's own vocabulary."""
     words = _WORD_RE.findall(env.task.prompt)
     if env.name == "travel":
-        from harness.envs.travel import ASPECTS
-
         for asp in ASPECTS.values():
             words += list(asp.synonyms[:2]) + [w for a in asp.attributes for w in a.words]
     elif env.name == "telepathy":
-        from harness.envs.telepathy_kb import load_kb
-
         for attr in load_kb().attributes.values():
             words += _WORD_RE.findall(attr.question)
     elif env.name == "intention":
-        from harness.envs.intention import REQUESTS
-
         req = next(r for r in REQUESTS if r.name == env.task.data["request"])
         words += [k for d in req.details for k in d.keywords]
     elif env.name == "persuade":
@@ -444,8 +427,6 @@ def _random_answer(env: UserCentricEnv, rng: np.random.Generator, words: list[st
     if env.name == "function":
         return str(int(rng.integers(-60, 61)))
     if env.name == "telepathy":
-        from harness.envs.telepathy_kb import load_kb
-
         ents = load_kb().entities
         return ents[int(rng.integers(len(ents)))].name
     return " ".join(str(w) for w in rng.choice(words, size=int(rng.integers(3, 9))))

@@ -6,7 +6,7 @@ Each candidate is a full replacement of one file of a knobs folder: an area file
 ``rules/users`` or ``rules/rewards`` folders above it for rules), or given as ``FILE=TARGET``.
 
 1. **Validation** through the knob store's own checks (``KnobStore.check_cells``: schema, range,
-   gym scope, max delta, x-requires against the run's recent metrics; ``KnobStore.check_rule_file``
+   gym scope, max delta, x-requires against the run's recent metrics; ``KnobStore.rule_file_problem``
    for rule files), against the run's values in force (``knobs_in_force.json``) and gyms.
 2. **Replay** of the run's recent recorded episodes (the last ``steps`` steps, within a time budget):
    reward candidates recompute every turn's reward (:func:`~harness.analysis.replay.replay_rewards`);
@@ -31,9 +31,14 @@ from typing import Any, Sequence
 
 from harness.analysis.replay import replay_episodes, replay_rewards
 from harness.analysis.run_data import RunData
+from harness.envs.registry import gym_class
+from harness.gyms import BUILTIN_GYMS
 from harness.io import yamlio
+from harness.knobs.events import EventLog
 from harness.knobs.schema import RULE_MISSING, RULE_SCHEMA, RULE_UNKNOWN
 from harness.knobs.snapshot import AREAS
+from harness.plugins.folder import PluginFolder, check_name
+from harness.rewards import RewardRuleError
 
 DEFAULT_STEPS = 5  # recent steps replayed: a few batches, seconds of work
 DEFAULT_TIME_BUDGET_S = 30.0
@@ -188,7 +193,7 @@ def validate(
                     r["line"] = yamlio.key_line(doc, r["knob"].split(".", 1)[1])
     else:
         kind, key = cand.key.split("/", 1)
-        problem = store.check_rule_file(kind, key, value, lines)
+        problem = store.rule_file_problem(kind, key, value, lines)
         old = rules_in_force.get(kind, {}).get(key)
         res = {
             "refusals": [
@@ -218,11 +223,6 @@ def validate_plugin(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The plug-in gate's result for a candidate (as a candidate entry of the gate document) and,
     when it passes, its override points' entries for the episode replay."""
-    from harness.envs.registry import gym_class
-    from harness.gyms import BUILTIN_GYMS
-    from harness.knobs.events import EventLog
-    from harness.plugins.folder import PluginFolder, check_name
-
     for name in BUILTIN_GYMS:  # every override point declared
         gym_class(name)
     out: dict[str, Any] = {"file": str(cand.path), "target": cand.target, "changes": []}
@@ -329,8 +329,6 @@ def gate(
     if not episodes and (reward_changed or behaviour_changed):
         doc["replays_note"] = "the run has no recorded trajectories to replay"
     if reward_changed and episodes:
-        from harness.rewards import RewardRuleError
-
         try:
             doc["replays"].append(
                 replay_rewards(episodes, reward_rules, areas.get("reward"), time_budget_s=budget_left())

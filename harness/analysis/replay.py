@@ -26,7 +26,9 @@ from typing import Any, Mapping, Sequence
 
 from harness.analysis.leakage import episode_leaks
 from harness.analysis.tasks import record_snapshot, regenerate
+from harness.envs.registry import make
 from harness.knobs.snapshot import resolve
+from harness.rewards import RewardModel
 from harness.types import Action, EpisodeState, TurnRecord, UserReply
 
 TOP_MOVED = 5
@@ -91,8 +93,6 @@ def replay_rewards(
 ) -> dict[str, Any]:
     """Old vs new reward of ``episodes`` under ``reward_rules`` ({stem: parsed file}) and, when given,
     the candidate ``reward_area`` (raw values of reward.yaml)."""
-    from harness.rewards import RewardModel
-
     model = RewardModel()
     model.set_rules(reward_rules)  # raises RewardRuleError for an invalid set (e.g. a duplicated name)
     t0 = time.perf_counter()
@@ -199,8 +199,6 @@ def replay_episodes(
     """Re-play the symbolic-arm ``episodes`` under candidate knob ``overrides`` ({area: raw values}) and
     rule files, comparing disclosures, leaks, rewards and outcomes with the recorded ones. ``plugins``:
     override point -> plug-in entry in force for the replay (a candidate plug-in, harness.plugins)."""
-    from harness.envs.registry import make
-
     t0 = time.perf_counter()
     skipped: dict[str, int] = defaultdict(int)
     rows = []

@@ -9,7 +9,11 @@ last ``window`` steps), the last knob events, and open alerts: alert events of t
 from __future__ import annotations
 
 import time
+from io import StringIO
 from typing import Any
+
+from rich.console import Console
+from rich.table import Table
 
 from harness.analysis.diagnose import DEFAULT_WINDOW, diagnose
 from harness.analysis.run_data import RunData, num
@@ -173,11 +177,6 @@ def _fmt(v: Any, width: int = 7) -> str:
 
 def render_status(doc: dict[str, Any], width: int = 120) -> str:
     """``doc`` as one screen of text (rich tables, no colour codes when not a terminal)."""
-    from io import StringIO
-
-    from rich.console import Console
-    from rich.table import Table
-
     buf = StringIO()
     con = Console(file=buf, width=width, force_terminal=False, color_system=None)
     running = doc["state"] == "running"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from harness.envs.registry import make
 from harness.knobs.snapshot import KnobSnapshot
 from harness.types import Task
 
@@ -50,8 +51,6 @@ def record_snapshot(
 
 def regenerate(record: Mapping[str, Any]) -> tuple[Task | None, str | None]:
     """The recorded episode's task rebuilt from the gym registry, or ``(None, why not)``."""
-    from harness.envs.registry import make
-
     gym = record.get("gym")
     task = record.get("task") or {}
     where = task_index(record)

@@ -13,6 +13,12 @@ from typing import Any, Optional
 
 import typer
 
+from harness.analysis.diagnose import UsageError, catalogue, diagnose, parse_thresholds
+from harness.analysis.effect import EffectError, effect
+from harness.analysis.gate import GateUsageError, gate
+from harness.analysis.run_data import RunNotFound, load_run
+from harness.analysis.sample import clip, parse_steps, render_episode, select
+from harness.analysis.status import render_status, status_doc
 from harness.cli.common import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
@@ -25,8 +31,11 @@ from harness.cli.common import (
     check_knobs_dir,
     emit_json,
     fail,
+    knobs_dir,
     runs_dir,
 )
+from harness.knobs.store import KnobError
+from harness.stores import open_store
 
 RunOpt = typer.Option(None, "--run", help="Run id (under --runs-dir) or run folder; default: the newest run.")
 WindowOpt = typer.Option(10, "--window", min=1, help="Recent steps to analyse.")
@@ -41,8 +50,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _load(rdir: Optional[Path], run: Optional[str], as_json: bool, kdir: Optional[Path] = None) -> Any:
-    from harness.analysis.run_data import RunNotFound, load_run
-
     check_knobs_dir(kdir, as_json)
     try:
         return load_run(runs_dir(rdir, as_json), run)
@@ -71,8 +78,6 @@ def status_cmd(
     knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
 ) -> None:
     """The state of a run on one screen: step, trends with sparklines, per gym and arm, knob events, alerts."""
-    from harness.analysis.status import render_status, status_doc
-
     data = _load(runs_dir_, run, as_json, knobs_dir_)
     doc = status_doc(data, spark=spark, window=window, events=events, alerts=alerts, detectors=detectors)
     if as_json:
@@ -100,8 +105,6 @@ def diagnose_cmd(
     knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
 ) -> None:
     """Detectors over recent steps, each with evidence (metric values, example episode ids) and a suggestion."""
-    from harness.analysis.diagnose import UsageError, catalogue, diagnose, parse_thresholds
-
     if list_:
         cat = catalogue()
         if as_json:
@@ -166,9 +169,6 @@ def sample_cmd(
     knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
 ) -> None:
     """Trajectories by step range, gym, arm, outcome or detector flag, rendered readably."""
-    from harness.analysis.diagnose import UsageError
-    from harness.analysis.sample import clip, parse_steps, render_episode, select
-
     data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         chosen_steps = parse_steps(steps, data, window)
@@ -211,8 +211,6 @@ def effect_cmd(
     knobs_dir_: Optional[Path] = ReadOnlyKnobsDirOpt,
 ) -> None:
     """Before/after comparison around a knob event, with a bootstrap noise floor and a lag."""
-    from harness.analysis.effect import EffectError, effect
-
     data = _load(runs_dir_, run, as_json, knobs_dir_)
     try:
         doc = effect(
@@ -250,8 +248,6 @@ def effect_cmd(
 
 # ---------------------------------------------------------------------------- gate
 def _gate_knobs_dir(value: Optional[Path], data: Any) -> Path:
-    from harness.cli.common import knobs_dir
-
     if value is not None:
         return Path(value)
     if data is not None:
@@ -279,10 +275,6 @@ def gate_cmd(
     no_run: bool = typer.Option(False, "--no-run", help="Validate against the knobs folder only (no run)."),
 ) -> None:
     """Validate candidate knob/rule files without applying them, and replay recent episodes through them."""
-    from harness.analysis.gate import GateUsageError, gate
-    from harness.analysis.run_data import RunNotFound, load_run
-    from harness.knobs.store import KnobError, KnobStore
-
     data = None
     if not no_run:
         try:
@@ -294,7 +286,7 @@ def gate_cmd(
     if not (kdir / "schema").is_dir():
         fail(f"{kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
     try:
-        store = KnobStore(kdir, events_path=None, run_gyms=data.gyms if data else None)
+        store = open_store(kdir, events_path=None, run_gyms=data.gyms if data else None)
     except KnobError as exc:
         fail(f"the knobs folder in force is invalid: {exc}", EXIT_ERROR, as_json)
     try:

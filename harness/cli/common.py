@@ -11,17 +11,24 @@ exception a command lets through into one ``error:`` line and an exit code from 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import yaml
+from ruamel.yaml.error import YAMLError as RuamelError
+from typer import BadParameter
 from typer.core import TyperGroup
 from typer.exceptions import Abort, Exit, TyperException
 
 from harness.io.jsonl import finite
 from harness.io.text import not_utf8
+from harness.io.yamlio import FileProblem
+from harness.knobs.folder import resolve_knobs_dir
+from harness.knobs.store import KnobError, UnknownKnob
 
 # Exit codes (documented in skill/references/formats.md; scripts rely on them).
 EXIT_OK = 0
@@ -55,8 +62,6 @@ RunsDirOpt = typer.Option(None, "--runs-dir", envvar="EAU_RUNS_DIR", help="Runs 
 def knobs_dir(value: Path | None, as_json: bool = False) -> Path:
     """The knobs folder of a command (:func:`harness.knobs.folder.resolve_knobs_dir`): ``--knobs-dir`` /
     ``$EAU_KNOBS_DIR`` must exist; ``./knobs`` is created from the packaged defaults when missing."""
-    from harness.knobs.folder import resolve_knobs_dir
-
     try:
         return resolve_knobs_dir(value, notice=err)
     except ValueError as exc:
@@ -123,12 +128,6 @@ def error_line(exc: BaseException) -> tuple[str, int]:
     """One line and an exit code for an exception no command handled: the project's own error types
     and the usual input failures (missing file, not UTF-8, nested too deep, bad YAML/JSON) name what
     went wrong; anything else is an ``unexpected`` error (a bug: the command should have said more)."""
-    import yaml
-    from ruamel.yaml.error import YAMLError as RuamelError
-
-    from harness.io.yamlio import FileProblem
-    from harness.knobs.store import KnobError, UnknownKnob
-
     if isinstance(exc, UnknownKnob):
         return str(exc), EXIT_NOT_FOUND
     if isinstance(exc, KnobError):
@@ -165,10 +164,6 @@ SEED_RANGE = (0, 2**32 - 1)  # numpy's seed range; every --seed option
 def _finite_number(ctx: Any, param: Any, value: Any) -> Any:
     """Option callback: the value (or each value of a multiple option) is a finite number within
     the generic bounds; a usage error (exit 2) that names the option otherwise."""
-    import math
-
-    from typer import BadParameter
-
     for v in value if isinstance(value, (list, tuple)) else [value]:
         if isinstance(v, float) and not math.isfinite(v):
             raise BadParameter(f"{v} is not a finite number", ctx=ctx, param=param)

@@ -24,6 +24,10 @@ from harness.cli.common import (
     fail,
     runs_dir,
 )
+from harness.eval.policy import CheckpointError
+from harness.eval.protocol import ProtocolError, load_protocol
+from harness.eval.results import eval_root, write_result
+from harness.runs.progress import Progress
 
 
 def register(app: typer.Typer) -> None:
@@ -58,8 +62,6 @@ def eval_cmd(
 ) -> None:
     """Evaluate a checkpoint on the fixed protocol: per-gym reward and success (colbench: pass and
     success), pass^k with several trials, and protocol_hash."""
-    from harness.eval.protocol import ProtocolError, load_protocol
-
     del knobs_dir_  # see the option's help: evaluation is independent of the knob folder
     try:
         protocol = load_protocol(protocol_file)
@@ -77,9 +79,6 @@ def eval_cmd(
     run_dir = _find_run(run, runs_dir(runs_dir_), as_json)
 
     from harness.eval.evaluate import ProtocolRuntimeError, evaluate_run
-    from harness.eval.policy import CheckpointError
-    from harness.eval.results import eval_root, write_result
-    from harness.runs.progress import Progress
 
     progress = Progress(enabled=True)  # on stderr: a live bar on a terminal, plain lines otherwise
     from harness.eval.evaluate import turn_budget

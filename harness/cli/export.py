@@ -19,6 +19,9 @@ from harness.cli.common import (
     fail,
     runs_dir,
 )
+from harness.eval.policy import CheckpointError
+from harness.eval.results import eval_root
+from harness.runs.reader import find_run
 
 
 def register(app: typer.Typer) -> None:
@@ -50,10 +53,7 @@ def export_cmd(
     merged), tokenizer with the run's chat template, generation config, and a README.md model card
     naming the run, the step, the held-out scores and the knobs in force. Exit 5: no such run or
     checkpoint; 2: --out holds files (use --force); 1: the policy could not be rebuilt."""
-    from harness.eval.policy import CheckpointError
-    from harness.eval.results import eval_root
-    from harness.export.hf_folder import export_run
-    from harness.runs.reader import find_run
+    from harness.export.hf_folder import export_run  # noqa: PLC0415  (torch and transformers: 2.0 s)
 
     del knobs_dir_  # exporting reads the checkpoint's own knob state, never the knobs folder
     run_dir = find_run(runs_dir(runs_dir_), run)

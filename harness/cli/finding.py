@@ -14,6 +14,9 @@ from typing import Optional
 import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, JsonOpt, emit_json, err, fail
+from harness.experience.finding import VERDICTS, Finding, FindingError, parse_steps
+from harness.experience.pool import DEFAULT_DIR, ExperiencePool, FindingNotFound, filter_findings
+from harness.experience.search import query_terms, rank
 
 app = typer.Typer(
     help="The experience pool: record, list, search and retract findings about interventions.", no_args_is_help=True
@@ -31,8 +34,6 @@ def register(root: typer.Typer) -> None:
 
 
 def _pool(pool_dir: Optional[Path], as_json: bool, must_exist: bool = True):
-    from harness.experience.pool import DEFAULT_DIR, ExperiencePool
-
     pool = ExperiencePool(pool_dir if pool_dir is not None else Path.cwd() / DEFAULT_DIR)
     if must_exist and not pool.exists():
         fail(
@@ -90,8 +91,6 @@ def add_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Record a finding with the next free id (F-0001, ...) and regenerate INDEX.md."""
-    from harness.experience.finding import Finding, FindingError, parse_steps
-
     pool = _pool(pool_dir, as_json, must_exist=False)
     text = sys.stdin.read() if body == "-" else (body or "")
     try:
@@ -136,9 +135,6 @@ def list_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """List findings (newest first) with filters; retracted ones only with --status retracted|all."""
-    from harness.experience.finding import VERDICTS
-    from harness.experience.pool import filter_findings
-
     st = _check_status(status, as_json)
     if verdict is not None and verdict not in VERDICTS:
         fail(f"--verdict {verdict!r} is not allowed; use one of {', '.join(VERDICTS)}", EXIT_USAGE, as_json)
@@ -186,9 +182,6 @@ def search_cmd(
     Per query term: title +3, tag +3, knob name +3, change/predicted/measured +2, +1 per body
     occurrence (at most 3); +2 once when the whole query is in the title. Ties: newer first.
     """
-    from harness.experience.pool import filter_findings
-    from harness.experience.search import query_terms, rank
-
     st = _check_status(status, as_json)
     if not query_terms(query):
         fail(f"query {query!r} has no searchable words (two or more letters, not a stop word)", EXIT_USAGE, as_json)
@@ -222,9 +215,6 @@ def show_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Print one finding (front matter and body)."""
-    from harness.experience.finding import FindingError
-    from harness.experience.pool import FindingNotFound
-
     pool = _pool(pool_dir, as_json)
     try:
         f = pool.get(fid)
@@ -246,9 +236,6 @@ def retract_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Mark a finding retracted (the file stays, with the reason) and regenerate INDEX.md."""
-    from harness.experience.finding import FindingError
-    from harness.experience.pool import FindingNotFound
-
     pool = _pool(pool_dir, as_json)
     try:
         f = pool.retract(fid, reason)

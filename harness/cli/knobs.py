@@ -1,8 +1,10 @@
-"""``eau knobs``: list | get | set | validate | history | revert | watch | add | init | reset | plugin.
+"""``eau knobs``: list | get | set | set-rules | add | promote | history | revert | watch | validate |
+init | reset | upgrade | plugin.
 
-Knob names are ``<area>.<name>`` (``agent.entropy_coeff``). Writes go through the knob store's one
-validation path; when a run is live on the same knobs folder, ``set`` writes the file and the run
-applies it at its next step boundary (logging the accepted event with the step it takes effect).
+Knob names are ``<area>.<name>`` (``agent.entropy_coeff``). A command addresses a run's own knobs
+folder (``--run``, default the one live run) or the project folder (``--project``, or when no run is
+live): harness/cli/knob_target.py. Writes go through the knob store's one validation path; a live
+run applies a write at its next step boundary and logs it with the step it takes effect.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from harness.cli.common import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_REFUSED,
+    EXIT_USAGE,
     JsonOpt,
     KnobsDirOpt,
     RunsDirOpt,
@@ -28,144 +33,52 @@ from harness.cli.common import (
     knobs_dir,
     runs_dir,
 )
+from harness.cli.knob_target import ProjectOpt, RunOpt, Target, find_target, log_to_run, target
+from harness.cli.plugins import app as plugin_app
+from harness.cli.plugins import revert_plugin
+from harness.gyms import gym_names
+from harness.io import jsonl, yamlio
+from harness.knobs.events import AUTHORS, EventLog, KnobEvent
+from harness.knobs.folder import copy_defaults, is_knobs_dir, reset_to_defaults, upgrade_from_defaults, upgrade_hint
+from harness.knobs.layout import HISTORY, RULE_KINDS
+from harness.knobs.snapshot import AREAS, resolve
+from harness.knobs.store import UnknownKnob
+from harness.knobs.watcher import KnobWatcher
+from harness.knobs.writes import IDENTIFIER, is_identifier
+from harness.runs import reader
+from harness.stores import open_store, validate_folder
 
-app = typer.Typer(help="List, read, change, validate and watch knobs (live training settings).", no_args_is_help=True)
-
-RunOpt = typer.Option(None, "--run", help="Run id or folder (default: the live run training from this knobs folder).")
+app = typer.Typer(
+    help="List, read, change, validate and watch knobs: a run's own (runs/<id>/knobs, --run; the live run by "
+    "default) or the project folder's (knobs/, --project: what the next run starts from).",
+    no_args_is_help=True,
+)
+app.add_typer(plugin_app, name="plugin")
 
 
 def register(root: typer.Typer) -> None:
-    from harness.cli.plugins import app as plugin_app
-
-    app.add_typer(plugin_app, name="plugin")
     root.add_typer(app, name="knobs")
-
-
-class _Ctx:
-    """Resolved folders, the store and the run a knobs command works against."""
-
-    def __init__(
-        self,
-        kdir: Optional[Path],
-        rdir: Optional[Path],
-        run: Optional[str],
-        as_json: bool,
-        need_valid: bool = True,
-        allow_invalid: bool = False,
-        lock: bool = False,
-    ):
-        """need_valid: invalid files end the command (exit 4); allow_invalid: they leave ``store`` None
-        (reset and upgrade repair such a folder, writing to ``log``); lock: a write command holds the
-        folder's lock (harness.knobs.lease.folder_lock) until :meth:`release`, so that the run it
-        finds live cannot hand over and give its values back before the write is made."""
-        self.kdir = knobs_dir(kdir, as_json)
-        self.rdir = runs_dir(rdir)
-        self.as_json = as_json
-        if not (self.kdir / "schema").is_dir():
-            fail(f"{self.kdir} is not a knobs folder (no schema/ inside); pass --knobs-dir", EXIT_NOT_FOUND, as_json)
-        from harness.knobs.lease import folder_lock
-
-        self._lock = folder_lock(self.kdir) if lock else None
-        if self._lock is not None:
-            self._lock.__enter__()
-        try:
-            self._open(run, as_json, need_valid, allow_invalid)
-        except BaseException:
-            self.release()
-            raise
-
-    def _open(self, run: Optional[str], as_json: bool, need_valid: bool, allow_invalid: bool) -> None:
-        from harness.knobs.lease import read_lease, settle_stale_lease
-        from harness.knobs.store import KnobError, KnobStore
-        from harness.runs import reader
-
-        try:  # a run killed without giving its knob values back: give them back before anything is read
-            settle_stale_lease(self.kdir, log=err)
-        except KnobError:
-            pass  # invalid files are reported below
-        self.lease = read_lease(self.kdir)
-        if run:
-            self.run_dir = reader.find_run(self.rdir, run)
-            if self.run_dir is None:
-                fail(f"no run {run!r} in {self.rdir}", EXIT_NOT_FOUND, as_json)
-        else:
-            self.run_dir = reader.find_live_run(self.rdir, self.kdir)
-        self.status = reader.status(self.run_dir) if self.run_dir else None
-        self.live = reader.is_live(self.status)
-        self.ending: str | None = None  # a run still running whose knob values already went back
-        if self.live and not self._holds_lease():
-            # its end has begun: it handed over its unapplied writes and gave its values back, so it
-            # would never see a write made now; the write is the folder's (logged in its history)
-            self.live, self.ending = False, self.run_dir.name
-            if not run:
-                self.run_dir, self.status = None, None
-        events = (self.run_dir / "knob_events.jsonl") if self.run_dir else "auto"
-        gyms = (self.status or {}).get("gyms") if self.live else None
-        try:
-            self.store = KnobStore(self.kdir, events_path=events, run_gyms=gyms)
-        except KnobError as exc:
-            if allow_invalid:
-                from harness.knobs.events import EventLog
-
-                self.store = None
-                self.log = EventLog(self.kdir / ".history" / "knob_events.jsonl" if events == "auto" else events)
-                self.metrics = []
-                return
-            if need_valid:
-                fail(str(exc), EXIT_INVALID, as_json, problems=exc.problems)
-            raise
-        self.log = self.store.log
-        if self.live:
-            from harness.knobs.run_checks import read_run_facts
-
-            doc = reader.read_json(self.run_dir / "knobs_in_force.json")
-            if doc and isinstance(doc.get("values"), dict):
-                self.store.load_in_force(doc["values"])
-            self.store.run_facts = read_run_facts(self.run_dir)  # a value this run cannot use is refused now
-        self.metrics = reader.recent_metrics(self.run_dir, 100) if self.run_dir else []
-
-    def _holds_lease(self) -> bool:
-        """Whether the live run found holds this folder's lease (a run holds it from before it goes live
-        until it has handed over at its end)."""
-        if self.lease is None or self.run_dir is None:
-            return False
-        run_id = (self.status or {}).get("run_id") or self.run_dir.name
-        return self.lease.run_id == run_id or Path(self.lease.run_dir).resolve() == self.run_dir.resolve()
-
-    def release(self) -> None:
-        """Let go of the folder's lock (a write command, once its write is made)."""
-        if self._lock is not None:
-            lk, self._lock = self._lock, None
-            lk.__exit__(None, None, None)
-
-    @property
-    def step(self) -> int | None:
-        return (self.status or {}).get("step") if self.live else None
-
-    def run_info(self) -> dict[str, Any]:
-        info = {"run": self.run_dir.name if self.run_dir else None, "live": self.live, "step": self.step}
-        if self.ending:
-            info["ending_run"] = self.ending
-            info["note"] = (
-                f"run {self.ending} is ending: it had already handed over and given its knob values back, so "
-                "this write is not for it; it is the folder's (logged in the folder history)"
-                + ("" if self.run_dir is None else f", logged in the stopped run {self.run_dir.name}'s knob log")
-            )
-        return info
 
 
 def _parse_value(text: str) -> Any:
     """A CLI value as YAML (``0.004``, ``true``, ``[-1, 2]``, ``neutral``)."""
-    from harness.io import yamlio
-
     try:
         return yamlio.plain(yamlio.parse_text(Path("<value>"), text))
     except yamlio.FileProblem as exc:
         raise typer.BadParameter(f"cannot parse value {text!r}: {exc.message}") from None
 
 
-def _unknown(ctx: _Ctx, exc: Exception) -> None:
-    fail(str(exc), EXIT_NOT_FOUND, ctx.as_json, rule="unknown knob")
+def _check_gym(gym: Optional[str], as_json: bool) -> None:
+    """A ``--gym`` must name a gym exactly (a path, another case or a look-alike letter is no gym)."""
+    if gym is not None and gym not in gym_names():
+        fail(f"unknown gym {gym!r}; gyms: {', '.join(gym_names())}", EXIT_NOT_FOUND, as_json, rule="unknown gym")
+
+
+def _spec(t: Target, name: str) -> Any:
+    try:
+        return t.store.spec(name)
+    except UnknownKnob as exc:
+        fail(str(exc), EXIT_NOT_FOUND, t.as_json, rule="unknown knob")
 
 
 @app.command("list")
@@ -174,27 +87,21 @@ def list_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """List every knob with its value in force, allowed range, live/next-run and gyms."""
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
-    rows = []
-    for spec in ctx.store.specs():
-        rows.append({**spec.catalogue_entry(), "value": ctx.store.raw(spec.full_name)})
+    with target(knobs_dir_, runs_dir_, run, project, as_json) as t:
+        rows = [{**spec.catalogue_entry(), "value": t.store.raw(spec.full_name)} for spec in t.store.specs()]
     if as_json:
-        emit_json({"knobs": rows, **ctx.run_info(), "knobs_dir": str(ctx.kdir)})
+        emit_json({"knobs": rows, **t.run_info()})
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(
-        title=f"knobs in {ctx.kdir}" + (f" (live run {ctx.run_dir.name}, step {ctx.step})" if ctx.live else "")
-    )
+    where = f" (run {t.run_dir.name}{', live at step ' + str(t.step) if t.live else ''})" if t.run_dir else ""
+    table = Table(title=f"knobs in {t.kdir}{where}")
     for col in ("knob", "value", "allowed", "live", "gyms"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(
-            r["name"], json.dumps(r["value"]), r["allowed"], "yes" if r["hot"] else "next run", ",".join(r["gyms"])
-        )
+        live = "yes" if r["hot"] else "next run"
+        table.add_row(r["name"], json.dumps(r["value"]), r["allowed"], live, ",".join(r["gyms"]))
     Console(width=140).print(table)
 
 
@@ -206,42 +113,33 @@ def get_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Show one knob: its value in force (for a gym with --gym), documentation and limits."""
-    from harness.knobs.store import UnknownKnob
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
-    try:
-        spec = ctx.store.spec(name)
-    except UnknownKnob as exc:
-        _unknown(ctx, exc)
-    pending = _pending(ctx, spec, gym)
-    lent = ctx.lease.knobs.get(spec.full_name) if ctx.lease is not None and ctx.live else None
-    out = {
-        "name": spec.full_name,
-        "value": ctx.store.get(name, gym),
-        "raw": ctx.store.raw(name),
-        "gym": gym,
-        "in_force_for": ctx.run_dir.name if ctx.live else None,
-        "pending": pending,
-        "lent": ({"run": ctx.lease.run_id, "before": lent["before"]} if lent else None),
-        **{k: v for k, v in spec.catalogue_entry().items() if k != "name"},
-        **ctx.run_info(),
-    }
+    _check_gym(gym, as_json)
+    with target(knobs_dir_, runs_dir_, run, project, as_json) as t:
+        spec = _spec(t, name)
+        pending = _pending(t, spec, gym)
+        out = {
+            "name": spec.full_name,
+            "value": t.store.get(name, gym),
+            "raw": t.store.raw(name),
+            "gym": gym,
+            "in_force_for": t.run_dir.name if t.run_dir else None,
+            "pending": pending,
+            **{k: v for k, v in spec.catalogue_entry().items() if k != "name"},
+            **t.run_info(),
+        }
     if as_json:
         emit_json(out)
         return
-    where = f"in force for live run {ctx.run_dir.name}" if ctx.live else "the value the next run starts from"
+    where = (f"in force for run {t.run_dir.name}" + ("" if t.live else " (not live)")) if t.run_dir else "project"
     typer.echo(f"{spec.full_name} = {json.dumps(out['value'])}" + (f"  (gym {gym})" if gym else "") + f"  [{where}]")
     if out["raw"] != out["value"]:
         typer.echo(f"  per gym: {json.dumps(out['raw'])}")
     if pending is not None:
-        typer.echo(
-            f"  PENDING: the file holds {json.dumps(pending['value'])}; the live run applies it at its next "
-            f"step boundary (step {ctx.step})"
-        )
-    if lent:
-        typer.echo(f"  lent by run {ctx.lease.run_id}'s preset; {json.dumps(lent['before'])} comes back when it ends")
+        when = "at its next step boundary" if t.live else "when it resumes"
+        typer.echo(f"  PENDING: the file holds {json.dumps(pending['value'])}; the run applies it {when}")
     typer.echo(f"  {spec.description}")
     typer.echo(
         f"  allowed: {spec.allowed_text()}; {'live' if spec.hot else 'next run'}; gyms: {', '.join(spec.gyms)}"
@@ -249,57 +147,46 @@ def get_cmd(
         + (f"; max factor per write: {spec.max_factor}" if spec.max_factor else "")
     )
     for r in spec.requires:
-        typer.echo(
-            f"  requires on {r['when']}: {r['metric']} {r['op']} {r['value']} over {r['window']} steps"
-            + (" per gym" if r.get("per_gym") else "")
-        )
+        per_gym = " per gym" if r.get("per_gym") else ""
+        typer.echo(f"  requires on {r['when']}: {r['metric']} {r['op']} {r['value']} over {r['window']} steps{per_gym}")
 
 
-def _pending(ctx: _Ctx, spec: Any, gym: Optional[str]) -> Optional[dict[str, Any]]:
-    """What the knob file holds for ``spec`` when a live run has not applied it yet (None: nothing pending)."""
-    if not ctx.live:
+def _pending(t: Target, spec: Any, gym: Optional[str]) -> Optional[dict[str, Any]]:
+    """What a run's knob file holds for ``spec`` when the run has not applied it yet (None: nothing)."""
+    if t.run_dir is None:
         return None
-    from harness.io import yamlio
-    from harness.knobs.snapshot import resolve
-
     try:
-        doc, _ = yamlio.read_yaml(ctx.kdir / f"{spec.area}.yaml")
+        written = yamlio.load_plain(t.kdir / f"{spec.area}.yaml")
     except yamlio.FileProblem:
         return None
-    written = yamlio.plain(doc).get(spec.name) if isinstance(doc, dict) else None
-    if written is None or written == ctx.store.raw(spec.full_name):
+    written = written.get(spec.name) if isinstance(written, dict) else None
+    if written is None or written == t.store.raw(spec.full_name):
         return None
     return {"raw": written, "value": resolve(written, gym)}
 
 
-def _log_to_run(ctx: _Ctx, line: str) -> None:
-    """A line in the live run's log.txt (refused writes never reach the run, so it cannot log them)."""
-    if ctx.live and ctx.run_dir is not None:
-        from harness.runs.writer import RunWriter
-
-        RunWriter(ctx.run_dir).log(line)
-
-
-def _report_write(ctx: _Ctx, res: Any) -> None:
+def _report(t: Target, res: Any) -> None:
     ev = res.event
-    if ctx.as_json:
-        emit_json({"ok": res.ok, "pending": res.pending, "event": ev, "events": res.events, **ctx.run_info()})
+    if t.as_json:
+        emit_json({"ok": res.ok, "pending": res.pending, "event": ev, "events": res.events, **t.run_info()})
     if not res.ok:
         err(f"refused ({ev.get('rule')}): {ev.get('message')}")
-        _log_to_run(
-            ctx,
-            f"knob write REFUSED {ev.get('knob')} = {json.dumps(ev.get('new'))} ({ev.get('rule')}, "
-            f"{ev.get('author')}: {ev.get('reason')}): {ev.get('message')}",
-        )
+        new, who = json.dumps(ev.get("new")), f"{ev.get('author')}: {ev.get('reason')}"
+        log_to_run(t, f"knob write REFUSED {ev.get('knob')} = {new} ({ev.get('rule')}, {who}): {ev.get('message')}")
         raise typer.Exit(EXIT_REFUSED)
-    if not ctx.as_json:
-        if ctx.ending:
-            err(ctx.run_info()["note"])
+    if not t.as_json:
         where = f" for gym {ev['gym']}" if ev.get("gym") else ""
-        typer.echo(
-            f"{ev['knob']}{where}: {json.dumps(ev.get('old'))} -> {json.dumps(ev.get('new'))} "
-            f"[{ev.get('id')}] {ev.get('message')}"
-        )
+        old, new = json.dumps(ev.get("old")), json.dumps(ev.get("new"))
+        typer.echo(f"{ev['knob']}{where}: {old} -> {new} [{ev.get('id')}] {ev.get('message')}")
+
+
+def _write(t: Target, write: Any, **kw: Any) -> None:
+    """Run a store write (ValueError: a usage error of author or reason, exit 3) and report it."""
+    try:
+        res = write(for_run=t.for_run, **kw)
+    except ValueError as exc:
+        fail(str(exc), EXIT_REFUSED, t.as_json)
+    _report(t, res)
 
 
 @app.command("set")
@@ -313,62 +200,28 @@ def set_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Change a knob through the validation path (range, max delta, requires, gym). Refused: exit 3, file untouched."""
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
-    try:
-        _set(ctx, name, value, reason, gym, author, as_json)
-    finally:
-        ctx.release()
-
-
-def _set(ctx: _Ctx, name: str, value: str, reason: str, gym: Optional[str], author: str, as_json: bool) -> None:
-    from harness.knobs.store import UnknownKnob
-
+    _check_gym(gym, as_json)
     parsed = _parse_value(value)
-    try:
-        ctx.store.spec(name)
-    except UnknownKnob as exc:
-        from harness.knobs.events import KnobEvent
-
-        ctx.store.log.append(
-            KnobEvent(
-                knob=name,
-                gym=gym,
-                new=parsed,
-                author=author,
-                reason=reason,
-                status="rejected",
-                rule="unknown knob",
-                message=str(exc),
-                source="cli",
-                step_written=ctx.step,
-            )
-        )
-        _log_to_run(ctx, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
-        fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")  # README: 5 for an unknown knob
-    try:
-        res = ctx.store.set(
-            name,
-            parsed,
-            gym=gym,
-            author=author,
-            reason=reason,
-            recent_metrics=ctx.metrics,
-            step_written=ctx.step,
-            run_live=ctx.live,
-        )
-    except ValueError as exc:
-        fail(str(exc), EXIT_REFUSED, as_json)
-    _report_write(ctx, res)
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
+        try:
+            t.store.spec(name)
+        except UnknownKnob as exc:
+            t.log.append(
+                KnobEvent(knob=name, gym=gym, new=parsed, author=author, reason=reason, status="rejected",
+                          rule="unknown knob", message=str(exc), source="cli", step_written=t.step)
+            )  # fmt: skip
+            log_to_run(t, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
+            fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")  # README: 5 for an unknown knob
+        kw = dict(gym=gym, author=author, reason=reason, recent_metrics=t.metrics, step_written=t.step)
+        _write(t, lambda **more: t.store.set(name, parsed, **kw, **more))
 
 
 @app.command("set-rules")
 def set_rules_cmd(
-    target: str = typer.Argument(
-        ..., help="The rule file to replace: users/<gym> (a symbolic user) or rewards/<name> (reward rules)."
-    ),
+    rule_file: str = typer.Argument(..., metavar="TARGET", help="users/<gym> (a symbolic user) or rewards/<name>."),
     file: Path = typer.Argument(..., help="The new rule file (YAML, the rule schema of its kind)."),
     reason: str = typer.Option(..., "--reason", help="Why (kept in the event log)."),
     author: str = typer.Option("human", "--author", help="human | agent | system."),
@@ -376,50 +229,32 @@ def set_rules_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Replace a whole rule file through the validation path, attributed like `set` (a live run puts it
     in force at its next step boundary as event rules.<kind>.<key>). Refused: exit 3, file untouched."""
-    from harness.io import yamlio
-    from harness.knobs.events import AUTHORS
-    from harness.knobs.store import RULE_KINDS
-
     if author not in AUTHORS:
-        fail(f"author must be one of {', '.join(AUTHORS)}, got {author!r}", 2, as_json)
-    kind, slash, key = target.partition("/")
+        fail(f"author must be one of {', '.join(AUTHORS)}, got {author!r}", EXIT_USAGE, as_json)
+    kind, slash, key = rule_file.partition("/")
     if not slash or kind not in RULE_KINDS or not re.fullmatch(r"[a-z][a-z0-9_]*", key or ""):
-        fail(
-            f"target {target!r}: expected users/<gym> or rewards/<name> (lower-case letters, digits, _)",
-            2,
-            as_json,
-        )
+        message = f"target {rule_file!r}: expected users/<gym> or rewards/<name> (lower-case letters, digits, _)"
+        fail(message, EXIT_USAGE, as_json)
     try:
-        doc, _ = yamlio.read_yaml(file)
+        value = yamlio.load_plain(file)
     except yamlio.FileProblem as exc:
         fail(f"{file}: {exc}", EXIT_REFUSED, as_json)
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
-    try:
-        res = ctx.store.write_rules(
-            kind,
-            key,
-            yamlio.plain(doc),
-            author=author,
-            reason=reason,
-            step_written=ctx.step,
-            run_live=ctx.live,
-        )
-        _report_write(ctx, res)
-    finally:
-        ctx.release()
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
+        kw = dict(author=author, reason=reason, step_written=t.step)
+        _write(t, lambda **more: t.store.write_rules(kind, key, value, **kw, **more))
 
 
 @app.command("add")
 def add_cmd(
-    name: str = typer.Argument(..., help="New knob name <area>.<name>."),
+    name: str = typer.Argument(..., help="New knob name <area>.<name>: a name of lower-case letters, digits and _."),
     schema: str = typer.Option(
         ...,
         "--schema",
-        help="JSON schema of the knob's value with description, "
-        "x-hot, x-gyms (and optional x-max-delta, x-requires...).",
+        help="JSON schema of the knob's value with description, x-hot, x-gyms (and optional x-max-delta, x-requires...).",
     ),
     value: str = typer.Option(..., "--value", help="Initial value as YAML."),
     reason: str = typer.Option(..., "--reason"),
@@ -428,51 +263,95 @@ def add_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Add a new knob with its schema entry (validated like any other write)."""
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
-    try:
-        _add(ctx, name, schema, value, reason, author, as_json)
-    finally:
-        ctx.release()
-
-
-def _add(ctx: _Ctx, name: str, schema: str, value: str, reason: str, author: str, as_json: bool) -> None:
     area, _, knob = name.partition(".")
+    if area not in AREAS or not is_identifier(knob):
+        fail(f"knob name {name!r}: <area>.<name> with area in {', '.join(AREAS)} and {IDENTIFIER}", EXIT_USAGE, as_json)
     try:
         sch = json.loads(schema)
     except json.JSONDecodeError as exc:
         fail(f"--schema is not valid JSON: {exc}", EXIT_REFUSED, as_json)
-    try:
-        res = ctx.store.add_knob(area, knob, sch, _parse_value(value), author=author, reason=reason, run_live=ctx.live)
-    except ValueError as exc:
-        fail(str(exc), EXIT_REFUSED, as_json)
-    _report_write(ctx, res)
+    parsed = _parse_value(value)
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
+        _write(t, lambda **more: t.store.add_knob(area, knob, sch, parsed, author=author, reason=reason, **more))
+
+
+@app.command("promote")
+def promote_cmd(
+    names: Optional[list[str]] = typer.Argument(None, help="Knobs and rule files (rules.users.<gym>); none: all."),
+    run: str = typer.Option(..., "--run", help="The run whose final values the project folder takes."),
+    reason: str = typer.Option(..., "--reason", help="Why (kept in the project folder's history)."),
+    author: str = typer.Option("human", "--author", help="human | agent | system."),
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+) -> None:
+    """Carry a run's final values (its knobs_in_force.json; all, or the knobs and rule files named) to
+    the project knobs folder, where the next run starts: validated (schema and range), logged in the
+    project folder's history. A refused value leaves the project's value as it was: exit 3."""
+    run_dir = reader.find_run(runs_dir(runs_dir_, as_json), run)
+    state = reader.final_knob_state(run_dir) if run_dir is not None else None
+    if state is None:
+        fail(f"no run {run!r} with a knobs_in_force.json to promote from", EXIT_NOT_FOUND, as_json)
+    store = open_store(knobs_dir(knobs_dir_, as_json))
+    values = {f"{a}.{k}": v for a, knobs in state["values"].items() for k, v in knobs.items()}
+    rules = {f"rules.{kind}.{key}": v for kind, files in state["rules"].items() for key, v in files.items()}
+    unknown = [n for n in names or [] if n not in values and n not in rules]
+    if unknown:
+        fail(f"run {run_dir.name} has no knob or rule file {', '.join(unknown)}", EXIT_NOT_FOUND, as_json)
+    chosen = set(names) if names else set(values) | set(rules)
+    common = dict(author=author, reason=f"{reason} (promoted from run {run_dir.name})")
+    results = []
+    for name in sorted(chosen & set(values)):
+        try:
+            if store.raw(name) != values[name]:
+                results.append(store.set(name, values[name], whole=True, skip_delta=True, skip_requires=True,
+                                         source="promote", **common))  # fmt: skip
+        except UnknownKnob:  # a knob the run added: its schema entry comes along
+            area, _, knob = name.partition(".")
+            schema = json.loads((run_dir / "knobs" / "schema" / f"{area}.schema.json").read_text())["properties"][knob]
+            results.append(store.add_knob(area, knob, schema, values[name], **common))
+    for name in sorted(chosen & set(rules)):
+        _, kind, key = name.split(".", 2)
+        if store.rules[kind].get(key) != rules[name]:
+            results.append(store.write_rules(kind, key, rules[name], source="promote", **common))
+    events = [e for r in results for e in r.events]
+    refused = [e for e in events if e["status"] == "rejected"]
+    if as_json:
+        emit_json({"ok": not refused, "run": run_dir.name, "knobs_dir": str(store.dir), "events": events})
+    else:
+        for e in events:
+            state_ = "REFUSED " + str(e.get("message")) if e["status"] == "rejected" else e["status"]
+            typer.echo(f"{e['knob']}: {json.dumps(e.get('old'))[:50]} -> {json.dumps(e.get('new'))[:50]} [{state_}]")
+        typer.echo(
+            f"{store.dir}: {len(events) - len(refused)} value(s) from run {run_dir.name}, {len(refused)} refused"
+        )
+    if refused:
+        raise typer.Exit(EXIT_REFUSED)
 
 
 @app.command("init")
 def init_cmd(
-    folder: Path = typer.Argument(..., help="Folder to create (e.g. knobs-b for a second run)."),
+    folder: Path = typer.Argument(..., help="Folder to create (a second project folder, e.g. knobs-b)."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Create a knobs folder from the packaged defaults (a second run side by side needs its own)."""
-    from harness.knobs.folder import copy_defaults, is_knobs_dir
-
+    """Create a knobs folder from the packaged defaults."""
     if is_knobs_dir(folder):
-        fail(
-            f"{folder} is already a knobs folder; `eau knobs reset --knobs-dir {folder}` puts the defaults back",
-            EXIT_REFUSED,
-            as_json,
-        )
+        message = f"{folder} is already a knobs folder; `eau knobs reset --knobs-dir {folder}` puts the defaults back"
+        fail(message, EXIT_REFUSED, as_json)
     if folder.exists() and any(folder.iterdir()):
         fail(f"{folder} exists and is not empty", EXIT_REFUSED, as_json)
     copy_defaults(folder)
     if as_json:
         emit_json({"ok": True, "knobs_dir": str(folder)})
     else:
-        typer.echo(
-            f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} (or EAU_KNOBS_DIR={folder})"
-        )
+        typer.echo(f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} (or EAU_KNOBS_DIR)")
+
+
+def _history(kdir: Path) -> EventLog:
+    return EventLog(kdir / HISTORY)
 
 
 @app.command("reset")
@@ -481,44 +360,23 @@ def reset_cmd(
     author: str = typer.Option("human", "--author", help="human | agent | system."),
     as_json: bool = JsonOpt,
     knobs_dir_: Optional[Path] = KnobsDirOpt,
-    runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
-    """Put the packaged defaults back (values, schemas, rule files); refused while a run is live on the folder."""
-    from harness.knobs.events import KnobEvent
-    from harness.knobs.folder import reset_to_defaults
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False, allow_invalid=True)
-    if ctx.live:
-        fail(
-            f"run {ctx.run_dir.name} is live on {ctx.kdir}; stop it first (its lent values go back when it ends)",
-            EXIT_REFUSED,
-            as_json,
-        )
-    changed = reset_to_defaults(ctx.kdir)
+    """Put the packaged defaults back into the project folder (values, schemas, rule files). Runs keep
+    their own knobs folders."""
+    kdir = knobs_dir(knobs_dir_, as_json)
+    changed = reset_to_defaults(kdir)
     for c in changed:
-        ctx.log.append(
-            KnobEvent(
-                knob=c["knob"],
-                gym=c.get("gym"),
-                old=c.get("old"),
-                new=c.get("new"),
-                author=author,
-                reason=reason,
-                status="accepted",
-                source="cli",
-                file=c["file"],
-                message="reset to the packaged default",
-            )
-        )
+        _history(kdir).append(
+            KnobEvent(knob=c["knob"], gym=c.get("gym"), old=c.get("old"), new=c.get("new"), author=author,
+                      reason=reason, status="accepted", source="cli", file=c["file"], message="reset to the packaged default")
+        )  # fmt: skip
     if as_json:
-        emit_json({"ok": True, "knobs_dir": str(ctx.kdir), "changed": changed})
-    else:
-        typer.echo(f"{ctx.kdir}: packaged defaults back ({len(changed)} change(s))")
-        for c in changed:
-            typer.echo(
-                f"  {c['knob']}{'[' + c['gym'] + ']' if c.get('gym') else ''}: "
-                f"{json.dumps(c.get('old'))[:50]} -> {json.dumps(c.get('new'))[:50]}"
-            )
+        emit_json({"ok": True, "knobs_dir": str(kdir), "changed": changed})
+        return
+    typer.echo(f"{kdir}: packaged defaults back ({len(changed)} change(s))")
+    for c in changed:
+        gym = "[" + c["gym"] + "]" if c.get("gym") else ""
+        typer.echo(f"  {c['knob']}{gym}: {json.dumps(c.get('old'))[:50]} -> {json.dumps(c.get('new'))[:50]}")
 
 
 @app.command("upgrade")
@@ -526,66 +384,50 @@ def upgrade_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would change; write nothing."),
     as_json: bool = JsonOpt,
     knobs_dir_: Optional[Path] = KnobsDirOpt,
-    runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
-    """Bring a knobs folder made from older packaged defaults up to date, keeping every edit.
+    """Bring a project folder made from older packaged defaults up to date, keeping every edit.
 
     New files (a new gym's rules) are copied in, files nobody edited are replaced by the newer
-    defaults, edited files are kept (new knobs are added to edited value files). Refused while a run
-    is live on the folder."""
-    from harness.knobs.folder import upgrade_from_defaults
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, None, as_json, need_valid=False, allow_invalid=True)
-    if ctx.live:
-        fail(
-            f"run {ctx.run_dir.name} is live on {ctx.kdir}; upgrade it after the run ends",
-            EXIT_REFUSED,
-            as_json,
-        )
-    report = upgrade_from_defaults(ctx.kdir, dry_run=dry_run)
+    defaults, edited files are kept (new knobs are added to edited value files)."""
+    kdir = knobs_dir(knobs_dir_, as_json)
+    report = upgrade_from_defaults(kdir, dry_run=dry_run)
     if not dry_run:  # the folder's history says what changed, as for a reset
-        from harness.knobs.events import KnobEvent
-
         changed = [(rel, "a newer packaged default") for rel in report["added"] + report["updated"]]
         changed += [(k, "a new knob, with its packaged default value") for k in report["knobs_added"]]
         for what, message in changed:
             knob = what if "/" not in what else ".".join(Path(what).with_suffix("").parts)
-            ctx.log.append(
-                KnobEvent(
-                    knob=knob,
-                    author="human",
-                    reason="eau knobs upgrade",
-                    status="accepted",
-                    source="upgrade",  # not a write a resumed run applies again (no value of its own)
-                    file=str(ctx.kdir / what) if "/" in what else str(ctx.kdir / f"{what.split('.')[0]}.yaml"),
-                    message=message,
-                )
-            )
+            file = kdir / what if "/" in what else kdir / f"{what.split('.')[0]}.yaml"
+            # source upgrade: not a write a run applies again (no value of its own)
+            _history(kdir).append(
+                KnobEvent(knob=knob, author="human", reason="eau knobs upgrade", status="accepted", message=message,
+                          source="upgrade", file=str(file))
+            )  # fmt: skip
     if as_json:
-        emit_json({"ok": True, "knobs_dir": str(ctx.kdir), "dry_run": dry_run, **report})
+        emit_json({"ok": True, "knobs_dir": str(kdir), "dry_run": dry_run, **report})
         return
     would = "would be " if dry_run else ""
     for key, what in (("added", "added"), ("updated", "updated to the newer default")):
         for rel in report[key]:
             typer.echo(f"  {rel}: {would}{what}")
     for k in report["knobs_added"]:
-        typer.echo(f"  {k}: new knob {'would be ' if dry_run else ''}added with its default value")
+        typer.echo(f"  {k}: new knob {would}added with its default value")
     for kept in report["kept"]:
         typer.echo(f"  {kept['file']}: edited here, kept; the newer default is {kept['packaged']}")
     n = len(report["added"]) + len(report["updated"]) + len(report["knobs_added"])
-    typer.echo(f"{ctx.kdir}: {n} change(s){' (dry run)' if dry_run else ''}, {len(report['kept'])} edited file(s) kept")
+    typer.echo(f"{kdir}: {n} change(s){' (dry run)' if dry_run else ''}, {len(report['kept'])} edited file(s) kept")
 
 
 @app.command("validate")
 def validate_cmd(
-    as_json: bool = JsonOpt, knobs_dir_: Optional[Path] = KnobsDirOpt, runs_dir_: Optional[Path] = RunsDirOpt
+    as_json: bool = JsonOpt,
+    knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Validate every knob, schema and rule file; exit 4 naming each invalid file."""
-    from harness.knobs.folder import upgrade_hint
-    from harness.knobs.store import validate_dir
-
-    kdir = knobs_dir(knobs_dir_)
-    problems = validate_dir(kdir)
+    kdir = find_target(knobs_dir_, runs_dir_, run, project, as_json)[0]
+    problems = validate_folder(kdir)
     if as_json:
         emit_json({"ok": not problems, "knobs_dir": str(kdir), "problems": problems})
     else:
@@ -599,43 +441,44 @@ def validate_cmd(
         raise typer.Exit(EXIT_INVALID)
 
 
-def _events(ctx: _Ctx) -> list[dict[str, Any]]:
-    return ctx.store.log.read()
-
-
 @app.command("history")
 def history_cmd(
     name: Optional[str] = typer.Argument(None, help="Only events of this knob (prefix match: 'env.', 'rules.')."),
     limit: int = typer.Option(50, "--limit", help="Most recent events to show."),
-    status: Optional[str] = typer.Option(None, "--status", help="accepted | rejected."),
+    status: Optional[str] = typer.Option(None, "--status", help="accepted | rejected | not_applied."),
     as_json: bool = JsonOpt,
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
-    """Knob events (accepted and refused writes) of the run, or of the knobs folder without a run."""
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, need_valid=False)
-    if name is not None:
-        _check_history_name(ctx, name)
+    """Knob events (accepted, refused, not applied) of the run, or of the project folder."""
+    with target(knobs_dir_, runs_dir_, run, project, as_json, need_valid=False) as t:
+        records = t.log.read()
+    prefix = name if name is None or name.endswith(".") else name + "."
+    if name is not None and name.rstrip(".") not in (*AREAS, "rules", "plugins", "schema"):
+        known = {s.full_name for s in t.store.specs()} if t.store is not None else set()
+        known |= {str(e.get("knob")) for e in records}
+        if name not in known and not any(k.startswith(prefix) for k in known):
+            message = (
+                f"unknown knob {name!r}: no such knob in {t.kdir} and no events of it; knob names are <area>.<name> "
+                f"with area in {', '.join(AREAS)} (eau knobs list)"
+            )
+            fail(message, EXIT_NOT_FOUND, as_json, rule="unknown knob")
     evs = [
         e
-        for e in _events(ctx)
-        if (
-            name is None
-            or e.get("knob") == name
-            or str(e.get("knob", "")).startswith(name if name.endswith(".") else name + ".")
-        )
+        for e in records
+        if (name is None or e.get("knob") == name or str(e.get("knob", "")).startswith(prefix))
         and (status is None or e.get("status") == status)
     ]
-    total = len(evs)
-    evs = evs[-limit:] if limit > 0 else evs
+    total, evs = len(evs), evs[-limit:] if limit > 0 else evs
     if as_json:
-        emit_json({"events": evs, "total": total, "shown": len(evs), "log": str(ctx.store.log.path), **ctx.run_info()})
+        emit_json({"events": evs, "total": total, "shown": len(evs), "log": str(t.log.path), **t.run_info()})
         return
     for e in evs:
         gym = f"[{e['gym']}]" if e.get("gym") else ""
         step = f" step {e.get('step_effective')}" if e.get("step_effective") is not None else ""
-        old, new = (json.dumps(e.get("old"))[:40], json.dumps(e.get("new"))[:40])
+        old, new = json.dumps(e.get("old"))[:40], json.dumps(e.get("new"))[:40]
         typer.echo(
             f"{e.get('time')} {e.get('id')} {e.get('status'):8} {e.get('knob')}{gym} {old} -> {new}"
             f" by {e.get('author')}{step}: {e.get('reason')}"
@@ -643,27 +486,6 @@ def history_cmd(
         )
     if total > len(evs):
         typer.echo(f"({total - len(evs)} older events not shown; --limit)")
-
-
-def _check_history_name(ctx: _Ctx, name: str) -> None:
-    """A knob (or area prefix such as ``env.``) the folder knows, or one its log has events of (an
-    added knob since removed); anything else is an unknown knob (exit 5), not an empty history."""
-    from harness.knobs.store import AREAS
-
-    prefix = name if name.endswith(".") else name + "."
-    if name.rstrip(".") in (*AREAS, "rules", "plugins"):
-        return
-    known = {s.full_name for s in ctx.store.specs()}
-    logged = {str(e.get("knob")) for e in _events(ctx)}
-    if name in known or name in logged or any(k.startswith(prefix) for k in known | logged):
-        return
-    fail(
-        f"unknown knob {name!r}: no such knob in {ctx.kdir} and no events of it; knob names are <area>.<name> "
-        f"with area in {', '.join(AREAS)} (eau knobs list)",
-        EXIT_NOT_FOUND,
-        ctx.as_json,
-        rule="unknown knob",
-    )
 
 
 @app.command("revert")
@@ -675,56 +497,38 @@ def revert_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Set the knob of an accepted event back to its value before that event (a plug-in: its code
     before that event, or no plug-in)."""
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json, lock=True)
-    try:
-        _revert(ctx, event, reason, author, as_json)
-    finally:
-        ctx.release()
-
-
-def _revert(ctx: _Ctx, event: str, reason: Optional[str], author: str, as_json: bool) -> None:
-    from harness.knobs.events import EventLog
-
-    extra = [EventLog(ctx.kdir / ".history" / "knob_events.jsonl")]
-    ev = ctx.store.log.find(event) or extra[0].find(event)
-    if ev is not None and str(ev.get("knob", "")).startswith("plugins.") and ev.get("status") == "accepted":
-        from harness.cli.plugins import revert_plugin
-
-        revert_plugin(ctx, ev, author, reason)  # the code before the event, through the plug-in gate
-        return
-    try:
-        res = ctx.store.revert(
-            event,
-            author=author,
-            reason=reason,
-            recent_metrics=ctx.metrics,
-            step_written=ctx.step,
-            run_live=ctx.live,
-            extra_logs=extra,
-        )
-    except KeyError as exc:
-        fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
-    except ValueError as exc:
-        fail(str(exc), EXIT_REFUSED, as_json)
-    _report_write(ctx, res)
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
+        ev = t.log.find(event)
+        if ev is not None and str(ev.get("knob", "")).startswith("plugins.") and ev.get("status") == "accepted":
+            revert_plugin(t, ev, author, reason)  # the code before the event, through the plug-in gate
+            return
+        try:
+            res = t.store.revert(
+                event, author=author, reason=reason, recent_metrics=t.metrics, step_written=t.step, for_run=t.for_run
+            )
+        except KeyError as exc:
+            fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
+        except ValueError as exc:
+            fail(str(exc), EXIT_REFUSED, as_json)
+        _report(t, res)
 
 
 def _print_event(e: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(e, default=str))
-        return
-    where = f"{e.get('file')}" + (f":{e['line']}" if e.get("line") else "")
-    if e.get("status") == "accepted":
-        typer.echo(
-            f"ACCEPTED {e.get('knob')}{'[' + e['gym'] + ']' if e.get('gym') else ''}: "
-            f"{json.dumps(e.get('old'))[:60]} -> {json.dumps(e.get('new'))[:60]} ({e.get('author')}: {e.get('reason')})"
-        )
-    else:
+    elif e.get("status") == "rejected":
+        where = f"{e.get('file')}" + (f":{e['line']}" if e.get("line") else "")
         typer.echo(f"REFUSED  {e.get('knob')} in {where} [{e.get('rule')}]: {e.get('message')}")
+    else:
+        gym = "[" + e["gym"] + "]" if e.get("gym") else ""
+        old, new = json.dumps(e.get("old"))[:60], json.dumps(e.get("new"))[:60]
+        typer.echo(
+            f"{e.get('status', '').upper()} {e.get('knob')}{gym}: {old} -> {new} ({e.get('author')}: {e.get('reason')})"
+        )
 
 
 @app.command("watch")
@@ -741,22 +545,20 @@ def watch_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Print each accepted or refused knob edit as it happens, until interrupted.
 
-    With a live run: follows what the run accepts and refuses (its knob_events.jsonl). Without one:
-    watches the folder itself and validates each edit (logging to the folder's own history).
-    """
-    from harness.io import jsonl
-    from harness.knobs.watcher import KnobWatcher
-
-    ctx = _Ctx(knobs_dir_, runs_dir_, run, as_json)
+    A live run: what it accepts and refuses (its knob_events.jsonl). Otherwise the folder itself: each
+    edit validated as it is saved (logged in a project folder's history; for a stopped run, only printed:
+    the run checks its folder again when it resumes)."""
+    with target(knobs_dir_, runs_dir_, run, project, as_json) as t:
+        pass
     t_end = time.monotonic() + duration if duration > 0 else None
-    src = f"live run {ctx.run_dir.name}" if ctx.live else f"{ctx.kdir} (no live run)"
-    ready = f"watching {src}; Ctrl-C to stop"  # on stderr once edits are being watched
+    ready = f"watching {'live run ' + t.run_dir.name if t.live else t.kdir}; Ctrl-C to stop"  # on stderr once watching
     try:
-        if ctx.live:
-            path = ctx.run_dir / "knob_events.jsonl"
+        if t.live:
+            path = t.run_dir / "knob_events.jsonl"
             seen = len(jsonl.read(path))
             typer.echo(ready, err=True)
             while t_end is None or time.monotonic() < t_end:
@@ -765,14 +567,14 @@ def watch_cmd(
                     _print_event(e, as_json)
                 seen = len(recs)
                 time.sleep(interval)
-        else:
-            ctx.store.debounce_s = min(ctx.store.debounce_s, interval)
-            with KnobWatcher(ctx.store):
-                typer.echo(ready, err=True)
-                while t_end is None or time.monotonic() < t_end:
-                    res = ctx.store.poll(0, ctx.metrics)
-                    for e in res.applied + res.next_run + res.refused:
-                        _print_event(e, as_json)
-                    time.sleep(interval)
+            return
+        store = open_store(t.kdir, events_path="auto" if t.run_dir is None else None, debounce_s=min(0.2, interval))
+        with KnobWatcher(store):
+            typer.echo(ready, err=True)
+            while t_end is None or time.monotonic() < t_end:
+                res = store.poll(0, t.metrics)
+                for e in res.applied + res.next_run + res.refused:
+                    _print_event(e, as_json)
+                time.sleep(interval)
     except KeyboardInterrupt:
         pass

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
 
-import harness.rewards  # noqa: F401  (registers the reward rule-file check with the knob store)
-import harness.users  # noqa: F401  (registers the user rule-file check with the knob store)
 from harness.cli.common import GuardedGroup
 
 app = typer.Typer(
@@ -43,7 +42,6 @@ for _mod in COMMAND_MODULES:
 def main() -> None:
     # transformers' own bars (loading weights, de-quantising) would interleave with the harness's
     # progress display; the harness reports those phases itself
-    import os
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:

@@ -11,6 +11,12 @@ from typing import Optional
 import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, KnobsDirOpt, fail, knobs_dir
+from harness.envs.actions import RENDERINGS
+from harness.envs.base import SPLITS
+from harness.envs.registry import gym_class, names
+from harness.knobs.store import KnobError
+from harness.users import UserFactory
+from harness.users.backends import OpenAIChatBackend
 
 USERS = ("symbolic", "llm", "mixture")
 
@@ -39,10 +45,6 @@ def openenv_cmd(
     session), GET /schema, /state, /health. The knobs folder (env, user and reward knobs, rule files) is
     read at every reset. Runs until stopped (Ctrl-C). Exit 5: unknown gym; 4: invalid knobs folder; 2:
     bad option; 1: the server could not start (the openenv extra missing, the port taken)."""
-    from harness.envs.actions import RENDERINGS
-    from harness.envs.base import SPLITS
-    from harness.envs.registry import gym_class, names
-
     for opt, value, allowed in (("--user", user, USERS), ("--split", split, SPLITS), ("--format", fmt, RENDERINGS)):
         if value not in allowed:
             fail(f"{opt} {value!r} is not allowed; choose one of: {', '.join(allowed)}", EXIT_USAGE)
@@ -55,20 +57,15 @@ def openenv_cmd(
     except KeyError:
         fail(f"unknown gym {gym!r}; known gyms: {', '.join(names())}", EXIT_NOT_FOUND)
     try:  # the openenv extra, imported only when a gym is served
-        import uvicorn
+        import uvicorn  # noqa: PLC0415  (optional: the openenv extra)
 
-        from harness.gymserver.server import make_app
+        from harness.gymserver.server import make_app  # noqa: PLC0415  (optional: the openenv extra)
     except ImportError as exc:
         fail(f"serving OpenEnv environments needs the openenv extra: pip install 'eau-harness[openenv]' ({exc})")
-    from harness.knobs.store import KnobError
-    from harness.users import UserFactory
-
     factory = UserFactory()
     if user in ("llm", "mixture") and llm_url:
         if not llm_model:
             fail("--llm-url needs --llm-model (the model name the endpoint serves)", EXIT_USAGE)
-        from harness.users.backends import OpenAIChatBackend
-
         factory = UserFactory(llm=OpenAIChatBackend(base_url=llm_url, model=llm_model))
     elif user == "llm":
         fail("--user llm needs an OpenAI-compatible endpoint: --llm-url URL --llm-model NAME", EXIT_USAGE)

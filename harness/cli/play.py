@@ -30,6 +30,14 @@ from harness.cli.common import (
     fail,
     knobs_dir,
 )
+from harness.envs.actions import RENDERINGS
+from harness.envs.base import SPLITS
+from harness.envs.registry import gym_class, names
+from harness.knobs.store import KnobError
+from harness.stores import open_store
+from harness.types import ARMS
+from harness.users import UserFactory
+from harness.users.backends import OpenAIChatBackend
 
 CONTINUATION = "\\"
 
@@ -82,8 +90,6 @@ def _summary(rec: dict[str, Any]) -> str:
 
 
 def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], as_json: bool) -> Any:
-    from harness.users import UserFactory
-
     if user != "llm":
         return UserFactory()
     if not llm_url or not llm_model:
@@ -93,7 +99,6 @@ def _make_factory(user: str, llm_url: Optional[str], llm_model: Optional[str], a
             EXIT_USAGE,
             as_json,
         )
-    from harness.users.backends import OpenAIChatBackend
 
     return UserFactory(llm=OpenAIChatBackend(base_url=llm_url, model=llm_model))
 
@@ -116,12 +121,6 @@ def play(
     as_json: bool = JsonOpt,
 ) -> None:
     """Play one episode of GYM, reading agent turns from stdin."""
-    from harness.envs.actions import RENDERINGS
-    from harness.envs.base import SPLITS
-    from harness.envs.registry import gym_class, names
-    from harness.knobs.store import KnobError, KnobStore
-    from harness.types import ARMS
-
     for opt, value, allowed in (("--user", user, ARMS), ("--split", split, SPLITS), ("--format", fmt, RENDERINGS)):
         if value not in allowed:
             fail(f"{opt} {value!r} is not allowed; choose one of: {', '.join(allowed)}", EXIT_USAGE, as_json)
@@ -131,7 +130,7 @@ def play(
         fail(f"unknown gym {gym!r}; known gyms: {', '.join(names())}", EXIT_NOT_FOUND, as_json)
     folder = knobs_dir(kdir)
     try:
-        knobs = KnobStore(folder, events_path=None).snapshot()
+        knobs = open_store(folder, events_path=None).snapshot()
     except KnobError as exc:
         fail(f"knobs folder {folder} is invalid: {exc}", EXIT_INVALID, as_json, problems=exc.problems)
     factory = _make_factory(user, llm_url, llm_model, as_json)

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from harness.analysis.plot import plot_runs
 from harness.cli.common import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
@@ -19,6 +20,7 @@ from harness.cli.common import (
     fail,
     runs_dir,
 )
+from harness.runs.reader import find_run
 
 
 def register(app: typer.Typer) -> None:
@@ -36,8 +38,6 @@ def plot_cmd(
     runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Plot reward and success over steps per gym and per arm, knob events as labelled vertical lines."""
-    from harness.runs.reader import find_run
-
     check_text_option(title, "--title", as_json)
     rdir = runs_dir(runs_dir_)
     paths = []
@@ -50,7 +50,6 @@ def plot_cmd(
     target = out or Path.cwd() / ("plot_" + "_vs_".join(p.name for p in paths) + ".png")
     if target.suffix.lower() != ".png":
         fail(f"-o {target}: the plot is a PNG; name the file *.png", EXIT_ERROR, as_json)
-    from harness.analysis.plot import plot_runs
 
     try:
         res = plot_runs(paths, target, panels=panel, smooth_window=smooth, title=title)

@@ -27,49 +27,33 @@ from harness.cli.common import (
     err,
     fail,
 )
+from harness.cli.knob_target import ProjectOpt, RunOpt, Target, find_target, log_to_run, target
+from harness.envs.registry import gym_class
+from harness.gyms import BUILTIN_GYMS
+from harness.knobs.events import AUTHORS
+from harness.plugins.folder import NAME_RE, VERSIONS, PluginFolder, check_name, plugin_dir
+from harness.plugins.gate import code_sha
+from harness.plugins.points import POINTS
+from harness.runs import reader
 
 app = typer.Typer(
     help="Plug-ins: Python in knobs/plugins/ that replaces a gym's override points live (a repair without a restart).",
     no_args_is_help=True,
 )
-RunOpt = typer.Option(None, "--run", help="Run id or folder (default: the live run training from this knobs folder).")
 REPLAY_STEPS = 3
 
 
 def declare_points() -> None:
     """Import every built-in gym, so that all override points are declared."""
-    from harness.envs.registry import gym_class
-    from harness.gyms import BUILTIN_GYMS
-
     for name in BUILTIN_GYMS:
         gym_class(name)
 
 
-def _ctx(kdir: Optional[Path], rdir: Optional[Path], run: Optional[str], as_json: bool) -> Any:
-    from harness.cli.knobs import _Ctx
-
-    return _Ctx(kdir, rdir, run, as_json, need_valid=False)
-
-
-def _folder(ctx: Any) -> Any:
-    from harness.plugins.folder import PluginFolder
-
-    return PluginFolder(ctx.kdir, lambda: ctx.store.log)
-
-
-def recent_episodes(run_dir: Optional[Path], steps: int = REPLAY_STEPS) -> list[dict[str, Any]]:
-    """The episodes of a run's last ``steps`` recorded steps (the gate replays them)."""
-    from harness.io import jsonl
-
-    folder = run_dir / "trajectories" if run_dir is not None else None
-    if folder is None or not folder.is_dir():
-        return []
-    return [rec for f in sorted(folder.glob("step_*.jsonl"))[-steps:] for rec in jsonl.read(f)]
+def _folder(t: Target) -> PluginFolder:
+    return PluginFolder(t.kdir, lambda: t.log)
 
 
 def _stem(name: str, as_json: bool) -> str:
-    from harness.plugins.folder import check_name
-
     stem = name[:-3] if name.endswith(".py") else name
     stem = Path(stem).name
     try:
@@ -100,8 +84,6 @@ def _print_gate(res: Any) -> None:
 @app.command("points")
 def points_cmd(as_json: bool = JsonOpt) -> None:
     """The override points a plug-in may implement: name, signature, default, documentation."""
-    from harness.plugins.points import POINTS
-
     declare_points()
     rows = [
         {
@@ -126,23 +108,18 @@ def list_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
-    """Plug-in files in the knobs folder, and those the live run has in force (sha256, points)."""
-    from harness.plugins.gate import code_sha
-
-    ctx = _ctx(knobs_dir_, runs_dir_, run, as_json)
-    folder = _folder(ctx)
+    """Plug-in files in the knobs folder, and those the run has in force (sha256, points)."""
+    with target(knobs_dir_, runs_dir_, run, project, as_json, need_valid=False) as ctx:
+        folder = _folder(ctx)
     files = {}
     for stem, path in folder.files().items():
         try:
             files[stem] = {"file": str(path), "sha256": code_sha(folder.read_source(path))}
         except Exception as exc:  # noqa: BLE001 -- an unreadable file is listed as such
             files[stem] = {"file": str(path), "error": str(exc)}
-    doc = None
-    if ctx.run_dir is not None:
-        from harness.runs import reader
-
-        doc = reader.read_json(ctx.run_dir / "knobs_in_force.json")
+    doc = reader.read_json(ctx.run_dir / "knobs_in_force.json") if ctx.run_dir is not None else None
     in_force = (doc or {}).get("plugins") or {}
     if as_json:
         emit_json({"files": files, "in_force": in_force, **ctx.run_info()})
@@ -170,11 +147,11 @@ def list_cmd(
 def show_cmd(
     name: str = typer.Argument(..., help="Plug-in name, or a sha256 (prefix) of a version."),
     knobs_dir_: Optional[Path] = KnobsDirOpt,
+    runs_dir_: Optional[Path] = RunsDirOpt,
+    run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Print a plug-in's code (the file, or a recorded version by its sha256)."""
-    from harness.cli.common import knobs_dir
-    from harness.plugins.folder import NAME_RE, VERSIONS, plugin_dir
-
     if not NAME_RE.match(name) and not re.fullmatch(r"[0-9a-f]{6,64}", name):
         # a name is a plain module name; a version is a hex sha256 prefix: never a path or a glob
         fail(
@@ -182,7 +159,7 @@ def show_cmd(
             "sha256 prefix of 6-64 hex digits",
             EXIT_USAGE,
         )
-    root = plugin_dir(knobs_dir(knobs_dir_))
+    root = plugin_dir(find_target(knobs_dir_, runs_dir_, run, project, False)[0])
     path = root / f"{name}.py"
     if not path.is_file():
         hits = sorted((root / VERSIONS).glob(f"{name}*.py")) if len(name) >= 6 else []
@@ -202,13 +179,14 @@ def check_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Run the gate on a candidate without writing anything: import under a time limit, the points'
     checks, a replay of the run's recent episodes (decisions changed). Refused: exit 3."""
-    ctx = _ctx(knobs_dir_, runs_dir_, run, as_json)
     declare_points()
     stem = _stem(name, as_json)
-    res = _folder(ctx).check(stem, _read(file, as_json), recent_episodes(ctx.run_dir))
+    with target(knobs_dir_, runs_dir_, run, project, as_json, need_valid=False) as ctx:
+        res = _folder(ctx).check(stem, _read(file, as_json), reader.recent_episodes(ctx.run_dir, REPLAY_STEPS))
     if as_json:
         emit_json({**res.to_dict(), **ctx.run_info()})
     else:
@@ -227,29 +205,28 @@ def set_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Gate and write a plug-in; a live run gates it again and puts it in force at its next step
     boundary. Refused: exit 3, the file untouched, the refusal logged."""
-    from harness.knobs.events import AUTHORS
-
     if author not in AUTHORS:
-        fail(f"author must be one of {', '.join(AUTHORS)}, got {author!r}", 2, as_json)
-    ctx = _ctx(knobs_dir_, runs_dir_, run, as_json)
+        fail(f"author must be one of {', '.join(AUTHORS)}, got {author!r}", EXIT_USAGE, as_json)
     declare_points()
     stem = _stem(name, as_json)
-    try:
-        ok, ev, res = _folder(ctx).write(
-            stem,
-            _read(file, as_json),
-            author=author,
-            reason=reason,
-            step_written=ctx.step,
-            run_live=ctx.live,
-            records=recent_episodes(ctx.run_dir),
-        )
-    except ValueError as exc:
-        fail(str(exc), EXIT_REFUSED, as_json)
-    _report(ctx, ok, ev, res)
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True, need_valid=False) as ctx:
+        try:
+            ok, ev, res = _folder(ctx).write(
+                stem,
+                _read(file, as_json),
+                author=author,
+                reason=reason,
+                step_written=ctx.step,
+                run_live=ctx.live,
+                records=reader.recent_episodes(ctx.run_dir, REPLAY_STEPS),
+            )
+        except ValueError as exc:
+            fail(str(exc), EXIT_REFUSED, as_json)
+        _report(ctx, ok, ev, res)
 
 
 @app.command("remove")
@@ -261,27 +238,26 @@ def remove_cmd(
     knobs_dir_: Optional[Path] = KnobsDirOpt,
     runs_dir_: Optional[Path] = RunsDirOpt,
     run: Optional[str] = RunOpt,
+    project: bool = ProjectOpt,
 ) -> None:
     """Delete a plug-in: its override points go back to their defaults (at the live run's next step
     boundary). Its code stays recorded, so `eau knobs revert <id>` brings it back."""
-    ctx = _ctx(knobs_dir_, runs_dir_, run, as_json)
     stem = _stem(name, as_json)
-    if not (_folder(ctx).dir / f"{stem}.py").is_file():
-        fail(f"no plug-in {stem!r} in {_folder(ctx).dir} (eau knobs plugin list)", EXIT_NOT_FOUND, as_json)
-    ev = _folder(ctx).remove(stem, author=author, reason=reason, step_written=ctx.step, run_live=ctx.live)
-    _report(ctx, ev["status"] == "accepted", ev, None)
+    with target(knobs_dir_, runs_dir_, run, project, as_json, write=True, need_valid=False) as ctx:
+        if not (_folder(ctx).dir / f"{stem}.py").is_file():
+            fail(f"no plug-in {stem!r} in {_folder(ctx).dir} (eau knobs plugin list)", EXIT_NOT_FOUND, as_json)
+        ev = _folder(ctx).remove(stem, author=author, reason=reason, step_written=ctx.step, run_live=ctx.live)
+        _report(ctx, ev["status"] == "accepted", ev, None)
 
 
-def _report(ctx: Any, ok: bool, ev: dict[str, Any], res: Any) -> None:
-    from harness.cli.knobs import _log_to_run
-
+def _report(ctx: Target, ok: bool, ev: dict[str, Any], res: Any) -> None:
     pending = ok and ctx.live and ev.get("message", "").startswith(("written;", "removed;"))
     if ctx.as_json:
         emit_json({"ok": ok, "pending": pending, "event": ev, "gate": res.to_dict() if res else None, **ctx.run_info()})
     if not ok:
         where = f" (line {ev['line']})" if ev.get("line") else ""
         err(f"refused ({ev.get('rule')}){where}: {ev.get('message')}")
-        _log_to_run(
+        log_to_run(
             ctx,
             f"plug-in write REFUSED {ev.get('knob')} ({ev.get('rule')}, {ev.get('author')}: {ev.get('reason')}): "
             f"{ev.get('message')}",
@@ -292,7 +268,7 @@ def _report(ctx: Any, ok: bool, ev: dict[str, Any], res: Any) -> None:
         typer.echo(f"{ev['knob']}: {old} -> {new} [{ev.get('id')}] {ev.get('message')}")
 
 
-def revert_plugin(ctx: Any, event: dict[str, Any], author: str, reason: Optional[str]) -> None:
+def revert_plugin(ctx: Target, event: dict[str, Any], author: str, reason: Optional[str]) -> None:
     """``eau knobs revert`` of a ``plugins.<name>`` event: the code before it, gated like a write."""
     declare_points()
     try:
@@ -302,7 +278,7 @@ def revert_plugin(ctx: Any, event: dict[str, Any], author: str, reason: Optional
             reason=reason,
             step_written=ctx.step,
             run_live=ctx.live,
-            records=recent_episodes(ctx.run_dir),
+            records=reader.recent_episodes(ctx.run_dir, REPLAY_STEPS),
         )
     except KeyError as exc:
         fail(str(exc).strip("'\""), EXIT_NOT_FOUND, ctx.as_json)

@@ -9,6 +9,8 @@ from typing import Any, Optional
 import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_NOT_FOUND, JsonOpt, KnobsDirOpt, RunsDirOpt, emit_json, fail, runs_dir
+from harness.runs.compare import compare_runs, summary
+from harness.runs.reader import list_runs
 
 runs_app = typer.Typer(help="List runs with their lineage; compare two runs.", no_args_is_help=True)
 
@@ -31,9 +33,6 @@ def list_cmd(
 ) -> None:
     """Every run (oldest first): state, progress, preset, gyms, parent and generation in its lineage,
     last reward and success."""
-    from harness.runs.compare import summary
-    from harness.runs.reader import list_runs
-
     rows = [summary(p) for p in list_runs(runs_dir(runs_dir_))]
     if as_json:
         emit_json({"ok": True, "runs_dir": str(runs_dir(runs_dir_)), "runs": rows})
@@ -74,8 +73,6 @@ def compare_cmd(
     runs_dir_: Optional[Path] = RunsDirOpt,
 ) -> None:
     """Config, knob (start and end) and metric differences between runs A and B."""
-    from harness.runs.compare import compare_runs
-
     rdir = runs_dir(runs_dir_)
     paths = []
     for r in (run_a, run_b):

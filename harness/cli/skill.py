@@ -9,12 +9,19 @@ the skill's format limits and that every ``eau`` command it names exists.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from harness.cli.common import EXIT_ERROR, EXIT_INVALID, JsonOpt, KnobsDirOpt, emit_json, err, fail, knobs_dir
+from harness.experience.pool import atomic_write
+from harness.knobs.schema import SchemaProblem
+from harness.skill.catalogue import render_catalogue
+from harness.skill.claude_settings import SettingsError
+from harness.skill.install import InstallError, install, repo_skill_dir
+from harness.skill.lint import check_commands, check_format
 
 app = typer.Typer(
     help="Install the meta-agent skill, regenerate its knob catalogue, check it against the CLI.", no_args_is_help=True
@@ -28,8 +35,6 @@ def register(root: typer.Typer) -> None:
 
 
 def _source(source: Optional[Path]) -> Path:
-    from harness.skill.install import repo_skill_dir
-
     return Path(source) if source is not None else repo_skill_dir()
 
 
@@ -51,9 +56,6 @@ def install_cmd(
     DIR/AGENTS.md and DIR/CLAUDE.md, merges the permission set into DIR/.claude/settings.json, and
     writes DIR/.codex/rules/eau-harness.rules (Codex: eau eval forbidden, once the project is trusted).
     """
-    from harness.skill.claude_settings import SettingsError
-    from harness.skill.install import InstallError, install
-
     try:
         report = install(target, _source(source), "copy" if copy else "link")
     except (InstallError, SettingsError) as exc:
@@ -80,12 +82,6 @@ def catalogue_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Generate the knob catalogue (skill/references/knobs.md) from knobs/schema/*.schema.json."""
-    import difflib
-
-    from harness.experience.pool import atomic_write
-    from harness.knobs.schema import SchemaProblem
-    from harness.skill.catalogue import render_catalogue
-
     kdir = knobs_dir(knobs_dir_)
     path = Path(out) if out is not None else _source(source) / "references" / "knobs.md"
     try:
@@ -125,20 +121,15 @@ def catalogue_cmd(
 
 
 @app.command("check")
-def check_cmd(source: Optional[Path] = SourceOpt, as_json: bool = JsonOpt) -> None:
+def check_cmd(ctx: typer.Context, source: Optional[Path] = SourceOpt, as_json: bool = JsonOpt) -> None:
     """Check the skill folder: limits, links, and the eau commands it names; exit 4 on problems.
 
     Limits: SKILL.md name and description, under 500 lines. Commands: every `eau ...` written in
     code in SKILL.md and references/ must exist in this CLI with the options written after it.
     """
-    from harness.skill.lint import check_commands, check_format
-
     skill_dir = _source(source)
-    import typer as _typer
 
-    from harness.cli.main import app
-
-    problems = check_format(skill_dir) + check_commands(skill_dir, _typer.main.get_command(app))
+    problems = check_format(skill_dir) + check_commands(skill_dir, ctx.find_root().command)  # the whole eau CLI
     if as_json:
         emit_json({"ok": not problems, "skill": str(skill_dir), "problems": problems})
     else:

@@ -23,6 +23,12 @@ from harness.cli.common import (
     fail,
     runs_dir,
 )
+from harness.runs.names import check_run_id
+from harness.supervise.agents import AgentOptions
+from harness.supervise.autopilot import Autopilot, AutopilotConfig, run_loop
+from harness.supervise.interventions import TableError
+from harness.supervise.runwatch import wait_for_run
+from harness.supervise.supervisor import SuperviseConfig, SuperviseError, Supervisor, skill_name
 
 PoolDirOpt = typer.Option(
     None, "--pool-dir", envvar="EAU_POOL_DIR", help="Experience pool the agent writes (default: <cwd>/experience_pool)."
@@ -42,8 +48,6 @@ def register(app: typer.Typer) -> None:
 
 def _check_run(run: str, as_json: bool) -> None:
     """--run names a run under --runs-dir (it may not exist yet): a plain name, never a path."""
-    from harness.runs.names import check_run_id
-
     try:
         check_run_id(run, "--run")
     except ValueError as exc:
@@ -109,8 +113,6 @@ def supervise_cmd(
     session is ended and recorded). --json prints a summary of every session at the end.
     """
     _check_run(run, as_json)
-    from harness.supervise.agents import AgentOptions
-    from harness.supervise.supervisor import SuperviseConfig, SuperviseError, Supervisor, skill_name
 
     cfg = SuperviseConfig(
         run=run,
@@ -207,9 +209,6 @@ def autopilot_cmd(
     autopilot_state.json; every turn: runs/<id>/meta/autopilot.jsonl.
     """
     _check_run(run, as_json)
-    from harness.supervise.autopilot import Autopilot, AutopilotConfig, run_loop
-    from harness.supervise.interventions import TableError
-    from harness.supervise.runwatch import wait_for_run
 
     if every < 1:
         fail(f"--every must be at least 1 step, got {every}", EXIT_USAGE, as_json)

@@ -28,6 +28,12 @@ from harness.cli.common import (
     err,
     fail,
 )
+from harness.envs.colbench.data import ColbenchDataError
+from harness.envs.colbench.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
+from harness.envs.tau2.domain import Tau2Unavailable
+from harness.envs.turtle.data import StoryDataError
+from harness.envs.turtle.taskcheck import ORACLE_MIN, check_turtle
+from harness.sandbox import SandboxError, isolation_report
 
 app = typer.Typer(help="Check task sets (references against their own tests, in the sandbox).", no_args_is_help=True)
 
@@ -38,8 +44,6 @@ def register(root: typer.Typer) -> None:
 
 def _check_tau(gym: str, limit: int | None, verbose: bool, as_json: bool) -> None:
     """The τ² (and tau) task check: gold actions replay, the gold trajectory scores 1.0."""
-    from harness.envs.tau2.domain import Tau2Unavailable
-
     try:
         if gym == "tau":
             from harness.envs.tau.taskcheck import run_tau_check as run
@@ -117,9 +121,6 @@ def check(
             )
         _check_turtle(as_json, limit)
         return
-    from harness.envs.colbench.data import ColbenchDataError
-    from harness.envs.colbench.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
-    from harness.sandbox import SandboxError, isolation_report
 
     if data is not None and not data.exists():
         fail(f"--data {data}: no such file", EXIT_USAGE, as_json)
@@ -186,9 +187,6 @@ def check(
 
 def _check_turtle(as_json: bool, limit: int | None) -> None:
     """``eau tasks check turtle``: see ``harness.envs.turtle.taskcheck``."""
-    from harness.envs.turtle.data import StoryDataError
-    from harness.envs.turtle.taskcheck import ORACLE_MIN, check_turtle
-
     try:
         report = check_turtle(limit)
     except StoryDataError as exc:

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from harness.analysis.plot import plot_runs
 from harness.cli.common import (
     EXIT_ERROR,
     EXIT_INVALID,
@@ -24,7 +25,26 @@ from harness.cli.common import (
     knobs_dir,
     runs_dir,
 )
-from harness.ppo.config import help_epilog, preset_names
+from harness.eval.policy import INIT
+from harness.eval.protocol import ProtocolError
+from harness.eval.results import eval_root
+from harness.io import jsonl, yamlio
+from harness.knobs.store import KnobError, UnknownKnob
+from harness.ppo.config import (
+    build_config,
+    check_sft_sizes,
+    default_run_id,
+    help_epilog,
+    load_config_file,
+    load_preset,
+    parse_override,
+    preset_names,
+    resume_config,
+)
+from harness.ppo.specs import from_mapping
+from harness.runs.names import check_run_id
+from harness.runs.progress import Progress
+from harness.stores import open_store
 
 
 def register(app: typer.Typer) -> None:
@@ -56,10 +76,8 @@ def train_cmd(
 ) -> None:
     """Train with PPO. Writes runs/<run_id>/ (metrics.jsonl, trajectories/, log.txt, checkpoints/...)."""
     _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json)  # before torch is imported
-    from harness.knobs.store import KnobError, UnknownKnob
     from harness.ppo import checkpoint
-    from harness.ppo.config import build_config
-    from harness.ppo.trainer import Trainer, resume_config
+    from harness.ppo.trainer import Trainer
 
     kdir, rdir = knobs_dir(knobs_dir_, as_json), runs_dir(runs_dir_, as_json)
     overrides = list(set_)
@@ -97,9 +115,9 @@ def train_cmd(
                     if ck is None:
                         fail(f"run {from_run!r} has no checkpoint to start from", EXIT_NOT_FOUND, as_json)
                     base["init_checkpoint"] = str(ck.resolve())  # absolute: valid from any working folder
-                # the knobs the parent lent (its preset's) start where the parent left them; every
-                # other knob comes from the knob files as they are now (edits made meanwhile included)
-                base["agent_knobs"], base["env_knobs"] = _final_lent_values(parent, pcfg)
+                # the new run's knobs folder is made from the parent's as it is now (harness/ppo/run_knobs.py);
+                # its config records the values that folder holds for the knobs the parent's config set
+                base["agent_knobs"], base["env_knobs"] = _folder_values(parent, pcfg)
                 # precedence: parent config < --config FILE < --set (as preset < file < --set without --from)
                 cfg = build_config(pcfg.preset, None, {**base, **_config_file(config), **dict(_parse(overrides))})
             else:
@@ -111,13 +129,11 @@ def train_cmd(
         fail(str(exc), EXIT_ERROR, as_json)
     if no_progress:
         cfg.progress = False
-    from harness.runs.progress import Progress
 
     progress = Progress(enabled=cfg.progress)
     echo = not progress.on_terminal  # log lines on stderr too when no live display is shown
     protocol = None
     if cfg.evaluation:
-        from harness.eval.protocol import ProtocolError
         from harness.eval.training import load_run_protocol
 
         try:
@@ -148,8 +164,6 @@ def train_cmd(
     progress.close()
     plot = _plot(trainer) if trainer.dist.main else None
     if as_json and trainer.dist.main:
-        from harness.io import jsonl
-
         last = jsonl.tail(trainer.run_dir / "metrics.jsonl", 1)
         emit_json(
             {
@@ -172,8 +186,6 @@ def train_cmd(
 
 def _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json: bool) -> None:
     """Options that only mean something together, and run names that must be plain names."""
-    from harness.runs.names import check_run_id
-
     if resume and from_run:
         fail("--resume continues a run and --from starts a new one; give one of them", EXIT_USAGE, as_json)
     if (reason is not None or from_checkpoint) and not from_run:
@@ -191,8 +203,6 @@ def _check_options(resume, from_run, run_id, reason, from_checkpoint, as_json: b
 def _evaluate(trainer, protocol, progress, before: bool):
     """The run's held-out evaluation before (the starting policy) or after training (the final
     checkpoint), on process 0; a stored result of the same checkpoint and protocol is reused (resume)."""
-    from harness.eval.policy import INIT
-    from harness.eval.results import eval_root
     from harness.eval.training import evaluate_in_memory, stored
     from harness.ppo import checkpoint
 
@@ -243,8 +253,6 @@ def _evaluate(trainer, protocol, progress, before: bool):
 
 def _plot(trainer):
     """Training curves (reward, success per gym and arm, knob events) in runs/<id>/plot.png."""
-    from harness.analysis.plot import plot_runs
-
     try:
         return Path(plot_runs([trainer.run_dir], trainer.run_dir / "plot.png")["path"])
     except (ValueError, OSError):
@@ -253,7 +261,6 @@ def _plot(trainer):
 
 def _print_summary(trainer, evaluation, plot) -> None:
     from harness.eval.training import summary_lines
-    from harness.io import jsonl
 
     rows = jsonl.read(trainer.run_dir / "metrics.jsonl")
     typer.echo(f"run {trainer.run_id} done: {trainer.run_dir}")
@@ -283,30 +290,26 @@ def _exit_after_process_group() -> None:
     os._exit(0)
 
 
-def _final_lent_values(run_dir: Path, cfg) -> tuple[dict, dict]:
-    """The values a finished run had in force at its end for the knobs its config set
-    (``knobs_in_force.json``; its config's own values where that file lacks one)."""
-    import json
-
-    try:
-        final = json.loads((run_dir / "knobs_in_force.json").read_text()).get("values", {})
-    except (OSError, ValueError):
-        final = {}
-    agent = {k: final.get("agent", {}).get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
-    env = {k: final.get("env", {}).get(k, v) for k, v in (cfg.env_knobs or {}).items()}
+def _folder_values(run_dir: Path, cfg) -> tuple[dict, dict]:
+    """The values a run's knobs folder holds now for the knobs its config set (its final values, and
+    edits made to it since; its config's own values where the folder cannot be read)."""
+    values = {}
+    for area in ("agent", "env"):
+        try:
+            values[area] = yamlio.load_plain(run_dir / "knobs" / f"{area}.yaml") or {}
+        except yamlio.FileProblem:
+            values[area] = {}
+    agent = {k: values["agent"].get(k, v) for k, v in (cfg.agent_knobs or {}).items()}
+    env = {k: values["env"].get(k, v) for k, v in (cfg.env_knobs or {}).items()}
     return agent, env
 
 
 def _config_file(path: Optional[Path]) -> dict:
     """The mapping of a ``--config`` file ({} without one)."""
-    from harness.ppo.config import load_config_file
-
     return {} if path is None else load_config_file(path)
 
 
 def _parse(overrides: list[str]):
-    from harness.ppo.config import parse_override
-
     return [parse_override(o) for o in overrides]
 
 
@@ -320,11 +323,7 @@ def sft_cmd(
 ) -> None:
     """Supervised warm start on scripted demonstrations; start PPO from it with
     `eau train --set init_checkpoint=OUT` (a preset's warm_start makes one inside the run instead)."""
-    from harness.knobs.store import KnobError, KnobStore
-    from harness.ppo.config import check_sft_sizes, load_preset, parse_override
     from harness.ppo.sft import SFTConfig, run_sft
-    from harness.ppo.specs import from_mapping
-    from harness.ppo.trainer import default_run_id
 
     try:
         p = load_preset(preset)
@@ -341,7 +340,7 @@ def sft_cmd(
         check_sft_sizes(data)
         if out is not None and out.exists() and not out.is_dir():
             raise ValueError(f"--out {out}: exists and is not a folder")
-        store = KnobStore(knobs_dir(knobs_dir_, as_json), events_path=None)
+        store = open_store(knobs_dir(knobs_dir_, as_json), events_path=None)
     except KnobError as exc:
         fail(str(exc), EXIT_INVALID, as_json)
     except ValueError as exc:

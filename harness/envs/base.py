@@ -30,6 +30,7 @@ from harness.envs.actions import format_feedback, interact_tool_schema, parse_ac
 from harness.knobs.folder import defaults_dir
 from harness.knobs.snapshot import KnobSnapshot
 from harness.plugins.points import override_point
+from harness.rewards import RewardModel
 from harness.types import (
     CHOICES,
     Action,
@@ -42,6 +43,7 @@ from harness.types import (
     TurnRecord,
     UserReply,
 )
+from harness.users import UserFactory
 from harness.users.matching import discloses_unasked
 
 SPLITS = ("train", "eval")
@@ -117,8 +119,6 @@ class UserCentricEnv(gymnasium.Env):
         split: str = "train",
     ):
         super().__init__()
-        from harness.rewards import RewardModel  # local imports: users/rewards import envs.types
-        from harness.users import UserFactory
 
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")

@@ -11,10 +11,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import __version__
 from harness.eval.policy import RunPolicy, load_run_policy
 from harness.eval.protocol import Protocol, default_protocol_path, scorer_hash
 from harness.eval.runner import evaluate_policy
 from harness.eval.scoring import score_records
+from harness.knobs.snapshot import resolve
+from harness.users import UserFactory
 
 CPU_PROTOCOL = Path("eval") / "protocol-cpu.yaml"  # relative to the repository root
 
@@ -25,8 +28,6 @@ class ProtocolRuntimeError(RuntimeError):
 
 def turn_budget(protocol: Protocol) -> int:
     """The most agent turns the protocol's episodes can play in all (each gym's ``max_steps``)."""
-    from harness.knobs.snapshot import resolve
-
     steps = protocol.knobs.values.get("env", {}).get("max_steps", 16)
     return sum(g.tasks * protocol.trials * int(resolve(steps, g.name)) for g in protocol.gyms)
 
@@ -51,9 +52,6 @@ def evaluate_loaded(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play and score ``protocol`` with an already loaded policy: ``(result, episode records)``.
     ``progress(episodes done, episodes, turns played)`` is called after every agent turn."""
-    from harness import __version__
-    from harness.users import UserFactory
-
     t0 = time.perf_counter()
     rendering = rendering_for(protocol, policy.config)
     user_replies = user_replies_for(protocol, policy.config)

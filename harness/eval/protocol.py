@@ -23,9 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import jsonschema
 import yaml
 
-from harness.knobs.snapshot import DEFAULT_KEY, KnobSnapshot
+from harness.envs.registry import gym_class, names
+from harness.knobs.snapshot import DEFAULT_KEY, KnobSnapshot, resolve
+from harness.rewards.rules import RewardRuleError, compile_rule_files
+from harness.users.rules import RuleFileError, compile_user_rules
 
 FORMAT_VERSION = 1
 AREAS = ("env", "user", "reward")
@@ -222,8 +226,6 @@ def _check_knob_values(
     ck: _Checker, area: str, values: Mapping[str, Any], schema: Mapping[str, Any], schema_path: Path, gyms: list[str]
 ) -> None:
     """Every knob of the frozen schema has a value here, each (per-gym) cell valid against it."""
-    import jsonschema
-
     props = schema.get("properties")
     if not isinstance(props, Mapping) or not props:
         raise ck.fail(f"knob_schemas.{area}", f"{schema_path} has no 'properties'")
@@ -241,7 +243,6 @@ def _check_knob_values(
             "value for every knob its schema defines (gyms would fall back to "
             "code defaults otherwise)",
         )
-    from harness.envs.registry import names
 
     known = set(names())
     for name, raw in values.items():
@@ -264,8 +265,6 @@ def _check_knob_values(
                 raise ck.fail(cell_name, f"= {_show(cell)}: {errors[0].message}")
     if area == "user":
         for gym in gyms:
-            from harness.knobs.snapshot import resolve
-
             mix = resolve(values["user_strategy_mix"], gym)
             if float(mix) != SYMBOLIC_ONLY_MIX:
                 raise ck.fail(
@@ -276,9 +275,6 @@ def _check_knob_values(
 
 def _compile_rules(ck: _Checker, users: Mapping[str, Any], rewards: Mapping[str, Any]) -> None:
     """Compile the frozen rule files now, so a bad file fails at load with its protocol field."""
-    from harness.rewards.rules import RewardRuleError, compile_rule_files
-    from harness.users.rules import RuleFileError, compile_user_rules
-
     for gym, data in users.items():
         try:
             compile_user_rules(data, f"rules.users.{gym}", gym=gym)
@@ -329,8 +325,6 @@ def load_protocol(path: str | Path | None = None) -> Protocol:
     per_turn = ck.int_at_least(limits["max_new_tokens_per_turn"], "limits.max_new_tokens_per_turn", 1)
     per_episode = ck.int_at_least(limits["max_episode_tokens"], "limits.max_episode_tokens", 2)
     batch_size = ck.int_at_least(doc["batch_size"], "batch_size", 1)
-
-    from harness.envs.registry import gym_class, names
 
     base = path.parent
     digests: dict[str, str] = {}

@@ -23,7 +23,7 @@ from pydantic import Field
 from harness.envs.base import UserCentricEnv
 from harness.envs.registry import gym_class
 from harness.knobs.snapshot import KnobSnapshot
-from harness.knobs.store import KnobStore
+from harness.stores import open_store
 
 
 class GymAction(Action):
@@ -177,7 +177,7 @@ def knobs_reader(folder: Path) -> Callable[[], KnobSnapshot]:
         now = stamp()
         if now != last["stamp"] or last["snapshot"] is None:
             try:
-                last["snapshot"] = KnobStore(folder, events_path=None).snapshot()
+                last["snapshot"] = open_store(folder, events_path=None).snapshot()
             except Exception:
                 if last["snapshot"] is None:
                     raise

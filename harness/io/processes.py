@@ -1,4 +1,4 @@
-"""Whether a process exists on this host (a live run's trainer, a lease holder).
+"""Whether a process exists on this host (a live run's trainer).
 
 A process in another PID namespace cannot see the trainer's process at all: Codex, for one, runs
 each shell command of an agent session in its own PID namespace (bubblewrap on Linux). Records of a

@@ -28,6 +28,23 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 MAX_FILE_BYTES = 256 * 1024  # knob and rule files are small; anything larger is a mistake
 MAX_DEPTH = 64  # nesting of mappings and sequences; the deepest shipped file has 6 levels
 MAX_NODES = 100_000  # nodes of the document with every alias expanded (billion laughs: 10**9)
+MAX_INT_DIGITS = 4300  # Python converts no longer integer to or from decimal text (sys.get_int_max_str_digits)
+_INT = re.compile(r"[-+]?(0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+|[0-9][0-9_]*)")
+_DIGITS_PER_CHAR = {"0x": 1.21, "0o": 0.91, "0b": 0.31}  # decimal digits per digit of the base
+
+
+def _too_long_integer(text: str) -> int | None:
+    """The decimal digits of a plain scalar that is an integer too long for Python to convert to text
+    (None: not an integer, or short enough)."""
+    if len(text) <= MAX_INT_DIGITS // 4 or not _INT.fullmatch(text):
+        return None
+    body = text.lstrip("+-").replace("_", "")
+    digits = (
+        int((len(body) - 2) * _DIGITS_PER_CHAR.get(body[:2].lower(), 1.0))
+        if body[:2].lower() in _DIGITS_PER_CHAR
+        else len(body)
+    )
+    return digits if digits > MAX_INT_DIGITS else None
 
 
 class FileProblem(Exception):
@@ -155,6 +172,10 @@ def scan_events(path: Path, text: str) -> dict[PathKey, int]:
                 open_anchors.discard(frame[3])
             finish_child(frame[4], None)
         elif kind == "ScalarEvent":
+            if not event.style and (digits := _too_long_integer(event.value)) is not None:
+                raise FileProblem(
+                    path, "range", f"an integer of about {digits} digits; at most {MAX_INT_DIGITS} digits", line
+                )
             here = child_path()
             # a value's path gets its line; a key gives its line to the value that follows
             lines.setdefault(here if here is not None else (*stack[-1][0], str(event.value)), line)

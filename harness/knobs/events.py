@@ -4,13 +4,15 @@ Fields (documented for the skill in skill/references/formats.md):
 ``id`` (``k-`` + 10 hex), ``time`` (ISO 8601 UTC), ``knob`` (``<area>.<name>``, or ``rules.users.<gym>``,
 ``rules.rewards.<stem>``, ``schema.<area>``, or the file name when the file as a whole was refused),
 ``gym`` (null for the global/default value), ``old``, ``new``, ``author`` (human|agent|system),
-``reason``, ``status`` (accepted|rejected|not_applied: accepted for a live run that ended before its next
-step boundary; ``eau train --resume`` writes it again), ``rule`` (refusal rule, null when accepted), ``message``,
+``reason``, ``status`` (accepted|rejected|not_applied: accepted for a run that has not applied it — it
+ended or was not live; ``eau train --resume`` applies it under the same id), ``rule`` (refusal rule,
+null when accepted), ``message``,
 ``file``, ``line`` (1-based when known), ``step_written`` (run step in progress when the write was
 made; null without a run), ``step_effective`` (first step that runs with the value; null when not
 applied to a run), ``applies`` (live|next_run), ``source`` (cli|watch|revert|system), ``ref`` (the
-event a revert undoes). Author ``system`` with source ``system``: a run lending its preset values to
-the knobs folder at start, and giving them back when it ends (harness.knobs.lease).
+event a revert undoes). Author ``system`` with source ``system``: a run writing its preset's values
+into its own knobs folder at start (harness/ppo/run_knobs.py), or ``eau knobs promote`` carrying a
+run's values to the project folder. The last record of an id says how that write stands.
 """
 
 from __future__ import annotations
@@ -38,15 +40,19 @@ def new_id() -> str:
     return new_event_id("k-")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KnobEvent:
+    """One record of ``knob_events.jsonl`` (fields in the order they are written: identification first)."""
+
+    id: str = field(default_factory=new_id)
+    time: str = field(default_factory=now_iso)
     knob: str
-    status: str
-    author: str = "human"
-    reason: str = ""
     gym: str | None = None
     old: Any = None
     new: Any = None
+    author: str = "human"
+    reason: str = ""
+    status: str
     rule: str | None = None
     message: str = ""
     file: str | None = None
@@ -56,33 +62,26 @@ class KnobEvent:
     applies: str = "live"
     source: str = "watch"
     ref: str | None = None
-    id: str = field(default_factory=new_id)
-    time: str = field(default_factory=now_iso)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        # stable key order: identification first
-        order = [
-            "id",
-            "time",
-            "knob",
-            "gym",
-            "old",
-            "new",
-            "author",
-            "reason",
-            "status",
-            "rule",
-            "message",
-            "file",
-            "line",
-            "step_written",
-            "step_effective",
-            "applies",
-            "source",
-            "ref",
-        ]
-        return {k: d[k] for k in order}
+        return _loggable(asdict(self))
+
+
+def _loggable(value: Any) -> Any:
+    """A value every log line and JSON answer can hold: strings as valid UTF-8 (a lone surrogate from a
+    command line is kept as its escape), containers walked, anything else that is not plain data (a
+    refused ``!!set`` or date) as its repr."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {
+            str(_loggable(k)) if not isinstance(k, (int, float, bool)) else k: _loggable(v) for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_loggable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return repr(value)
 
 
 class EventLog:
@@ -109,21 +108,3 @@ class EventLog:
             if rec.get("id") == event_id:
                 return rec
         return None
-
-
-def not_applied_event(note: dict[str, Any], message: str) -> KnobEvent:
-    """The ``not_applied`` event of a pending write's note (``.pending/``) that no run will apply, under
-    the note's id, author and reason."""
-    return KnobEvent(
-        id=note.get("id") or new_id(),
-        knob=note["knob"],
-        gym=note.get("gym"),
-        new=note.get("new"),
-        author=note["author"],
-        reason=note["reason"],
-        status="not_applied",
-        source=note.get("source") or "cli",
-        step_written=note.get("step_written"),
-        ref=note.get("ref"),
-        message=message,
-    )

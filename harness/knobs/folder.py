@@ -2,10 +2,11 @@
 
 The defaults (knob values, their JSON Schemas, symbolic-user and reward rule files) ship inside the
 package, in ``harness/knobs/defaults/``: they are the same for every checkout and every install.
-The *live* folder, ``knobs/`` in the working directory (or ``--knobs-dir`` / ``$EAU_KNOBS_DIR``),
-is where a person, an agent and the trainer read and edit knobs. It is a working copy: created from
-the defaults by the first command that needs it (or ``eau knobs init``), put back by ``eau knobs
-reset``, and git-ignored, so neither runs nor edits change what the repository ships.
+The *project* folder, ``knobs/`` in the working directory (or ``--knobs-dir`` / ``$EAU_KNOBS_DIR``),
+is what persists across runs: every run starts from it (its own copy, ``runs/<id>/knobs/``, made by
+:func:`copy_folder`), and ``eau knobs promote`` carries a run's values back to it. It is a working
+copy: created from the defaults by the first command that needs it (or ``eau knobs init``), put back
+by ``eau knobs reset``, and git-ignored, so neither runs nor edits change what the repository ships.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from harness.io import yamlio
+from harness.knobs.snapshot import changed_cells
+
 DEFAULTS_DIR = Path(__file__).resolve().parent / "defaults"
 KNOBS_ENV = "EAU_KNOBS_DIR"
-# what a knobs folder holds besides its bookkeeping (.history/, .pending/, .lease.json, .lease.lock)
+# what a knobs folder holds besides its bookkeeping (.history/, .pending/, .lock) and plug-ins (plugins/)
 CONTENT = ("agent.yaml", "env.yaml", "user.yaml", "reward.yaml", "schema", "rules")
 AREA_FILES = ("agent.yaml", "env.yaml", "user.yaml", "reward.yaml")
 # which packaged files a folder was made from (path -> sha256), so that an upgrade can tell a file
@@ -84,6 +88,19 @@ def copy_defaults(dst: Path) -> Path:
     return dst
 
 
+def copy_folder(src: Path, dst: Path) -> Path:
+    """A run's own knobs folder ``dst`` made from the knobs folder ``src`` (a project's, or a parent
+    run's): values, schemas, rule files and plug-ins; no bookkeeping (history, notes, locks)."""
+    src, dst = Path(src), Path(dst)
+    dst.mkdir(parents=True)
+    for name in (*CONTENT, "plugins"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns(".pending", ".*.tmp"))
+        elif (src / name).is_file():
+            shutil.copyfile(src / name, dst / name)
+    return dst
+
+
 def stale_files(dst: Path) -> list[str]:
     """Packaged default files that changed (or are new) since ``dst`` was made or last upgraded; for a
     folder with no record, the packaged files it lacks or holds with other content."""
@@ -121,8 +138,6 @@ def upgrade_from_defaults(dst: Path, *, dry_run: bool = False) -> dict[str, list
     A folder made before the record existed cannot tell an edit from an older default: every file
     that differs is ``kept``. The record then names the packaged files, so the next upgrade can tell.
     """
-    from harness.io import yamlio
-
     dst, now, then = Path(dst), packaged_files(), made_from(dst)
     report: dict[str, list[Any]] = {"added": [], "updated": [], "kept": [], "knobs_added": []}
     for rel, sha in sorted(now.items()):
@@ -191,8 +206,6 @@ def reset_to_defaults(dst: Path) -> list[dict]:
     """Put the packaged defaults back into the knobs folder ``dst`` (values, schemas, rule files;
     added knobs and rule files are removed). Returns what changed: one entry per knob cell
     (``{knob, gym, old, new, file}``) and per file added, changed or removed (``{knob: "file", file}``)."""
-    from harness.io import yamlio
-    from harness.knobs.store import changed_cells
 
     def read(path: Path):
         try:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +115,10 @@ def schema_from_bytes(path: Path, data: bytes) -> tuple[Any, str]:
         return json.loads(text, parse_constant=_refuse_constant), text
     except json.JSONDecodeError as exc:
         raise SchemaProblem(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}", exc.lineno) from None
-    except ValueError as exc:
-        raise SchemaProblem(f"{path}: not valid JSON: {exc}", 1) from None
+    except ValueError as exc:  # a NaN, or an integer too long to convert (Python's 4,300 digits)
+        m = re.search(r"\d{4301}", text)
+        line = text.count("\n", 0, m.start()) + 1 if m else 1
+        raise SchemaProblem(f"{path}:{line}: not valid JSON: {exc}", line) from None
     except RecursionError:
         raise SchemaProblem(f"{path}: not valid JSON: nested too deeply", 1) from None
 
@@ -286,6 +289,21 @@ def load_area_schema(knobs_dir: Path, area: str) -> AreaSchema:
     return parse_area_schema(area, path, raw, text)
 
 
+def load_rule_schema(path: Path, data: bytes | None = None) -> Draft202012Validator | None:
+    """The validator of a rule schema file (None when there is none); ``data``: its bytes, read already."""
+    if data is None:
+        if not os.path.lexists(path):
+            return None
+        raw, _ = read_schema_json(path)
+    else:
+        raw, _ = schema_from_bytes(path, data)
+    try:
+        Draft202012Validator.check_schema(raw)
+    except SchemaError as exc:
+        raise SchemaProblem(f"{path}: invalid JSON Schema: {exc.message}", 1) from None
+    return Draft202012Validator(raw)
+
+
 def load_schemas(knobs_dir: Path) -> dict[str, AreaSchema]:
     return {area: load_area_schema(knobs_dir, area) for area in AREAS}
 
@@ -311,15 +329,34 @@ def _scalar_refusal(spec: KnobSpec, value: Any, where: str) -> Refusal | None:
     return None
 
 
-def cells(value: Any) -> dict[str | None, Any]:
-    """The per-gym cells of a value: ``{None: scalar}`` or ``{None: default, gym: v, ...}``."""
+def not_data(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], Any] | None:
+    """The path and value of the first node that is not plain data (a number, string, boolean, null,
+    list or mapping): a YAML ``!!set``, a date, binary... (None: all plain)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return None
     if isinstance(value, Mapping):
-        return {(None if k == DEFAULT_KEY else k): v for k, v in value.items()}
-    return {None: value}
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return where, value
+    for k, v in items:
+        found = not_data(v, (*where, k))
+        if found:
+            return found
+    return None
 
 
 def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:
     """Check a knob's whole value (scalar or per-gym form) against its schema."""
+    odd = not_data(value)
+    if odd:
+        at = spec.full_name + "".join(f"[{p}]" for p in odd[0])
+        return Refusal(
+            RULE_TYPE,
+            f"{at}: a {type(odd[1]).__name__} is not a knob value (a YAML tag such as !!set or a date?); "
+            f"values are numbers, strings, booleans, null, lists and mappings; allowed: {spec.allowed_text()}",
+        )
     if isinstance(value, Mapping):
         if DEFAULT_KEY not in value:
             return Refusal(

@@ -39,6 +39,26 @@ def resolve(value: Any, gym: str | None) -> Any:
     return value.get(DEFAULT_KEY)
 
 
+def cells(value: Any) -> dict[str | None, Any]:
+    """The per-gym cells of a value: ``{None: scalar}`` or ``{None: default, gym: v, ...}``."""
+    if is_per_gym(value):
+        return {(None if k == DEFAULT_KEY else k): v for k, v in value.items()}
+    return {None: value}
+
+
+def changed_cells(old_raw: Any, new_raw: Any) -> list[tuple[str | None, Any, Any]]:
+    """The cells (``None`` = the global/default value, else a gym) whose effective value differs
+    between two raw values of a knob: ``[(gym, old, new), ...]``, the default first."""
+    old_cells, new_cells = cells(old_raw), cells(new_raw)
+    out = []
+    for g in sorted(set(old_cells) | set(new_cells), key=lambda x: (x is not None, x or "")):
+        old_v = resolve(old_raw, g) if g is not None else old_cells.get(None)
+        new_v = resolve(new_raw, g) if g is not None else new_cells.get(None)
+        if old_v != new_v:
+            out.append((g, old_v, new_v))
+    return out
+
+
 @dataclass(frozen=True)
 class KnobSnapshot:
     """Knob values and rule files in force.

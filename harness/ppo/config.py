@@ -5,7 +5,7 @@ Unknown keys and wrong types are errors that name the dotted key and what is all
 parts of their own (policy, critic, backend, user_llm, warm_start, evaluation) are typed specs
 (:mod:`harness.ppo.specs`), every field documented where it is defined. Optimisation hyperparameters
 that may change while the run is live are *knobs* (``knobs/agent.yaml``): a preset's ``agent_knobs``
-and ``env_knobs`` are lent to the knob folder for the run's lifetime (:mod:`harness.knobs.lease`).
+and ``env_knobs`` are written into the run's own knobs folder at its start (harness/ppo/run_knobs.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from harness.io.yamlio import FileProblem, decode, flow_depth
+from harness.envs.registry import gym_class, names
+from harness.io.yamlio import FileProblem, decode, flow_depth, parse_text, plain
 from harness.ppo.specs import (
     BackendSpec,
     CriticSpec,
@@ -104,10 +106,10 @@ class TrainConfig:
     )
     evaluation: EvaluationSpec | None = doc(None, help="held-out evaluation before and after training; null: none")
     agent_knobs: dict[str, Any] = doc(
-        help="agent.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="agent.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     env_knobs: dict[str, Any] = doc(
-        help="env.* knob values the run lends to the knob folder for its lifetime", factory=dict
+        help="env.* knob values written into the run's own knobs folder at its start", factory=dict
     )
     checkpoint_every: int = doc(10, help="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = doc(3, help="most recent checkpoints kept")
@@ -141,8 +143,6 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Cross-field checks with messages that say what to fix."""
-        from harness.envs.registry import gym_class, names
-
         for name, (low, high) in LIMITS.items():  # sizes first (types were checked when it was built)
             check_range(name, getattr(self, name), low, high)
         if self.run_id is not None:
@@ -272,7 +272,6 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ValueError(f"--set expects key=value, got {text!r}")
     key, raw = text.split("=", 1)
-    from harness.io.yamlio import parse_text, plain
 
     if flow_depth(raw) > MAX_SET_DEPTH:  # ruamel's C parser overflows the C stack (a segfault) far below
         raise ValueError(f"--set {key.strip()}: the value nests [ ] / {{ }} deeper than {MAX_SET_DEPTH} levels")
@@ -324,6 +323,32 @@ def load_config_file(path: str | Path, what: str = "--config") -> dict[str, Any]
 
 def one_line(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def default_run_id(preset: str) -> str:
+    return f"{preset}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_start(cfg: TrainConfig, world: int) -> None:
+    """What a run needs before anything is made or loaded (a packaged model takes a while)."""
+    if cfg.tasks_per_step % world:
+        raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {world} processes")
+    if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
+        raise ValueError(
+            f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
+            f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
+            "or a run's checkpoints/step_N folder"
+        )
+
+
+def resume_config(run_dir: Path) -> TrainConfig:
+    """The frozen config of a run folder (``config.yaml``), validated."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        return config_from_dict(load_config_file(path, what="run config"))
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if str(path) in msg else f"run config {path}: {msg}") from None
 
 
 def build_config(

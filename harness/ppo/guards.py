@@ -4,10 +4,14 @@ Every step's update runs under :class:`NumericGuard`:
 
 * before it: the batch's rewards, old log-probs, reference log-probs, old values, advantages and
   returns must be finite, or the update is not run at all;
-* before every optimiser step: the gradient norms must be finite (a non-finite loss gives
-  non-finite gradients), or the step is not taken and the rest of the update is skipped;
-* after it: the losses it reports and every trainable parameter must be finite, or the trainable
-  parameters and the optimiser state go back to the copy taken before the update.
+* before every optimiser step: the mini-batch's losses, the gradient norms and the learning rates must
+  be finite, or the step is not taken and the rest of the update is skipped;
+* after it: every trainable parameter must be finite, or the trainable parameters and the optimiser
+  state go back to the copy taken before the update. The copy (the trainable parameters and the
+  optimiser state: about 3x the trainable parameters) is taken only for an update of more than one
+  optimiser step; a one-step update is decided by the checks before its step (an AdamW step with
+  finite gradients, learning rate and parameters keeps the parameters finite short of an overflow,
+  and should one still happen the run stops without checkpointing them).
 
 The rule (README, "When the numbers go bad"): a bad step applies no update (the policy, the critic
 and the optimiser state stay those from before the step), raises a ``non_finite`` alert in
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -88,58 +92,84 @@ def _finite(value: Any) -> bool:
 
 
 class NumericGuard:
-    """The numeric guard of one trainer (see the module docstring)."""
+    """The numeric guard of one trainer (see the module docstring). It holds what it needs, not the
+    trainer: the optimisers (``optimizers``, set once they are built), the process group (``dist``:
+    every process skips when any one saw a problem), where alerts go (``alert``: the run writer's, on
+    process 0; None elsewhere) and where the latest knob changes are read (``knob_events``)."""
 
-    def __init__(self, trainer: Any, max_bad_steps: int = MAX_BAD_STEPS):
-        self.trainer = trainer
-        self.max_bad_steps = max_bad_steps
+    def __init__(
+        self,
+        dist: Any,
+        alert: Callable[..., Any] | None = None,
+        knob_events: Callable[[], list[dict[str, Any]]] = list,
+        max_bad_steps: int = MAX_BAD_STEPS,
+    ):
+        self.dist, self.alert, self.knob_events, self.max_bad_steps = dist, alert, knob_events, max_bad_steps
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.consecutive = 0
         self.problem: str | None = None  # what went bad in the update in progress
         self.stopped: str | None = None  # why the run stopped (None: it did not)
-
-    @property
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        return self.trainer.optimizers
+        self.unrecoverable = False  # parameters went bad after a step that had no copy to go back to
+        self.steps_taken = 0  # optimiser steps of the update in progress
 
     # ------------------------------------------------------------------ around one update
-    def update(self, step: int, batch: Any, run_update: Callable[[Any, int], dict[str, float]]) -> dict[str, float]:
+    def update(
+        self, step: int, batch: Any, run_update: Callable[[Any, int], dict[str, float]], optimizer_steps: int
+    ) -> dict[str, float]:
         """``run_update(batch, step)`` when the batch is finite, undone when it produced non-finite numbers. The
-        update's statistics, with ``update_skipped`` 1.0 for a bad step."""
-        self.problem = self._agreed(first_nonfinite_field(batch))
+        update's statistics, with ``update_skipped`` 1.0 for a bad step. ``optimizer_steps``: how many
+        optimiser steps the update may take: the copy to undo it is kept only for more than one (a single
+        step is checked before it is taken: gradients, losses, learning rates)."""
+        self.problem, self.steps_taken = self._agreed(first_nonfinite_field(batch)), 0
         if self.problem is not None:
             self._bad_step(step, "the update was not run")
             return {"update_skipped": 1.0}
-        before = self._copy_state()
+        before = self._copy_state() if optimizer_steps > 1 else None
         stats = run_update(batch, step)
-        if self.problem is None:
-            bad = [k for k in LOSS_KEYS if not _finite(stats.get(k, 0.0))]
-            self.problem = f"loss: {', '.join(f'{k} = {stats[k]}' for k in bad)}" if bad else None
         if self.problem is None:
             self.problem = first_nonfinite_parameter(self.optimizers)
         self.problem = self._agreed(self.problem)
         if self.problem is None:
             self.consecutive = 0
             return {**stats, "update_skipped": 0.0}
-        self._restore_state(before)
-        self._bad_step(step, "the update was undone: parameters and optimiser state are those from before the step")
+        if before is not None:
+            self._restore_state(before)
+            done = "the update was undone: parameters and optimiser state are those from before the step"
+        elif self.steps_taken == 0:
+            self._zero(self.optimizers)
+            done = "the update's optimiser step was not taken: parameters and optimiser state are those from before"
+        else:  # a one-step update whose finite gradients still gave non-finite parameters (an overflow)
+            self.unrecoverable = True
+            done = "it cannot be undone (a one-step update keeps no copy); the run stops with its last checkpoint"
+        self._bad_step(step, done)
         return {**stats, "update_skipped": 1.0}
 
-    def clip_and_step(self, optimizers: dict[str, torch.optim.Optimizer], knobs: Any) -> dict[str, float]:
-        """Clip, and step only when every gradient norm is finite (else zero the gradients and skip the
-        rest of this update's optimiser steps)."""
+    def clip_and_step(
+        self, optimizers: dict[str, torch.optim.Optimizer], knobs: Any, losses: Mapping[str, float] | None = None
+    ) -> dict[str, float]:
+        """Clip, and step only when every loss of the mini-batch, every gradient norm and every learning
+        rate is finite (else zero the gradients and skip the rest of this update's optimiser steps)."""
+        bad = [k for k in LOSS_KEYS if not _finite((losses or {}).get(k, 0.0))]
+        if self.problem is None and bad:
+            self.problem = "loss: " + ", ".join(f"{k} = {losses[k]}" for k in bad)
+        rates = {"agent.lr": knobs.lr, "agent.critic_lr": knobs.critic_lr}
+        if self.problem is None and not all(math.isfinite(v) for v in rates.values()):
+            self.problem = "learning rate: " + ", ".join(f"{k} = {v}" for k, v in rates.items())
         if self.problem is not None:
             self._zero(optimizers)
             return {}
         norms = clip_grads(optimizers, knobs)
-        bad = {k: v for k, v in norms.items() if not math.isfinite(v)}
-        if bad:
-            self.problem = "gradient: " + ", ".join(f"{k} = {v}" for k, v in bad.items())
+        bad_norms = {k: v for k, v in norms.items() if not math.isfinite(v)}
+        if bad_norms:
+            self.problem = "gradient: " + ", ".join(f"{k} = {v}" for k, v in bad_norms.items())
             self._zero(optimizers)
             return norms
+        self.steps_taken += 1
         return {**norms, **step_all(optimizers, knobs)}
 
     # ------------------------------------------------------------------ state
     def _copy_state(self) -> tuple[list[torch.Tensor], dict[str, Any]]:
+        """The tensors an update changes: trainable parameters and optimiser state."""
         params = [p.detach().clone() for opt in self.optimizers.values() for g in opt.param_groups for p in g["params"]]
         return params, {k: copy.deepcopy(o.state_dict()) for k, o in self.optimizers.items()}
 
@@ -160,26 +190,23 @@ class NumericGuard:
 
     def _agreed(self, problem: str | None) -> str | None:
         """Every process skips when any one saw a problem (data parallel: they must stay identical)."""
-        dist = self.trainer.dist
-        if dist.world == 1:
+        if self.dist.world == 1:
             return problem
-        n = float(dist.all_sum(torch.tensor([1.0 if problem else 0.0], device=dist.device))[0])
+        n = float(self.dist.all_sum(torch.tensor([1.0 if problem else 0.0], device=self.dist.device))[0])
         return problem or ("another process saw non-finite numbers" if n > 0 else None)
 
     # ------------------------------------------------------------------ what the person sees
     def _bad_step(self, step: int, what_was_done: str) -> None:
         self.consecutive += 1
-        stop = self.consecutive >= self.max_bad_steps
-        t = self.trainer
+        stop = self.consecutive >= self.max_bad_steps or self.unrecoverable
         if stop:
             self.stopped = (
                 f"non-finite numbers in {self.consecutive} consecutive steps (last: step {step}, "
                 f"{self.problem}); the checkpoint holds the last good policy"
             )
-            t.stop_requested = True
-        if not t.dist.main or t.writer is None:
+        if self.alert is None:
             return
-        changes = recent_knob_changes(t.store.log.read())
+        changes = recent_knob_changes(self.knob_events())
         cause = (
             "likely cause, the latest knob changes first: " + "; ".join(describe_change(c) for c in changes)
             if changes
@@ -190,7 +217,7 @@ class NumericGuard:
             if stop
             else f"the run goes on ({self.consecutive} of {self.max_bad_steps} consecutive bad steps before it stops)"
         )
-        t.writer.alert(
+        self.alert(
             "non_finite",
             f"step {step}: {self.problem}; {what_was_done}; {then}; {cause}",
             problem=self.problem,

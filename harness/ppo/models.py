@@ -35,6 +35,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 from harness.distributions import entropy_from_logits, logprobs_from_logits
 from harness.ppo.packaged import MODELS as PACKAGED
+from harness.ppo.packaged import load_packaged
 from harness.ppo.specs import CriticSpec, LoraSpec, PolicySpec, TinySpec
 from harness.ppo.tiny import build_tiny
 from harness.rollout.chat_templates import ensure_chat_template, stop_token_ids
@@ -73,8 +74,6 @@ def load_packaged_model(
     vocabulary makes that the slow one); later calls load the cache.
     Gemma's tokenizer gets the ``turns`` template (its GGUF carries none), SmolLM2 keeps its ChatML
     template, unless ``chat_template`` names another; generation stops at the template's turn end."""
-    from harness.ppo.packaged import load_packaged
-
     model, tokenizer, _ = load_packaged(name, cache_dir, _dtype(dtype, "dtype") or "auto", attn_implementation, log)
     if chat_template is not None:
         ensure_chat_template(tokenizer, chat_template)

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import torch
 
 from harness.ppo import core
+from harness.ppo.hyperparams import AgentKnobs
 from harness.ppo.models import trainable_parameters
 
 
@@ -17,7 +18,7 @@ def make_optimizers(
     policy: torch.nn.Module,
     critic: torch.nn.Module,
     shared_critic: bool,
-    knobs: Mapping[str, Any],
+    knobs: AgentKnobs,
     accelerator: Any = None,
 ) -> tuple[dict[str, torch.optim.Optimizer], torch.nn.Module, torch.nn.Module]:
     """AdamW for the policy (``lr``) and the critic (``critic_lr``), or one for both when the critic is
@@ -25,11 +26,11 @@ def make_optimizers(
     Under ``accelerate`` the models and optimisers are prepared (DDP). Returns ``(optimizers,
     train_policy, train_critic)``: the modules the update's forward passes go through."""
     if shared_critic:
-        optimizers = {"policy": torch.optim.AdamW(trainable_parameters(critic), lr=float(knobs["lr"]))}
+        optimizers = {"policy": torch.optim.AdamW(trainable_parameters(critic), lr=knobs.lr)}
     else:
         optimizers = {
-            "policy": torch.optim.AdamW(trainable_parameters(policy), lr=float(knobs["lr"])),
-            "critic": torch.optim.AdamW(trainable_parameters(critic), lr=float(knobs["critic_lr"])),
+            "policy": torch.optim.AdamW(trainable_parameters(policy), lr=knobs.lr),
+            "critic": torch.optim.AdamW(trainable_parameters(critic), lr=knobs.critic_lr),
         }
     if accelerator is None:
         return optimizers, policy, critic
@@ -54,11 +55,11 @@ def _prefix(name: str) -> str:
     return "" if name == "policy" else "critic_"
 
 
-def clip_grads(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
+def clip_grads(optimizers: Mapping[str, torch.optim.Optimizer], knobs: AgentKnobs) -> dict[str, float]:
     """Clip each optimiser's gradients to ``max_grad_norm``; returns each one's norm before clipping
     (``grad_norm``, ``critic_grad_norm``; non-finite when a gradient is)."""
     out = {}
-    max_norm = float(knobs["max_grad_norm"])
+    max_norm = knobs.max_grad_norm
     for name, opt in optimizers.items():
         params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
         if params:
@@ -67,7 +68,7 @@ def clip_grads(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[s
     return out
 
 
-def step_all(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
+def step_all(optimizers: Mapping[str, torch.optim.Optimizer], knobs: AgentKnobs) -> dict[str, float]:
     """Set each optimiser's learning rate (``lr`` for ``policy``, ``critic_lr`` for ``critic``, times the
     warm-up factor of its own update count, which travels in checkpoints) and step it. Returns
     ``lr_warmup_factor`` (``critic_``-prefixed for the critic's optimiser)."""
@@ -75,15 +76,10 @@ def step_all(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str
     for name, opt in optimizers.items():
         if not any(p.grad is not None for g in opt.param_groups for p in g["params"]):
             continue
-        factor = core.warmup_factor(updates_done(opt), int(knobs.get("lr_warmup_steps", 0) or 0))
-        base = float(knobs["lr"] if name == "policy" else knobs["critic_lr"])
+        factor = core.warmup_factor(updates_done(opt), knobs.lr_warmup_steps)
+        base = knobs.lr if name == "policy" else knobs.critic_lr
         for g in opt.param_groups:
             g["lr"] = base * factor
         out[f"{_prefix(name)}lr_warmup_factor"] = factor
         opt.step()
     return out
-
-
-def clip_and_step(optimizers: Mapping[str, torch.optim.Optimizer], knobs: Mapping[str, Any]) -> dict[str, float]:
-    """:func:`clip_grads` then :func:`step_all` (no check of the norms: the trainer uses its guard)."""
-    return {**clip_grads(optimizers, knobs), **step_all(optimizers, knobs)}

@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import torch
 
+from harness.rollout.chat_templates import ensure_chat_template
+
 CACHE_ENV = "EAU_CACHE_DIR"  # replaces ~/.cache/eau as the root of the harness's model caches
 CACHE_MANIFEST = "eau_cache.json"  # written last: a cache directory without it is incomplete
 
@@ -122,8 +124,6 @@ def build_cache(model: PackagedModel, target: Path, log: Callable[[str], None] =
     renamed into place; a concurrent builder's finished cache wins)."""
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from harness.rollout.chat_templates import ensure_chat_template
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))

@@ -1,56 +1,64 @@
-"""A run's side of the knobs folder: the values it lends, the changes it applies at step boundaries,
-and what it gives back or keeps when it ends (harness.knobs.lease, harness.knobs.store).
+"""A run's own knobs: its folder ``runs/<id>/knobs/``, the store on it, the changes applied at step
+boundaries, and what a kill or the end leaves for a resume.
 
-Process 0 owns it; the other processes receive each step's snapshot from the trainer."""
+* **Start**: the folder is made from the project's knobs folder (or, for ``eau train --from``, from the
+  parent run's folder as it is now: its final values and any edit made to it since), then the run's own
+  values (its preset's ``agent_knobs`` / ``env_knobs``, ``--set agent_knobs.X=...``) are written into it
+  through the store (author ``system``). The trainer watches only this folder; nothing else changes.
+* **Every step boundary**: the changes waiting there (hand edits, ``eau knobs set``) are validated and
+  applied or refused, each logged in ``knob_events.jsonl`` with its author, reason and event id.
+* **Resume**: the checkpoint's knob state (with no checkpoint, the one step 0 ran with:
+  ``knobs_at_start.json``) is in force, then the folder as it is now is compared with it at the first
+  boundary. A write that was in force in the steps the resume runs again is applied again under its
+  id; a write made while the run was not live is applied under the id its command printed.
+* **End**: under the folder's write lock, every write accepted for the run that it never applied is
+  logged ``not_applied`` (its note stays, so ``eau train --resume`` applies it under the same id).
+
+Process 0 owns it; the other processes receive each step's snapshot from the trainer.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import os
+import shutil
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-from harness.envs.registry import gym_class
-from harness.gyms import BUILTIN_GYMS
-from harness.io import jsonl
-from harness.io.processes import pid_namespace
+from harness.io import jsonl, yamlio
 from harness.io.yamlio import atomic_write_text
-from harness.knobs.events import EventLog, KnobEvent, not_applied_event
-from harness.knobs.lease import (
-    HANDED_BACK,
-    HISTORY,
-    KNOB_LOG,
-    NOT_APPLIED,
-    Lease,
-    folder_lock,
-    give_back,
-    hand_over,
-    lease_is_live,
-    lend,
-    read_lease,
-    settle_stale_lease,
-)
-from harness.knobs.run_checks import facts_from_config
-from harness.knobs.snapshot import AREAS, KnobSnapshot, resolve
-from harness.knobs.store import KnobStore
+from harness.knobs.checks import facts_from_config
+from harness.knobs.events import KnobEvent
+from harness.knobs.folder import copy_folder
+from harness.knobs.notes import write_lock
+from harness.knobs.snapshot import KnobSnapshot, resolve
 from harness.plugins.folder import PluginFolder
 from harness.ppo import checkpoint
+from harness.runs import reader
+from harness.stores import open_store
 
+KNOBS = "knobs"  # in a run folder: the run's own knobs folder
+KNOB_LOG = "knob_events.jsonl"
+IN_FORCE = "knobs_in_force.json"
+AT_START = "knobs_at_start.json"  # the knob state step 0 ran with (a resume with no checkpoint starts from it)
 PLUGIN_REPLAY_STEPS = 3  # recent steps of recorded episodes a plug-in's gate replays
-AT_START = "knobs_at_start.json"  # in a run folder: the knob state its step 0 ran with (a resume with no
-# checkpoint starts from it)
+STARTED_ONLY = {KNOBS, KNOB_LOG, "log.txt"}  # what a start killed before the run folder existed leaves
+
+
+def initial_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run config's own knob values (``agent_knobs`` / ``env_knobs``) by full knob name."""
+    return {
+        **{f"agent.{k}": v for k, v in (agent_knobs or {}).items()},
+        **{f"env.{k}": v for k, v in (env_knobs or {}).items()},
+    }
 
 
 def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> list[dict[str, Any]]:
     """The knob and rule writes a resumed run must apply again: those whose last record says they were
-    applied live at ``start_step`` or later (the steps the resume runs again). Schema reloads are not
-    among them: a run loads the schemas the folder holds."""
-    last: dict[str, dict[str, Any]] = {}
-    for rec in records:
-        if rec.get("id"):
-            last.pop(rec["id"], None)
-            last[rec["id"]] = rec  # in log order of the last record
+    applied live at ``start_step`` or later (the steps the resume runs again). Schema reloads and
+    plug-ins are not among them: a run loads those as the folder holds them."""
+    last = {rec["id"]: rec for rec in records if rec.get("id")}  # the last record of each write says how it stands
     return [
         r
         for r in last.values()
@@ -58,383 +66,108 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
         and r.get("applies") == "live"
         and isinstance(r.get("step_effective"), int)
         and r["step_effective"] >= start_step
-        and not str(r.get("knob", "")).startswith(("schema.", "plugins."))  # plug-ins: gated again from the files
+        and not str(r.get("knob", "")).startswith(("schema.", "plugins."))
         and r.get("author") in ("human", "agent", "system")
         and r.get("reason")
     ]
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _records_between(path: Path, start: int, end: int) -> list[dict[str, Any]]:
-    """The complete JSON records of ``path`` between byte offsets ``start`` and ``end``."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, start))
-            data = f.read(max(0, end - start))
-    except OSError:
-        return []
-    out = []
-    for line in data.split(b"\n")[:-1]:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
-
-
-def writes_with_no_run(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Among knob events logged while no run was live (the folder's history, or a stopped run's log
-    through ``--run``), the accepted writes of knob cells by a person or an agent: (the last of each
-    cell, unless a later system write such as a run lending or giving back values replaced it; the
-    others, replaced by a later write). Rule and schema files are not among them (a resume reads those
-    as they are)."""
-
-    def by_someone(r: Mapping[str, Any]) -> bool:
-        return (
-            r.get("author") in ("human", "agent")
-            and r.get("source") in ("cli", "revert", "watch")
-            and r.get("applies") == "live"
-            and bool(r.get("reason"))
-            and bool(r.get("id"))
-        )
-
-    last: dict[tuple[str, Any], dict[str, Any]] = {}
-    replaced: list[dict[str, Any]] = []
-    for r in records:
-        knob = str(r.get("knob", ""))
-        if r.get("status") != "accepted" or knob.partition(".")[0] not in AREAS:
-            continue
-        prev = last.pop((knob, r.get("gym")), None)
-        if prev is not None and by_someone(prev) and prev.get("id") != r.get("id"):
-            replaced.append({**prev, "_by": r})
-        last[(knob, r.get("gym"))] = r
-    return [r for r in last.values() if by_someone(r)], replaced
-
-
-def lent_values(
-    agent_knobs: Mapping[str, Any] | None,
-    env_knobs: Mapping[str, Any] | None,
-    knob_state: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The knob values a run sets (its config's ``agent_knobs`` / ``env_knobs``, by full name); with
-    ``knob_state`` (a checkpoint's, on resume) the values it had in force for those knobs instead."""
-    values = {f"agent.{k}": v for k, v in (agent_knobs or {}).items()}
-    values.update({f"env.{k}": v for k, v in (env_knobs or {}).items()})
-    in_force = (knob_state or {}).get("values") or {}
-    for name in values:
-        area, _, knob = name.partition(".")
-        if knob in in_force.get(area, {}):
-            values[name] = in_force[area][knob]
-    return values
-
-
 class RunKnobs:
-    """The knob store of one run and its lease on the knobs folder."""
+    """The knobs of one run (see the module docstring)."""
 
-    def __init__(
-        self,
-        knobs_dir: Path,
-        run_id: str,
-        run_dir: Path,
-        gyms: list[str],
-        note: Callable[[str], None] = lambda m: None,
-        config: Mapping[str, Any] | None = None,
-    ):
-        """``config``: the run's config as a mapping (what the store checks values against: a value
-        this run cannot work with, such as an LLM-user share without ``user_llm``, is refused)."""
-        self.dir, self.run_id, self.run_dir, self.gyms = Path(knobs_dir), run_id, Path(run_dir), list(gyms)
+    def __init__(self, run_dir: Path, gyms: list[str], llm_user: bool, note: Callable[[str], None] = lambda m: None):
+        """``llm_user``: whether the run has an LLM user (a value it cannot work with, such as an
+        LLM-user share without one, is refused)."""
+        self.run_dir, self.dir, self.gyms = Path(run_dir), Path(run_dir) / KNOBS, list(gyms)
+        self.facts = facts_from_config({"user_llm": llm_user}, str(self.run_dir / "config.yaml"))
         self.note = note  # a line for the person watching (before the run folder exists too)
-        self.facts = facts_from_config(config or {}, str(self.run_dir / "config.yaml")) if config is not None else None
-        self.store = self._open()  # events in memory until the run folder exists (attach)
-        self.plugins = PluginFolder(self.dir, lambda: self.store.log)  # knobs/plugins/*.py (harness.plugins)
-        for name in BUILTIN_GYMS:  # every gym's override points declared, for the plug-in gate
-            gym_class(name)
-        self.lease: Lease | None = None
+        self.store: Any = None
         self.writer: Any = None
+        self.plugins = PluginFolder(self.dir, lambda: self.store.log)  # runs/<id>/knobs/plugins/*.py
 
-    def _open(self) -> KnobStore:
-        store = KnobStore(self.dir, events_path=None, run_gyms=self.gyms)
-        store.live_run = True
-        store.run_facts = self.facts
-        return store
+    def _open(self, base: Mapping[str, Any] | None = None) -> None:
+        self.store = open_store(self.dir, events_path=None, run_gyms=self.gyms, base=base)
+        self.store.run_facts = self.facts
 
     # ------------------------------------------------------------------ start
-    def lend(self, values: Mapping[str, Any], reason: str) -> None:
-        """Lend ``values`` to the folder: a lease left by a run that died is given back first; a lease
-        of another live run is refused (ValueError naming it); a lease of this run (killed, now resumed)
-        keeps the values it recorded from before the run. Under the folder's lock (a command writing
-        for a run decides under it whether a run holds the folder)."""
-        with folder_lock(self.dir):
-            self._lend(values, reason)
-
-    def _lend(self, values: Mapping[str, Any], reason: str) -> None:
-        held = read_lease(self.dir)
-        resuming = (self.run_dir / "config.yaml").exists()
-        if held is not None and held.run_id == self.run_id and resuming:
-            # this run, killed, now resumed: the files hold what it lent and every write made since (the
-            # first step boundary applies those with their authors); lend only what it had not lent yet
-            values = {k: v for k, v in values.items() if k not in held.knobs}
-        if held is not None and held.run_id != self.run_id:
-            if lease_is_live(held):
-                raise ValueError(
-                    f"run {held.run_id} (pid {held.pid}) is live on the knobs folder {self.dir}; a "
-                    "second run needs a knobs folder of its own: --knobs-dir DIR (eau knobs init DIR)"
-                )
-            settle_stale_lease(self.dir, log=self.note)
-            self.store = self._open()
-            held = None
-        if held is None:
-            self._retire_orphaned_notes()
-        self.handed_back = self._handed_back() if resuming else None
-        if self.handed_back and held is None:
-            # this run's values went back to the folder when it ended (or when a command settled its lease
-            # after a kill): lend what it had in force then, writes applied after its last checkpoint included
-            values = {k: self.handed_back["lent"].get(k, v) for k, v in values.items()}
-        # what the folder held before this resume lent anything (an attempt of it killed before its first
-        # step boundary lent some already: their values from before are in its lease)
-        self.folder_values = {spec.full_name: self.store.raw(spec.full_name) for spec in self.store.specs()}
-        for name, rec in (held.knobs if held is not None else {}).items():
-            self.folder_values[name] = rec.get("before")
-        self.log_size_at_start = _size(self.run_dir / KNOB_LOG)  # what this attempt logs comes after
-        self.lease = held or Lease(run_id=self.run_id, run_dir=str(self.run_dir.resolve()), pid=os.getpid())
-        self.lease.pid, self.lease.pid_ns = os.getpid(), pid_namespace()
-        self.lease.save(self.dir)  # the folder knows the live process even when nothing is lent again
+    def start(self, cfg: Any, project: Path, runs_dir: Path) -> None:
+        """A new run's folder from the project folder ``project`` (with ``cfg.parent``, ``eau train
+        --from``: from the parent run's folder as it is now), then the config's own values. ValueError
+        naming the preset and the knob when one is refused."""
+        parent = Path(runs_dir) / cfg.parent / KNOBS if cfg.parent else None
+        source = parent if parent is not None and parent.is_dir() else project
+        reason = f"run {self.run_dir.name}: preset {cfg.preset}" + (
+            f", from run {cfg.parent}" if source == parent else ""
+        )
         try:
-            lend(self.store, self.lease, values, reason=reason)
+            self.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason)
+        except ValueError as exc:
+            raise ValueError(f"preset {cfg.preset}: {exc}") from None
+
+    def create(self, source: Path, values: Mapping[str, Any], reason: str) -> None:
+        """A new run's folder made from the knobs folder ``source``, then ``values`` (full name -> raw
+        value) written through the store. ValueError naming the knob when one is refused, KnobError
+        for an invalid file in ``source``; the run folder is removed again on any failure."""
+        there = {p.name for p in self.run_dir.iterdir()} if self.run_dir.is_dir() else set()
+        if there - STARTED_ONLY or (self.run_dir / "config.yaml").exists():
+            raise FileExistsError(
+                f"run folder {self.run_dir} exists and is not empty; choose another --run-id "
+                f"or resume it with --resume {self.run_dir.name}"
+            )
+        if there:  # a start killed before its run folder was written: only its knobs folder is there
+            shutil.rmtree(self.run_dir)
+        made = not self.run_dir.exists()
+        try:
+            copy_folder(source, self.dir)
+            self._open()
+            for name, value in values.items():
+                # a scalar sets the global/default value (other gyms' values stay); a mapping is the whole value
+                res = self.store.set(
+                    name,
+                    value,
+                    author="system",
+                    reason=reason,
+                    source="system",
+                    skip_requires=True,
+                    skip_delta=True,
+                    whole=isinstance(value, Mapping),
+                )
+                if not res.ok:
+                    raise ValueError(f"{name}={value!r} refused: {res.event['message']}")
             problems = self.store.run_problems()
             if problems:  # refused now rather than fatal at the first reset
                 raise ValueError("; ".join(problems))
-        except ValueError:
-            self.give_back(f"run {self.run_id} did not start: lent values given back")
+        except BaseException:
+            shutil.rmtree(self.run_dir if made else self.dir, ignore_errors=True)
             raise
 
-    def _retire_orphaned_notes(self) -> None:
-        """No run holds the folder: a note left in ``.pending`` belongs to no live run (its run ended, or
-        was settled, without matching it); log each in the folder's history under its id, then drop it.
-        Notes of writes a killed resume was to apply again are dropped (its log has them; a resume of it
-        writes them again)."""
-        for rec in self.store.carried_over():
-            self.store.drop_attribution(rec["knob"], rec.get("gym"), rec.get("new"))
-        notes = self.store.waiting_notes()
-        if not notes:
-            return
-        history = EventLog(self.dir / HISTORY)
-        for note in notes:
-            history.append(
-                not_applied_event(
-                    note,
-                    f"found waiting in .pending when run {self.run_id} started: the run it was accepted "
-                    "for ended without applying it",
-                )
-            )
-            self.store.drop_attribution(note["knob"], note.get("gym"), note.get("new"))
-            self.note(
-                f"knobs: write {note.get('id')} ({note['knob']} = {json.dumps(note.get('new'))}) was left "
-                "unapplied by an earlier run; logged as not_applied in the folder history"
-            )
-
-    def _handed_back(self) -> dict[str, Any] | None:
-        try:
-            doc = json.loads((self.run_dir / HANDED_BACK).read_text())
-        except (OSError, ValueError):
-            return None
-        return doc if isinstance(doc, dict) and isinstance(doc.get("lent"), dict) else None
+    def resume(self, knob_state: Mapping[str, Any] | None, start_step: int) -> None:
+        """Resume: the checkpoint's knob state in force (with no checkpoint, the one step 0 ran with),
+        and notes for the writes the steps run again had in force, so the first boundary applies them
+        again under their ids (writes made meanwhile carry their notes already)."""
+        if knob_state is None and (self.run_dir / AT_START).is_file():
+            knob_state = json.loads((self.run_dir / AT_START).read_text(encoding="utf-8"))
+        self._open(knob_state)
+        self.plugins.start_note = f"when the run resumed at step {start_step} (gated again)"
+        for note in self.store.notes.all():  # from an earlier resume killed before its first boundary
+            if note.get("first_applied_at") is not None:
+                self.store.notes.drop(note["knob"], note.get("gym"), note.get("new"))
+        ck = checkpoint.latest(self.run_dir)
+        offset = int(checkpoint.read_state(ck).get("offsets", {}).get(KNOB_LOG, 0)) if ck is not None else 0
+        for rec in writes_to_apply_again(jsonl.read_from(self.run_dir / KNOB_LOG, offset), start_step):
+            self.store.notes.write(rec, first_applied_at=rec["step_effective"])
 
     def attach(self, writer: Any, resumed: bool) -> None:
         """From now on events go to the run folder (with those logged before it existed)."""
         self.writer = writer
         self.store.attach_log(self.run_dir / KNOB_LOG)
         if not resumed:
-            writer.knobs_in_force(self.store.in_force_document())
+            writer.knobs_in_force(self.in_force_document())
             atomic_write_text(self.run_dir / AT_START, json.dumps(self.store.in_force_document(), default=str))
-        changed = [
-            f"{k} {json.dumps(v['before'])} -> {json.dumps(v['lent'])}"
-            for k, v in (self.lease.knobs if self.lease else {}).items()
-            if v["before"] != v["lent"]
-        ]
-        if changed:
-            writer.log(f"knobs lent to this run (given back when it ends): {'; '.join(changed)}")
-
-    def restore(self, knob_state: Mapping[str, Any] | None, start_step: int) -> None:
-        """Resume: the checkpoint's values in force (with no checkpoint, those the run started with);
-        the writes applied in the steps the resume runs again kept for the first step boundary, which
-        applies them again under their event ids, authors and reasons; then the writes the run had
-        accepted but not applied when it ended, written again (with their ids too)."""
-        if knob_state is None and (self.run_dir / AT_START).is_file():
-            knob_state = json.loads((self.run_dir / AT_START).read_text())
-        self.store.restore(knob_state)
-        self.plugins.start_note = f"when the run resumed at step {start_step} (gated again)"
-        self._carry_over_applied(start_step)
-        path = self.run_dir / NOT_APPLIED
-        written_again: dict[tuple[str, Any], dict[str, Any]] = {}  # (knob, gym) -> the write, for a later one
-        for w in json.loads(path.read_text()) if path.is_file() else []:
-            written_again[(w["knob"], w["gym"])] = w
-            res = self.store.set(
-                w["knob"],
-                w["written"],
-                gym=w["gym"],
-                author=w["author"],
-                reason=w["reason"],
-                step_written=start_step,
-                run_live=True,
-                source=w.get("source") or "cli",
-                skip_requires=True,
-                event_id=w.get("id") or w.get("event"),
-            )
-            state = "written again" if res.ok else f"refused now: {res.event.get('message')}"
-            self.writer.log(
-                f"knob {w['knob']} = {json.dumps(w['written'])} (not applied before the run ended): {state}"
-            )
-        path.unlink(missing_ok=True)
-        self._apply_writes_with_no_run(start_step, written_again)
-
-    def _apply_writes_with_no_run(self, start_step: int, written_again: Mapping[tuple[str, Any], Any]) -> None:
-        """Resume after the run's values went back: the writes made while no run was live (in the folder's
-        history, or in this run's log through ``--run``) that the folder still holds are written again
-        for this run, under their ids, authors and reasons; the first step boundary applies them."""
-        doc = self.handed_back
-        if not doc:
-            return
-        records = jsonl.read_from(self.dir / HISTORY, int(doc.get("history_offset") or 0))
-        # and those logged to this run's log through `--run` while it was stopped (before this attempt's own)
-        records += _records_between(self.run_dir / KNOB_LOG, int(doc.get("log_offset") or 0), self.log_size_at_start)
-        records.sort(key=lambda r: str(r.get("time", "")))
-        apply, replaced = writes_with_no_run(records)
-        for w in replaced:
-            by = w["_by"]
-            self._not_applied(
-                w, f"written while no run was live; replaced before the resume by {by.get('id')} ({by.get('author')})"
-            )
-        for w in apply:
-            if resolve(self.folder_values.get(w["knob"]), w.get("gym")) != w.get("new"):
-                # changed again since (by hand): the rescan at the first boundary sees that
-                self._not_applied(w, "written while no run was live; the file no longer held it at the resume")
-                continue
-            earlier = written_again.get((w["knob"], w.get("gym")))
-            if earlier is not None and (earlier.get("id") or earlier.get("event")) != w["id"]:
-                # a write the run never applied, replaced while no run was live: it never will be
-                self.store.drop_attribution(earlier["knob"], earlier["gym"], earlier["written"])
-                self.store.log.append(
-                    KnobEvent(
-                        id=earlier.get("id") or earlier.get("event"),
-                        knob=earlier["knob"],
-                        gym=earlier["gym"],
-                        old=earlier.get("in_force"),
-                        new=earlier["written"],
-                        author=earlier["author"],
-                        reason=earlier["reason"],
-                        status="not_applied",
-                        source=earlier.get("source") or "cli",
-                        file=earlier.get("file"),
-                        step_written=earlier.get("step_written"),
-                        message=f"replaced before the resume by {w['id']} ({w['author']}: {w['reason']}), "
-                        "written while no run was live",
-                    )
-                )
-            res = self.store.set(
-                w["knob"],
-                w["new"],
-                gym=w.get("gym"),
-                author=w["author"],
-                reason=w["reason"],
-                step_written=start_step,
-                run_live=True,
-                source=w["source"],
-                ref=w.get("ref"),
-                skip_requires=True,  # checked when it was written; the max delta holds against what the run has
-                event_id=w["id"],
-            )
-            if res.ok and not res.pending:  # the value the run resumes with already: in force, say so under its id
-                self.store.log.append(
-                    KnobEvent(
-                        id=w["id"],
-                        knob=w["knob"],
-                        gym=w.get("gym"),
-                        old=w.get("old"),
-                        new=w["new"],
-                        author=w["author"],
-                        reason=w["reason"],
-                        status="accepted",
-                        source=w["source"],
-                        file=w.get("file"),
-                        step_written=w.get("step_written"),
-                        ref=w.get("ref"),
-                        message=f"written while no run was live; the run resumed at step {start_step} with this "
-                        "value in force already",
-                    )
-                )
-            state = (
-                "applied at the next step boundary"
-                if res.pending
-                else ("in force already" if res.ok else f"refused now: {res.event.get('message')}")
-            )
-            self.writer.log(
-                f"knob {w['knob']}{'[' + w['gym'] + ']' if w.get('gym') else ''} = {json.dumps(w['new'])} "
-                f"({w['id']}, {w['author']}: {w['reason']}; written while no run was live): {state}"
-            )
-        (self.run_dir / HANDED_BACK).unlink(missing_ok=True)
-
-    def _not_applied(self, w: Mapping[str, Any], message: str) -> None:
-        """Log a write made while no run was live that this resume does not apply, under its id."""
-        self.store.log.append(
-            KnobEvent(
-                id=w["id"],
-                knob=w["knob"],
-                gym=w.get("gym"),
-                old=w.get("old"),
-                new=w.get("new"),
-                author=w["author"],
-                reason=w["reason"],
-                status="not_applied",
-                source=w.get("source") or "cli",
-                file=w.get("file"),
-                step_written=w.get("step_written"),
-                ref=w.get("ref"),
-                message=message,
-            )
-        )
-
-    def _carry_over_applied(self, start_step: int) -> None:
-        """Notes for the writes logged after the checkpoint (or since the start) that were in force."""
-        for old in self.store.carried_over():  # from an earlier resume that was killed before its first step
-            self.store.drop_attribution(old["knob"], old.get("gym"), old.get("new"))
-        ck = checkpoint.latest(self.run_dir)
-        offset = int(checkpoint.read_state(ck).get("offsets", {}).get(KNOB_LOG, 0)) if ck is not None else 0
-        for rec in writes_to_apply_again(jsonl.read_from(self.run_dir / KNOB_LOG, offset), start_step):
-            self.store.carry_over(rec, first_applied_at=rec["step_effective"])
-
-    def _settle_carried_over(self, step: int) -> None:
-        """After a resumed run's first step boundary: a write it was to apply again that the files no
-        longer hold (changed again, or back to the checkpoint's value) is not in force; say so under its id."""
-        for rec in self.store.carried_over():
-            self.store.log.append(
-                KnobEvent(
-                    id=rec["id"],
-                    knob=rec["knob"],
-                    gym=rec.get("gym"),
-                    new=rec.get("new"),
-                    author=rec["author"],
-                    reason=rec["reason"],
-                    status="not_applied",
-                    source=rec.get("source") or "cli",
-                    step_written=rec.get("step_written"),
-                    ref=rec.get("ref"),
-                    message=f"applied from step {rec['first_applied_at']} before the run was killed; the run resumed at "
-                    f"step {step} and the files no longer hold this value, so it is not in force",
-                )
-            )
-            self.store.drop_attribution(rec["knob"], rec.get("gym"), rec.get("new"))
-            self.writer.log(
-                f"knob {rec['knob']} = {json.dumps(rec.get('new'))} ({rec['id']}, applied before the kill) "
-                "is not in force after the resume: the files no longer hold it"
+            set_by_run = sorted({e["knob"] for e in self.store.log.read() if e.get("source") == "system"})
+            writer.log(
+                f"knobs of this run in {self.dir}"
+                + (f" (set by its config: {', '.join(set_by_run)})" if set_by_run else "")
             )
 
     # ------------------------------------------------------------------ every step
@@ -445,8 +178,9 @@ class RunKnobs:
         recent = jsonl.tail(self.run_dir / "metrics.jsonl", window)
         res = self.store.poll(step, recent, rescan=first)
         if first:
-            self._settle_carried_over(step)
-        plugged, unplugged = self.plugins.poll(step, self._recent_episodes, current_step=step, first=first)
+            self._settle_notes(step)
+        episodes = lambda: reader.recent_episodes(self.run_dir, PLUGIN_REPLAY_STEPS)
+        plugged, unplugged = self.plugins.poll(step, episodes, current_step=step, first=first)
         if plugged:
             self.store.version += 1  # the snapshot's version says "something changed"
         res.applied.extend(plugged)
@@ -462,6 +196,48 @@ class RunKnobs:
             self.writer.knobs_in_force(self.in_force_document())
         return self.snapshot(), len(res.applied)
 
+    def _settle_notes(self, step: int) -> None:
+        """After the first boundary of an attempt, the notes it did not use: a write whose value was in
+        force already is logged so under its id; one the files no longer hold (changed again) never
+        will be applied, and is logged ``not_applied``."""
+        for note in self.store.notes.all():
+            again = note.get("first_applied_at")
+            if again is None and self._file_holds(note) and self._in_force(note):
+                self._record(note, "accepted", f"in force already when this attempt started at step {step}", step)
+            else:
+                before = f"applied from step {again} before the run was killed" if again is not None else "written"
+                message = f"{before}; at step {step} the files no longer hold this value (replaced): not in force"
+                self._record(note, "not_applied", message)
+            self.store.notes.drop(note["knob"], note.get("gym"), note.get("new"))
+
+    def _file_holds(self, note: Mapping[str, Any]) -> bool:
+        """Whether the run's files hold the value of a write's note."""
+        first, _, rest = note["knob"].partition(".")
+        path = self.dir / (("rules/" + rest.replace(".", "/", 1) if first == "rules" else first) + ".yaml")
+        try:
+            doc = yamlio.load_plain(path)
+        except yamlio.FileProblem:
+            return False
+        if first == "rules":
+            return doc == note.get("new")
+        return isinstance(doc, dict) and resolve(doc.get(rest), note.get("gym")) == note.get("new")
+
+    def _in_force(self, note: Mapping[str, Any]) -> bool:
+        first, _, rest = note["knob"].partition(".")
+        if first == "rules":
+            kind, _, key = rest.partition(".")
+            return self.store.rules.get(kind, {}).get(key) == note.get("new")
+        return resolve(self.store.in_force.get(first, {}).get(rest), note.get("gym")) == note.get("new")
+
+    def _record(self, note: Mapping[str, Any], status: str, message: str, step_effective: int | None = None) -> None:
+        """Log the outcome of a note's write under its id, author and reason (and a line in log.txt)."""
+        fields = {k: note.get(k) for k in ("id", "knob", "gym", "new", "author", "reason", "step_written", "ref")}
+        event = KnobEvent(**fields, source=note.get("source") or "cli", status=status, message=message)
+        event.step_effective = step_effective
+        self.store.log.append(event)
+        what = "NOT APPLIED" if status == "not_applied" else "in force"
+        self.writer.log(f"knob {note['knob']} = {json.dumps(note.get('new'))} ({note['id']}) {what}: {message}")
+
     def snapshot(self) -> KnobSnapshot:
         """The knob snapshot in force, with the plug-ins in force for their override points."""
         snap = self.store.snapshot()
@@ -472,29 +248,26 @@ class RunKnobs:
         """``knobs_in_force.json``: the store's values and rules, and the plug-ins in force."""
         return {**self.store.in_force_document(), "plugins": self.plugins.summary()}
 
-    def _recent_episodes(self) -> list[dict[str, Any]]:
-        """The episodes recorded in the run's last few steps (what a plug-in's gate replays)."""
-        folder = self.run_dir / "trajectories"
-        files = sorted(folder.glob("step_*.jsonl"))[-PLUGIN_REPLAY_STEPS:] if folder.is_dir() else []
-        return [rec for f in files for rec in jsonl.read(f)]
-
     # ------------------------------------------------------------------ end
-    def end(self) -> None:
-        """However the run ends: report the writes it accepted but never applied (kept in
-        ``knobs_not_applied.json`` for a resume), then give the lent values back to the folder."""
-        with folder_lock(self.dir):  # a command writing for this run now either comes before or sees no lease
-            if self.writer is not None and self.lease is not None:
-                try:
-                    hand_over(self.store, self.run_dir, self.lease, log=self.writer.log)
-                except Exception as exc:  # a report must not hide the run's own error
-                    self.note(f"knobs: could not hand over unapplied writes: {exc}")
-            self.give_back(f"run {self.run_id} ended: the values it lent go back")
-
-    def give_back(self, reason: str) -> None:
-        if self.lease is None:
+    @contextlib.contextmanager
+    def ending(self) -> Iterator[None]:
+        """However the run ends: under the folder's write lock, each write accepted for the run that it
+        never applied is logged ``not_applied`` (its note stays for a resume); the block (the run's
+        final state) runs under the lock too, so a command that writes after it sees a stopped run."""
+        if self.store is None or not self.dir.is_dir():
+            yield
             return
-        back = give_back(self.store, self.lease, reason=reason)
-        self.lease = None
-        given = [f"{e['knob']} -> {json.dumps(e['new'])}" for e in back if e.get("status") == "accepted"]
-        if given and self.writer is not None:
-            self.writer.log(f"knobs given back to {self.dir}: {'; '.join(given)}")
+        with write_lock(self.dir):
+            if self.writer is not None:
+                for note in self.store.notes.all():
+                    if note.get("first_applied_at") is None:
+                        self._unapplied(note)
+            yield
+
+    def _unapplied(self, note: Mapping[str, Any]) -> None:
+        if self._file_holds(note):
+            message = "the run ended before its next step boundary; `eau train --resume` applies it under this id"
+            self._record(note, "not_applied", message)
+        else:
+            self._record(note, "not_applied", "replaced in the file before the run applied it: never applied")
+            self.store.notes.drop(note["knob"], note.get("gym"), note.get("new"))

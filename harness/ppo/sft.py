@@ -27,6 +27,8 @@ import torch
 from harness.agents.scripted import impatient, oracle_action, public_action, run_episode
 from harness.envs.registry import make as make_gym
 from harness.knobs.snapshot import KnobSnapshot
+from harness.ppo.checkpoint import trainable_state_dict
+from harness.ppo.models import forward_token_stats, frozen_trunk_depth, load_policy, trainable_parameters, trunk_capture
 from harness.ppo.specs import PolicySpec, WarmStartSpec, doc
 from harness.rollout.chat import ChatFormat, check_user_replies
 
@@ -112,15 +114,6 @@ def run_sft(
     ``model``/``tokenizer``: train this already loaded policy in place (``eau train``'s warm start)
     instead of loading ``cfg.policy``. ``progress(stage, done, total, info)`` reports each stage:
     ``demonstrations`` (episodes played) and ``updates`` (``info``: epoch and loss)."""
-    from harness.ppo.checkpoint import trainable_state_dict
-    from harness.ppo.models import (
-        forward_token_stats,
-        frozen_trunk_depth,
-        load_policy,
-        trainable_parameters,
-        trunk_capture,
-    )
-
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     t0 = time.perf_counter()

@@ -18,6 +18,7 @@ import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from harness.envs.intention import REQUESTS
 from harness.ppo.specs import TinySpec
 from harness.rollout.chat_templates import END_OF_TURN, START_OF_TURN, ensure_chat_template, stop_token_ids
 
@@ -111,8 +112,6 @@ def _intention_lines() -> list[str]:
     """The intention gym's requests, details and detail keywords: each keyword then becomes one or
     two tokens, so a small policy names a detail in one choice instead of spelling it out (measured:
     278 of its 346 keywords took several tokens before, and a sampled tiny policy garbled them)."""
-    from harness.envs.intention import REQUESTS  # the gym's own vocabulary, not a copy of it
-
     lines = []
     for req in REQUESTS:
         lines.append(req.prompt)

@@ -10,32 +10,35 @@
         update   <- PPO epochs over mini-batches (micro-batches accumulate gradients)
         log      <- metrics.jsonl, trajectories, status.json, log.txt; checkpoint every N steps
 
-Around it (``session``): the knob watcher, and at the end, however the run ends, its final state,
-the knob writes it never applied and the knob values it lent given back. Data parallel under
-``accelerate launch``: every process rolls out its share of the tasks, DDP averages gradients,
-whitening sums over every process, process 0 alone polls knobs and writes the run folder.
+The run's knobs live in its own folder, ``runs/<id>/knobs`` (harness/ppo/run_knobs.py); the agent
+knobs reach the loop as a typed object (harness/ppo/hyperparams.py). Around the loop (``session``):
+the knob watcher on that folder, and at the end, however the run ends, the knob writes it never
+applied logged and its final state. Data parallel under ``accelerate launch``: every process rolls
+out its share of the tasks, DDP averages gradients, whitening sums over every process, process 0
+alone polls knobs and writes the run folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
+import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-import harness.rewards  # noqa: F401  (registers the reward rule-file check the knob store runs)
 from harness.envs.registry import make as make_gym
 from harness.knobs.watcher import KnobWatcher
 from harness.ppo import checkpoint, core
 from harness.ppo.batch import Batch, collate, minibatch_plan
-from harness.ppo.config import TrainConfig, config_from_dict, load_config_file
+from harness.ppo.config import TrainConfig, check_start, default_run_id
 from harness.ppo.distributed import Dist, seed_everything
 from harness.ppo.guards import NumericGuard
+from harness.ppo.hyperparams import AgentKnobs
 from harness.ppo.models import (
     PolicyWithValueHead,
     batch_token_stats,
@@ -52,19 +55,15 @@ from harness.ppo.numerics import describe as describe_numerics
 from harness.ppo.numerics import numeric_environment
 from harness.ppo.optim import make_optimizers
 from harness.ppo.packaged import model_folder
-from harness.ppo.run_knobs import RunKnobs, lent_values
+from harness.ppo.run_knobs import RunKnobs
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
 from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
-from harness.runs.metrics import prompts_over_budget, step_line, step_metrics
+from harness.runs.metrics import prompt_alerts, step_line, step_metrics
 from harness.runs.progress import Progress
 from harness.runs.writer import RunWriter
-from harness.users import UserFactory  # also registers the user rule-file check
-
-
-def default_run_id(preset: str) -> str:
-    return f"{preset}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+from harness.users import UserFactory
 
 
 def episode_sampling_seed(seed: int, step: int, task_slot: int, sample: int) -> int:
@@ -77,10 +76,10 @@ def episode_sampling_seed(seed: int, step: int, task_slot: int, sample: int) -> 
 class Trainer:
     """Owns the models, optimisers, gyms, knob store and run folder of one run.
 
-    Built in this order: the knob values the run lends to the knobs folder, the run folder (so that
-    ``status.json`` and ``log.txt`` show every phase), the policy and its starting weights, critic,
-    KL reference and optimisers, the rollout engine, then on resume the checkpoint. If any of it
-    fails, the lent knob values are given back before the error propagates."""
+    Built in this order: the run's knobs folder (checked before anything else is made), the run
+    folder (so that ``status.json`` and ``log.txt`` show every phase), the policy and its starting
+    weights, critic, KL reference and optimisers, the rollout engine, then on resume the checkpoint.
+    If any of it fails, the run folder says so before the error propagates."""
 
     def __init__(
         self,
@@ -97,15 +96,7 @@ class Trainer:
         self.runs_dir, self.knobs_dir = Path(runs_dir), Path(knobs_dir)
         self.run_dir = self.runs_dir / self.run_id
         self.progress = progress if progress is not None and self.dist.main else Progress(enabled=False)
-        if cfg.tasks_per_step % self.dist.world:
-            raise ValueError(f"tasks_per_step={cfg.tasks_per_step} must divide evenly over {self.dist.world} processes")
-        if cfg.init_checkpoint and not (Path(cfg.init_checkpoint) / "policy.pt").exists():
-            # before the knob files are touched or a model is loaded (a packaged model takes a while)
-            raise ValueError(
-                f"init_checkpoint {cfg.init_checkpoint}: no policy.pt there; make a warm start with "
-                f"`eau sft --preset tiny --out {cfg.init_checkpoint}` or point it at an `eau sft` output "
-                "or a run's checkpoints/step_N folder"
-            )
+        check_start(cfg, self.dist.world)  # before the knobs folder is made or a model is loaded
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         if cfg.device != "auto":
@@ -116,31 +107,21 @@ class Trainer:
         ck = checkpoint.latest(self.run_dir) if resume else None
         self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
-        # knobs: the store serves this run (scope checks use its gyms); the run's own values are lent
-        self.knobs_link = RunKnobs(
-            self.knobs_dir, self.run_id, self.run_dir, cfg.gyms, note=self._note, config={"user_llm": cfg.user_llm}
-        )
-        self.store = self.knobs_link.store
+        # knobs: the run's own folder, runs/<id>/knobs (harness/ppo/run_knobs.py), made now for a new run
+        self.knobs_link = RunKnobs(self.run_dir, cfg.gyms, llm_user=bool(cfg.user_llm), note=self._note)
         if self.dist.main:
-            reason = (
-                f"run {self.run_id} resumed: its values lent again"
-                if resume
-                else f"preset {cfg.preset}: lent to run {self.run_id}"
-            )
-            try:
-                self.knobs_link.lend(
-                    lent_values(cfg.agent_knobs, cfg.env_knobs, (self.resume_state or {}).get("knob_state")), reason
-                )
-            except ValueError as exc:
-                raise ValueError(f"preset {cfg.preset}: {exc}") from None
-            self.store = self.knobs_link.store
+            st = self.resume_state or {}
+            if resume:
+                self.knobs_link.resume(st.get("knob_state"), int(st.get("next_step", 0)))
+            else:
+                self.knobs_link.start(cfg, self.knobs_dir, self.runs_dir)
+        self.store = self.knobs_link.store  # the run's knob store (process 0; None elsewhere)
+        self.snapshot = self.dist.broadcast(self.knobs_link.snapshot() if self.dist.main else None)
+        self.knobs = AgentKnobs.from_snapshot(self.snapshot)
         try:
             self._build(resume)
         except BaseException as exc:
-            if self.dist.main:
-                self.knobs_link.end()
-                if self.writer is not None:
-                    self.writer.finish("failed", error=f"{type(exc).__name__}: {exc}")
+            self._finish("failed", error=f"{type(exc).__name__}: {exc}")
             raise
 
     def _build(self, resume: bool) -> None:
@@ -153,7 +134,13 @@ class Trainer:
                 )
             else:
                 self.writer = RunWriter.create(
-                    self.run_dir, cfg.to_dict(), self.knobs_dir, cfg.gyms, cfg.steps, echo=self.echo
+                    self.run_dir,
+                    cfg.to_dict(),
+                    self.knobs_link.dir,
+                    cfg.gyms,
+                    cfg.steps,
+                    echo=self.echo,
+                    project_knobs_dir=self.knobs_dir,
                 )
                 self.writer.log(
                     f"run {self.run_id}: preset {cfg.preset}, gyms {cfg.gyms}, "
@@ -177,7 +164,7 @@ class Trainer:
         elif cfg.warm_start is not None:
             if self.dist.main:
                 make_warm_start(
-                    cfg, self.policy, self.tokenizer, self.store.snapshot(), self.run_dir, self.writer, self.progress
+                    cfg, self.policy, self.tokenizer, self.snapshot, self.run_dir, self.writer, self.progress
                 )
             self.dist.broadcast(None)  # every rank waits for the warm start on disk
             if not self.dist.main:
@@ -191,7 +178,7 @@ class Trainer:
         self.reference = make_reference(self.policy, trained_adapters=start is not None or cfg.warm_start is not None)
         self.trunk_depth = frozen_trunk_depth(self.policy)
         self.optimizers, self.train_policy, self.train_critic = make_optimizers(
-            self.policy, self.critic, self.shared_critic, self.store.snapshot().area("agent"), self.dist.accelerator
+            self.policy, self.critic, self.shared_critic, self.knobs, self.dist.accelerator
         )
 
         self.chat = ChatFormat(self.tokenizer, cfg.rendering, user_replies=cfg.user_replies)  # the rollout
@@ -209,48 +196,36 @@ class Trainer:
             self.backend.value_fn = self.critic.values_from_hidden
         self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.guard = NumericGuard(self)  # no update on non-finite numbers (harness/ppo/guards.py)
+        alert = self.writer.alert if self.dist.main else None  # no update on non-finite numbers (guards.py)
+        self.guard = NumericGuard(self.dist, alert, lambda: self.store.log.read())
+        self.guard.optimizers = self.optimizers
         self._prompt_alerts: set[tuple[str, int]] = set()  # (gym, budget) pairs already alerted
         if resume:
             self._resume()
-        elif self.dist.main:
-            self._check_warm_start_format()
+        elif self.dist.main and (alert := format_mismatch(cfg)) is not None:  # the warm start's format
+            self.writer.alert("warm_start_format", alert["message"], learned=alert["learned"], plays=alert["plays"])
 
     def _resume(self) -> None:
         """The latest checkpoint's tensors, RNG and knob state (the run folder was reopened at the same
         checkpoint's log offsets)."""
         ck = checkpoint.latest(self.run_dir)
         state: dict[str, Any] = {"next_step": 0, "knob_state": None}
-        if ck is not None:
+        if ck is not None:  # a shared critic's value head is in critic.pt, loaded into the wrapper
             state = checkpoint.load(
-                ck,
-                policy=self.policy,
-                critic=None if self.shared_critic else self.critic,
-                optimizers=self.optimizers,
-                task_rng=self.task_rng,
+                ck, policy=self.policy, critic=self.critic, optimizers=self.optimizers, task_rng=self.task_rng
             )
-            if self.shared_critic and (ck / "critic.pt").exists():  # the value head lives in the wrapper
-                checkpoint.load_trainable(
-                    self.critic, torch.load(ck / "critic.pt", weights_only=True), str(ck / "critic.pt")
-                )
             seed_everything(self.cfg.seed + self.dist.rank + 7919 * int(state["next_step"]))
         self.start_step = int(state["next_step"])
         if self.dist.main:
             self.writer.event("resumed", from_checkpoint=str(ck) if ck else None, next_step=self.start_step)
             self.writer.log(f"resumed at step {self.start_step}" + (f" from {ck.name}" if ck else " (no checkpoint)"))
-            self.knobs_link.restore(state.get("knob_state"), self.start_step)
-
-    def _check_warm_start_format(self) -> None:
-        """Alert when the warm start learned another conversation format than this run plays."""
-        alert = format_mismatch(self.cfg)
-        if alert is not None:
-            self.writer.alert("warm_start_format", alert["message"], learned=alert["learned"], plays=alert["plays"])
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> dict[str, Any]:
         """The PPO steps from ``start_step`` to ``cfg.steps`` (or until SIGTERM); the last metrics."""
         cfg = self.cfg
-        self._install_signal_handlers()
+        if threading.current_thread() is threading.main_thread():  # SIGTERM: finish the step, then stop
+            signal.signal(signal.SIGTERM, lambda _signum, _frame: setattr(self, "stop_requested", True))
         last: dict[str, Any] = {}
         bar = self.progress.phase("train", total=cfg.steps, unit="steps")
         bar.set(self.start_step)
@@ -267,7 +242,7 @@ class Trainer:
                 self.share_trunk(batch)  # 3. states below the trained layers
                 score_stats = self.score(batch)  # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))  # 5. GAE over action tokens
-                upd = self.guard.update(step, batch, self.update)  # 6. PPO update (guarded)
+                upd = self._guarded_update(step, batch)  # 6. PPO update (guarded)
                 if hasattr(self.backend, "sync_weights"):
                     self.backend.sync_weights(self.policy)  #    (vLLM: new weights for the rollout)
                 time_update = time.perf_counter() - t_upd
@@ -291,25 +266,28 @@ class Trainer:
     @contextlib.contextmanager
     def session(self):
         """The run's lifetime around :meth:`train` (and what is done with the policy after it): the knob
-        watcher on process 0, and at the end, however it ends, the knob writes never applied reported,
-        the lent knob values given back, and the run's final state in ``status.json``."""
+        watcher on its knobs folder (process 0), and at the end, however it ends, :meth:`_finish`."""
         watcher = KnobWatcher(self.store) if self.dist.main else contextlib.nullcontext()
         try:
             with watcher:
                 yield self
         except BaseException as exc:
-            if self.dist.main:
-                self.knobs_link.end()
-                state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                self.writer.finish(state, error=f"{type(exc).__name__}: {exc}")
+            state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self._finish(state, error=f"{type(exc).__name__}: {exc}")
             self.progress.close()
             raise
+        if self.stop_requested:
+            self._finish(**self.guard.end_state())
+        else:
+            self._finish("finished", steps=self.cfg.steps)
+
+    def _finish(self, state: str, **fields: Any) -> None:
+        """The run's final state (process 0), after the knob writes it never applied are logged, under
+        its knobs folder's write lock: a command writing after it sees a stopped run."""
         if self.dist.main:
-            self.knobs_link.end()  # before the final line: `tail -f log.txt` ends with the run's state
-            if self.stop_requested:
-                self.writer.finish(**self.guard.end_state())
-            else:
-                self.writer.finish("finished", steps=self.cfg.steps)
+            with self.knobs_link.ending():
+                if self.writer is not None:
+                    self.writer.finish(state, **fields)
 
     # ------------------------------------------------------------------ one step's stages
     def poll_knobs(self, step: int) -> dict[str, Any]:
@@ -319,7 +297,7 @@ class Trainer:
         if self.dist.main:
             snapshot, applied = self.knobs_link.poll(step, self.cfg.metrics_window, first=step == self.start_step)
         self.snapshot = self.dist.broadcast(snapshot)
-        self.knobs = self.snapshot.area("agent")  # lr and critic_lr are set before every optimiser update
+        self.knobs = AgentKnobs.from_snapshot(self.snapshot)  # lr, critic_lr set before every optimiser update
         return {"applied": applied, "time_s": time.perf_counter() - t0}
 
     def rollout(self, step: int, bar: Any = None) -> tuple[list[Episode], dict[str, float]]:
@@ -328,23 +306,16 @@ class Trainer:
         cfg = self.cfg
         draws = self.task_rng.integers(0, 2**31 - 1, size=cfg.tasks_per_step)  # same on every rank
         envs, kws, groups, samples, seeds = [], [], [], [], []
+        gym_kw = dict(knobs=self.snapshot, rendering=cfg.rendering, user_factory=self.user_factory, split="train")
         for i in range(self.dist.rank, cfg.tasks_per_step, self.dist.world):
             gym = cfg.gyms[(step * cfg.tasks_per_step + i) % len(cfg.gyms)]
             for s in range(cfg.samples_per_task):
-                envs.append(
-                    make_gym(
-                        gym, knobs=self.snapshot, rendering=cfg.rendering, user_factory=self.user_factory, split="train"
-                    )
-                )
+                envs.append(make_gym(gym, **gym_kw))
                 kws.append({"seed": int(draws[i]) * 31 + s, "options": {"task_index": int(draws[i]), "split": "train"}})
                 groups.append(f"{gym}/train/{int(draws[i])}")
                 samples.append(s)
                 seeds.append(episode_sampling_seed(cfg.seed, step, i, s))
-        params = SamplingParams(
-            temperature=float(self.knobs["temperature"]),
-            top_p=float(self.knobs["top_p"]),
-            stop_ids=tuple(self.chat.stop_ids),
-        )
+        params = SamplingParams(self.knobs.temperature, self.knobs.top_p, stop_ids=tuple(self.chat.stop_ids))
         n = len(envs)
 
         def on_turn(_turns: int, live: int) -> None:
@@ -358,8 +329,8 @@ class Trainer:
             groups,
             samples,
             params=params,
-            max_new_tokens_per_turn=int(self.knobs["max_new_tokens_per_turn"]),
-            max_episode_tokens=int(self.knobs["max_episode_tokens"]),
+            max_new_tokens_per_turn=self.knobs.max_new_tokens_per_turn,
+            max_episode_tokens=self.knobs.max_episode_tokens,
             with_stats=self.rollout_stats and params.temperature > 0,
             seeds=seeds if self.engine.continuous else None,
             on_turn=on_turn,
@@ -375,20 +346,24 @@ class Trainer:
         """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top
         layers only): PPO epochs, the KL reference, a scoring pass."""
         k = self.knobs
-        passes = int(k["ppo_epochs"]) + (float(k["kl_coef"]) > 0) + (batch.rollout_logprobs is None)
-        batch.share_frozen_trunk(self.policy, self.trunk_depth, passes, int(k["micro_batch_size"]), self.dist.device)
+        passes = k.ppo_epochs + (k.kl_coef > 0) + (batch.rollout_logprobs is None)
+        batch.share_frozen_trunk(self.policy, self.trunk_depth, passes, k.micro_batch_size, self.dist.device)
 
     @torch.no_grad()
     def score(self, batch: Batch) -> dict[str, float]:
         """Old log-probs (the rollout policy's), reference log-probs (the KL term) and old values."""
-        k = self.knobs
-        temperature, micro = float(k["temperature"]), int(k["micro_batch_size"])
-        dev = self.dist.device
+        micro, dev = self.knobs.micro_batch_size, self.dist.device
         # rows by length: each micro-batch is cut to the span of rows of similar length (less padding)
         order = torch.argsort(batch.attention_mask.sum(1), stable=True)
         back = torch.argsort(order)
         ids, am = batch.input_ids[order].to(dev), batch.attention_mask[order].to(dev)
-        scored = batch.action_mask[order].to(dev)  # action tokens only (the vocabulary projection is the cost)
+        # action tokens only (the vocabulary projection is the cost), below them the frozen trunk's states
+        passes = dict(
+            temperature=self.knobs.temperature,
+            micro_batch_size=micro,
+            score_mask=batch.action_mask[order].to(dev),
+            trunk=batch.trunk_for(order, dev),
+        )
         self.policy.eval()
         self.critic.eval()
         from_rollout = batch.rollout_logprobs is not None and (
@@ -397,15 +372,7 @@ class Trainer:
         if from_rollout:  # recorded while sampling (rollout_stats): only a separate critic still needs its pass
             batch.old_logprobs, batch.old_values = batch.rollout_logprobs, batch.rollout_values
         else:
-            st = batch_token_stats(
-                self.critic if self.shared_critic else self.policy,
-                ids,
-                am,
-                temperature=temperature,
-                micro_batch_size=micro,
-                score_mask=scored,
-                trunk=batch.trunk_for(order, dev),
-            )
+            st = batch_token_stats(self.critic if self.shared_critic else self.policy, ids, am, **passes)
             batch.old_logprobs = st.logprobs.cpu()[back]
             if self.shared_critic:
                 batch.old_values = st.values.cpu()[back]
@@ -413,17 +380,8 @@ class Trainer:
             batch.old_values = torch.cat(
                 [critic_values(self.critic, i, a) for i, a in zip(ids.split(micro), am.split(micro))]
             ).cpu()[back]
-        if float(k["kl_coef"]) > 0:
-            batch.ref_logprobs = reference_logprobs(
-                self.policy,
-                self.reference,
-                ids,
-                am,
-                temperature=temperature,
-                micro_batch_size=micro,
-                score_mask=scored,
-                trunk=batch.trunk_for(order, dev),
-            ).cpu()[back]
+        if self.knobs.kl_coef > 0:
+            batch.ref_logprobs = reference_logprobs(self.policy, self.reference, ids, am, **passes).cpu()[back]
         self.policy.train()
         self.critic.train()
         m = batch.action_mask
@@ -439,14 +397,14 @@ class Trainer:
             batch.rewards,
             batch.old_values * m,
             m,
-            gamma=float(k["gamma"]),
-            lam=float(k["lam"]),
-            token_gamma=float(k["token_gamma"]),
-            token_lam=float(k["token_lam"]),
+            gamma=k.gamma,
+            lam=k.lam,
+            token_gamma=k.token_gamma,
+            token_lam=k.token_lam,
             turn_end_mask=batch.turn_ends,
         )
         mean, var = core.moments_from_sums(self.dist.all_sum(core.masked_sums(adv, m)))
-        if k["whiten_advantages"]:
+        if k.whiten_advantages:
             adv = core.whiten(adv, m, mean, var)
         batch.advantages, batch.returns = adv, ret
         return {
@@ -454,13 +412,21 @@ class Trainer:
             "return_mean": float(core.masked_mean(ret, m)) if m.sum() > 0 else 0.0,
         }
 
-    def update(self, batch: Batch, step: int) -> dict[str, float]:
-        """PPO epochs over mini-batches (shuffled by run seed and step); micro-batches accumulate
-        gradients, one optimiser step per mini-batch."""
+    def _guarded_update(self, step: int, batch: Batch) -> dict[str, float]:
+        """:meth:`update` under the numeric guard (which keeps a copy to undo it only when it makes more
+        than one optimiser step); the run stops when the guard says so."""
         k = self.knobs
-        temperature, dev = float(k["temperature"]), self.dist.device
-        size = max(1, int(k["mini_batch_size"]) // self.dist.world)
-        plan = minibatch_plan(batch.attention_mask.sum(1), size, int(k["ppo_epochs"]), self.cfg.seed * 1000 + step)
+        size = max(1, k.mini_batch_size // self.dist.world)
+        plan = minibatch_plan(batch.attention_mask.sum(1), size, k.ppo_epochs, self.cfg.seed * 1000 + step)
+        steps = sum(len(minibatches) for minibatches in plan)
+        upd = self.guard.update(step, batch, lambda b, s: self.update(b, s, plan), optimizer_steps=steps)
+        self.stop_requested = self.stop_requested or bool(self.guard.stopped)
+        return upd
+
+    def update(self, batch: Batch, step: int, plan: list[list[Any]]) -> dict[str, float]:
+        """PPO epochs over mini-batches (``plan``: shuffled by run seed and step); micro-batches
+        accumulate gradients, one optimiser step per mini-batch."""
+        k, dev = self.knobs, self.dist.device
         stats: dict[str, list[float]] = {}
         for minibatches in plan:
             for idx in minibatches:
@@ -470,27 +436,27 @@ class Trainer:
                     continue
                 for opt in self.optimizers.values():
                     opt.zero_grad(set_to_none=True)
-                micro = max(1, min(int(k["micro_batch_size"]), len(idx)))
+                micro, losses = max(1, min(k.micro_batch_size, len(idx))), {}
                 for start in range(0, len(idx), micro):
                     rows = slice(start, start + micro)
                     ids, am = mini.input_ids[rows].to(dev), mini.attention_mask[rows].to(dev)
                     mask = mini.action_mask[rows].to(dev)
                     net = self.train_critic if self.shared_critic else self.train_policy
                     st = forward_token_stats(
-                        net, ids, am, temperature=temperature, score_mask=mask, trunk=mini.trunk_for(rows, dev)
+                        net, ids, am, temperature=k.temperature, score_mask=mask, trunk=mini.trunk_for(rows, dev)
                     )
                     loss, metrics = core.ppo_actor_loss(
                         st.logprobs,
                         mini.old_logprobs[rows].to(dev),
                         mini.advantages[rows].to(dev),
                         mask,
-                        clip_low=float(k["clip_ratio"]),
-                        clip_high=float(k["clip_ratio_high"]),
+                        clip_low=k.clip_ratio,
+                        clip_high=k.clip_ratio_high,
                         entropy=st.entropy,
-                        entropy_coeff=float(k["entropy_coeff"]),
+                        entropy_coeff=k.entropy_coeff,
                         ref_logprobs=mini.ref_logprobs[rows].to(dev) if mini.ref_logprobs is not None else None,
-                        kl_coef=float(k["kl_coef"]),
-                        kl_estimator=str(k["kl_estimator"]),
+                        kl_coef=k.kl_coef,
+                        kl_estimator=k.kl_estimator,
                         agg_mode=self.cfg.loss_agg,
                         denom=denom,
                     )
@@ -500,7 +466,7 @@ class Trainer:
                         mini.old_values[rows].to(dev),
                         mini.returns[rows].to(dev),
                         mask,
-                        float(k["value_clip"]),
+                        k.value_clip,
                         self.cfg.loss_agg,
                         denom,
                     )
@@ -511,14 +477,16 @@ class Trainer:
                         # check above makes that need a whole micro-batch of them on one rank.
                         continue
                     if self.shared_critic:
-                        (loss + float(k["vf_coef"]) * vloss).backward()
+                        (loss + k.vf_coef * vloss).backward()
                     else:  # a separate critic may still get a gradient where the policy has none
                         for part in (loss, vloss):
                             if part.requires_grad:
                                 part.backward()
                     for key, v in {**metrics, **vm}.items():
                         stats.setdefault(key, []).append(v)
-                for key, v in self.guard.clip_and_step(self.optimizers, self.knobs).items():
+                        if math.isfinite(losses.get(key, 0.0)):  # a mini-batch's first non-finite loss is kept
+                            losses[key] = v
+                for key, v in self.guard.clip_and_step(self.optimizers, k, losses).items():
                     stats.setdefault(key, []).append(v)
         return {key: float(np.mean(v)) for key, v in stats.items()}
 
@@ -531,6 +499,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints, records, log
     def _should_checkpoint(self, step: int) -> bool:
+        if self.guard.unrecoverable:  # non-finite parameters: the last checkpoint keeps the good ones
+            return False
         every = self.cfg.checkpoint_every
         return step + 1 == self.cfg.steps or self.stop_requested or (every > 0 and (step + 1) % every == 0)
 
@@ -554,15 +524,6 @@ class Trainer:
         self.writer.event("checkpoint", path=str(path), next_step=step + 1)
         self.writer.log(f"checkpoint {path.name} saved (resume continues at step {step + 1})")
 
-    def _install_signal_handlers(self) -> None:
-        def request_stop(signum: int, _frame: Any) -> None:
-            self.stop_requested = True
-
-        try:
-            signal.signal(signal.SIGTERM, request_stop)
-        except ValueError:  # not the main thread (tests)
-            pass
-
     def _records(self, step: int, episodes: list[Episode]) -> list[dict[str, Any]]:
         return [{**ep.record, "step": step, "rank": self.dist.rank} for ep in episodes]
 
@@ -581,18 +542,10 @@ class Trainer:
         for i, r in enumerate(records):
             r["index"], r["episode_id"] = i, f"s{step:06d}-e{i:03d}"
         self.writer.episode_errors(step, records)
-        self._alert_prompts_over_budget(step, records)
-        m = step_metrics(
-            step,
-            records,
-            updates,
-            self.knobs,
-            score_stats,
-            rollout_t,
-            time_update,
-            knob_version=self.snapshot.version,
-            knob_changes=knob_info["applied"],
-        )
+        for message, fields in prompt_alerts(step, records, self.knobs.max_episode_tokens, self._prompt_alerts):
+            self.writer.alert("prompt_over_budget", message, **fields)  # once per gym and budget
+        version, applied = self.snapshot.version, knob_info["applied"]  # the knobs the step ran with
+        m = step_metrics(step, records, updates, self.knobs, score_stats, rollout_t, time_update, version, applied)
         self.writer.trajectories(step, records)
         m["time_harness_s"] = knob_info["time_s"] + (time.perf_counter() - t_log)
         m["time_step_s"] = time.perf_counter() - t_step
@@ -605,28 +558,6 @@ class Trainer:
         )
         self.writer.log(step_line(m))
         return m
-
-    def _alert_prompts_over_budget(self, step: int, records: list[dict[str, Any]]) -> None:
-        """A ``prompt_over_budget`` alert, once per gym and budget, when a gym's prompt alone fills
-        ``agent.max_episode_tokens``: its episodes end before their first action and train nothing,
-        which no loss curve shows. The knob is live: raising it mends the run from the next step."""
-        budget = int(self.knobs["max_episode_tokens"])
-        for gym, n in prompts_over_budget(records, budget).items():
-            if (gym, budget) in self._prompt_alerts:
-                continue
-            self._prompt_alerts.add((gym, budget))
-            self.writer.alert(
-                "prompt_over_budget",
-                f"step {step}: {n['over']} of {n['episodes']} {gym} episodes ended at their prompt "
-                f"({n['prompt_tokens_max']} tokens) before any action, because agent.max_episode_tokens is "
-                f"{budget}; they train nothing. Raise agent.max_episode_tokens above "
-                f"{n['prompt_tokens_max']} plus room for the turns (it applies from the next step).",
-                gym=gym,
-                budget=budget,
-                prompt_tokens=n["prompt_tokens_max"],
-                episodes=n["episodes"],
-                over=n["over"],
-            )
 
     # ------------------------------------------------------------------ what the person sees
     def _phase(self, phase: str, **fields: Any) -> None:
@@ -650,18 +581,8 @@ def train(
     echo: bool = False,
     progress: Progress | None = None,
 ) -> Trainer:
-    """Build a trainer and run its PPO steps in a session (watcher, final state, knobs given back)."""
+    """Build a trainer and run its PPO steps in a session (watcher, unapplied knob writes, final state)."""
     trainer = Trainer(cfg, runs_dir, knobs_dir, resume=resume, echo=echo, progress=progress)
     with trainer.session():
         trainer.train()
     return trainer
-
-
-def resume_config(run_dir: Path) -> TrainConfig:
-    """The frozen config of a run folder (``config.yaml``), validated."""
-    path = Path(run_dir) / "config.yaml"
-    try:
-        return config_from_dict(load_config_file(path, what="run config"))
-    except ValueError as exc:
-        msg = str(exc)
-        raise ValueError(msg if str(path) in msg else f"run config {path}: {msg}") from None

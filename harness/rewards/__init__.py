@@ -1,6 +1,5 @@
 """Per-turn rewards: the verifiable task reward plus rule rewards from ``knobs/rules/rewards``."""
 
-from harness.knobs.rule_checks import register_rule_check
 from harness.rewards.model import RewardModel
 from harness.rewards.predicates import PREDICATES, get_predicate, predicate_names, register_predicate
 from harness.rewards.rules import (
@@ -11,12 +10,11 @@ from harness.rewards.rules import (
     validate_rule_file,
 )
 
-register_rule_check("rewards", lambda _stem, value: validate_rule_file(value), check_unique_names)
-
 __all__ = [
     "RewardModel",
     "RewardRule",
     "RewardRuleError",
+    "check_unique_names",
     "compile_rule_files",
     "validate_rule_file",
     "PREDICATES",

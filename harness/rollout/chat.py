@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from harness.rollout.chat_templates import stop_token_ids
+
 RENDER_MEMO_SIZE = 256  # renders ChatFormat remembers (an episode's next turn starts from its last one)
 
 
@@ -68,8 +70,6 @@ class ChatFormat:
     _memo: dict[str, str] = field(default_factory=dict, compare=False, repr=False)  # text by (messages, gen. prompt)
 
     def __post_init__(self) -> None:
-        from harness.rollout.chat_templates import stop_token_ids
-
         check_user_replies(self.rendering, self.user_replies)
 
         self.stop_ids = stop_token_ids(self.tokenizer)

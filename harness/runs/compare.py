@@ -1,13 +1,13 @@
 """Run summaries and run-to-run differences (``eau runs list`` and ``eau runs compare A B``).
 
 Only training-side files of ``runs/<id>/`` are read (config.yaml, status.json, metrics.jsonl,
-knob_events.jsonl, knobs_in_force.json and the knobs/ snapshot); evaluation results never are.
+knob_events.jsonl, knobs_in_force.json, knobs_at_start.json); evaluation results never are.
 
 A comparison has three parts:
 
 * ``config``: every dotted config key whose value differs (run id excluded);
-* ``knobs``: knob values in force at the end of each run (``knobs_in_force.json``; the start
-  snapshot ``knobs/`` when absent) and at the start, per ``area.knob`` (per-gym cells as
+* ``knobs``: knob values in force at the end of each run (``knobs_in_force.json``; the start state
+  when absent) and at the start (``knobs_at_start.json``), per ``area.knob`` (per-gym cells as
   ``area.knob[gym]``), plus which rule files differ;
 * ``metrics``: the mean of each headline metric (and its per-gym and per-arm splits) over the last
   ``window`` steps of each run, the difference B - A and each run's standard deviation over that
@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import yaml
 
 from harness.io import jsonl, yamlio
-from harness.runs.reader import read_json, status
+from harness.runs.reader import is_live, read_json, status
 
 AREAS = ("env", "user", "reward", "agent")
 HEADLINE = (
@@ -63,7 +63,6 @@ def summary(run_dir: Path) -> dict[str, Any]:
     last = jsonl.tail(run_dir / "metrics.jsonl", 1)
     m = last[0] if last else {}
     lineage = list(cfg.get("lineage") or [])
-    from harness.runs.reader import is_live
 
     state = st.get("state", "unknown")
     if state == "running" and not is_live(st):
@@ -133,7 +132,11 @@ def _digest(obj: Any) -> str:
 
 
 def start_knobs(run_dir: Path) -> dict[str, Any]:
-    """Knob values and rule files of the run's start snapshot ``runs/<id>/knobs/``."""
+    """Knob values and rule files the run's step 0 ran with (``knobs_at_start.json``; a run folder
+    made before that file existed: its ``knobs/`` folder, then a snapshot taken at the start)."""
+    doc = read_json(Path(run_dir) / "knobs_at_start.json")
+    if doc and isinstance(doc.get("values"), dict):
+        return {"values": doc["values"], "rules": doc.get("rules") or {}}
     root = Path(run_dir) / "knobs"
     values: dict[str, Any] = {}
     for area in AREAS:

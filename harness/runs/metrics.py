@@ -156,9 +156,33 @@ def prompts_over_budget(records: Sequence[Mapping[str, Any]], budget: int) -> di
     return out
 
 
-def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, Any]) -> dict[str, float]:
+def prompt_alerts(
+    step: int, records: Sequence[Mapping[str, Any]], budget: int, seen: set[tuple[str, int]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The ``prompt_over_budget`` alerts of a step, once per gym and budget (``seen`` remembers them):
+    ``(message, fields)`` for each gym whose prompt alone fills ``agent.max_episode_tokens``. Such
+    episodes end before their first action and train nothing, which no loss curve shows; the knob is
+    live, so raising it mends the run from the next step."""
+    out = []
+    for gym, n in prompts_over_budget(records, budget).items():
+        if (gym, budget) in seen:
+            continue
+        seen.add((gym, budget))
+        message = (
+            f"step {step}: {n['over']} of {n['episodes']} {gym} episodes ended at their prompt "
+            f"({n['prompt_tokens_max']} tokens) before any action, because agent.max_episode_tokens is "
+            f"{budget}; they train nothing. Raise agent.max_episode_tokens above "
+            f"{n['prompt_tokens_max']} plus room for the turns (it applies from the next step)."
+        )
+        fields = {"gym": gym, "budget": budget, "prompt_tokens": n["prompt_tokens_max"]}
+        out.append((message, {**fields, "episodes": n["episodes"], "over": n["over"]}))
+    return out
+
+
+def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Any) -> dict[str, float]:
     """The optimisation part of a ``metrics.jsonl`` line: the update's statistics (averaged over
-    processes) under their documented names, and the knob values the step ran with."""
+    processes) under their documented names, and the knob values the step ran with (``knobs``: the
+    step's agent knobs, harness.ppo.hyperparams.AgentKnobs)."""
     upd = (
         {
             key: float(sum(u[key] for u in updates if key in u) / sum(1 for u in updates if key in u))
@@ -178,12 +202,12 @@ def update_metrics(updates: Sequence[Mapping[str, float]], knobs: Mapping[str, A
         "critic_grad_norm": upd.get("critic_grad_norm", upd.get("grad_norm", 0.0)),
         "value_mean": upd.get("critic/vpred_mean", 0.0),
         "explained_var": upd.get("critic/explained_var", 0.0),
-        "lr": knobs["lr"],
-        "critic_lr": knobs["critic_lr"],
+        "lr": knobs.lr,
+        "critic_lr": knobs.critic_lr,
         "lr_warmup_factor": upd.get("lr_warmup_factor", 1.0),
-        "entropy_coeff": knobs["entropy_coeff"],
-        "kl_coef": knobs["kl_coef"],
-        "temperature": knobs["temperature"],
+        "entropy_coeff": knobs.entropy_coeff,
+        "kl_coef": knobs.kl_coef,
+        "temperature": knobs.temperature,
         "update_skipped": upd.get("update_skipped", 0.0),  # 1: non-finite numbers, no update (harness/ppo/guards.py)
     }
 
@@ -192,7 +216,7 @@ def step_metrics(
     step: int,
     records: Sequence[Mapping[str, Any]],
     updates: Sequence[Mapping[str, float]],
-    knobs: Mapping[str, Any],
+    knobs: Any,
     score_stats: Mapping[str, float],
     rollout_t: Mapping[str, float],
     time_update: float,

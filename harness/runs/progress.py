@@ -16,6 +16,18 @@ import sys
 import time
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.progress import Progress as RichProgress
+from rich.text import Text
+
 
 def fmt_duration(seconds: float) -> str:
     """``75`` -> ``1m15s``; ``3725`` -> ``1h02m``."""
@@ -96,7 +108,6 @@ class Phase:
         if self.task is not None:
             self.owner.bar.stop_task(self.task)
             self.owner.bar.update(self.task, visible=False)
-            from rich.text import Text
 
             self.owner.bar.console.print(Text(self.text(final=True), style="dim"))
         else:
@@ -126,22 +137,11 @@ class Progress:
         self.bar = None
         if not enabled:
             return
-        from rich.console import Console
 
         console = (
             Console(file=self.stream, force_terminal=terminal) if terminal is not None else Console(file=self.stream)
         )
         if console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-            from rich.progress import Progress as RichProgress
-
             self.bar = RichProgress(
                 SpinnerColumn(),
                 TextColumn("[bold]{task.description}"),

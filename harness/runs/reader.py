@@ -33,7 +33,7 @@ def is_live(st: dict[str, Any] | None) -> bool:
 
     A reader in another PID namespace than the trainer's (a command of a Codex session runs in its
     own) cannot see that process; for it the status's word stands: concluding "ended" there would
-    treat a live run as dead (and settle its knob lease under it)."""
+    treat a live run as dead (and take a write meant for it as one for a stopped run)."""
     if not st or st.get("state") != "running":
         return False
     if st.get("host") not in (None, socket.gethostname()):
@@ -64,14 +64,45 @@ def find_run(runs_dir: Path, run: str | None) -> Path | None:
     return runs[-1] if runs else None
 
 
-def find_live_run(runs_dir: Path, knobs_dir: Path | None = None) -> Path | None:
-    """The newest live run (optionally: the one training from ``knobs_dir``)."""
+def live_runs(runs_dir: Path, knobs_dir: Path | None = None) -> list[Path]:
+    """The live runs, newest first (optionally: those made from the project knobs folder ``knobs_dir``,
+    or training from it)."""
     want = str(Path(knobs_dir).resolve()) if knobs_dir is not None else None
+    out = []
     for p in reversed(list_runs(runs_dir)):
         st = status(p)
-        if is_live(st) and (want is None or st.get("knobs_dir") == want):
-            return p
-    return None
+        if is_live(st) and (want is None or want in (st.get("knobs_dir"), st.get("project_knobs_dir"))):
+            out.append(p)
+    return out
+
+
+def find_live_run(runs_dir: Path, knobs_dir: Path | None = None) -> Path | None:
+    """The newest live run (optionally: one made from, or training from, ``knobs_dir``)."""
+    runs = live_runs(runs_dir, knobs_dir)
+    return runs[0] if runs else None
+
+
+def final_knob_state(run_dir: Path | None, next_run: bool = True) -> dict[str, Any] | None:
+    """The knob state a run had in force last (``knobs_in_force.json``: ``values``, ``rules``,
+    ``next_run``; None when unreadable). ``next_run``: the values it accepted for the next run are put
+    in force (where ``eau train --from`` and ``eau knobs promote`` start)."""
+    doc = read_json(Path(run_dir) / "knobs_in_force.json") if run_dir is not None else None
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+        return None
+    state = {"values": doc["values"], "rules": doc.get("rules") or {}, "next_run": doc.get("next_run") or {}}
+    if next_run:
+        for name, raw in state.pop("next_run").items():
+            area, _, knob = name.partition(".")
+            state["values"].setdefault(area, {})[knob] = raw
+    return state
+
+
+def recent_episodes(run_dir: Path | None, steps: int = 3) -> list[dict[str, Any]]:
+    """The episodes of a run's last ``steps`` recorded steps (what a plug-in's gate replays)."""
+    folder = Path(run_dir) / "trajectories" if run_dir is not None else None
+    if folder is None or not folder.is_dir():
+        return []
+    return [rec for f in sorted(folder.glob("step_*.jsonl"))[-steps:] for rec in jsonl.read(f)]
 
 
 def recent_metrics(run_dir: Path | None, n: int = 50) -> list[dict[str, Any]]:

@@ -1,20 +1,19 @@
 """Writing a run folder: ``runs/<run_id>/``.
 
     config.yaml            frozen run configuration (preset + overrides), written once
-    knobs/                 snapshot of the knobs folder at start (values, schemas, rules)
+    knobs/                 the run's own knobs folder: made at its start from the project's knobs folder
+                           and its config's values; the run applies edits there (harness/ppo/run_knobs.py)
     metrics.jsonl          one line per completed step
     trajectories/step_NNNNNN.jsonl   every episode of a step (written atomically when the step ends)
     knob_events.jsonl      accepted and refused knob writes (harness/knobs/events.py)
     knobs_in_force.json    the knob values the run is using now (rewritten atomically on change)
+    knobs_at_start.json    the knob state step 0 ran with (a resume with no checkpoint starts from it)
     events.jsonl           run lifecycle and alerts: started, resumed, checkpoint, finished, failed, alert
     status.json            heartbeat: state, step, pid, host, ETA (rewritten atomically every step)
     log.txt                human-readable, one line per event/step, for ``tail -f``
     checkpoints/step_NNNNNN/  resumable state (harness/ppo/checkpoint.py)
     warm_start/            the run's own supervised warm start (config warm_start): policy.pt, sft.json,
                            metrics.jsonl (one line per update: update, updates, epoch, loss, time_s)
-    knobs_not_applied.json knob writes accepted for the run that it ended before applying (a resume
-                           writes them again)
-    knobs_handed_back.json where the run stood when its lent knob values went back (harness.knobs.lease)
     meta/                  meta-agent sessions (eau supervise)
     wandb/, tensorboard/   the trackers' own files when the config's report_to names them
                            (harness/runs/trackers.py; trackio writes its own local database)
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -46,6 +44,7 @@ from harness.io import jsonl
 from harness.io.processes import pid_namespace
 from harness.io.yamlio import atomic_write_text
 from harness.knobs.events import new_event_id
+from harness.runs.reader import status
 from harness.runs.trackers import TrackerHub
 
 LOGS = ("metrics.jsonl", "events.jsonl", "knob_events.jsonl", "log.txt")
@@ -84,9 +83,13 @@ class RunWriter:
         gyms: list[str],
         total_steps: int,
         echo: bool = False,
+        project_knobs_dir: Path | None = None,
     ) -> RunWriter:
+        """A new run folder. ``knobs_dir``: the knobs folder the run trains from (its own
+        ``knobs/``, made before this, is the only entry the folder may hold already);
+        ``project_knobs_dir``: the project folder that one was made from."""
         run_dir = Path(run_dir)
-        if run_dir.exists() and any(run_dir.iterdir()):
+        if run_dir.exists() and any(p.name != "knobs" for p in run_dir.iterdir()):
             raise FileExistsError(
                 f"run folder {run_dir} exists and is not empty; choose another --run-id "
                 f"or resume it with --resume {run_dir.name}"
@@ -100,9 +103,6 @@ class RunWriter:
         atomic_write_text(
             run_dir / "config.yaml", yaml.safe_dump(json.loads(json.dumps(dict(config), default=str)), sort_keys=False)
         )
-        shutil.copytree(
-            knobs_dir, run_dir / "knobs", ignore=shutil.ignore_patterns(".pending", ".history", ".lease.lock", ".*.tmp")
-        )
         w.status_doc = {
             "run_id": run_dir.name,
             "state": "running",
@@ -112,6 +112,7 @@ class RunWriter:
             "pid_ns": pid_namespace(),
             "host": socket.gethostname(),
             "knobs_dir": str(Path(knobs_dir).resolve()),
+            "project_knobs_dir": str(Path(project_knobs_dir or knobs_dir).resolve()),
             "gyms": gyms,
             "started": now_iso(),
             "started_unix": time.time(),
@@ -141,7 +142,6 @@ class RunWriter:
                 p.unlink()
         for p in (run_dir / "trajectories").glob(".*.tmp"):
             p.unlink()
-        from harness.runs.reader import status
 
         w.status_doc = status(run_dir) or {"run_id": run_dir.name}
         w.status_doc.update(

@@ -639,6 +639,11 @@ def run_source(source: str, calls: Sequence[str] = (), limits: Limits | None = N
         if att.fatal:
             raise SandboxError(f"{att.fatal}; output: {bytes(att.output[:2000]).decode(errors='replace')}")
         isolation = dict(att.hello.get("isolation", {})) if att.hello else isolation
+        if start > 0 and att.module is None and time.monotonic() >= total_deadline:
+            # The rerun's module load was cut by total_time, not failed: the calls were never reached.
+            for i in range(start, len(calls)):
+                results[i] = CallResult(calls[i], NOT_RUN, error="NotRun", message="total_time exhausted")
+            break
         if att.module is None or not att.module["ok"]:
             if att.module is not None:
                 status, err, msg = (

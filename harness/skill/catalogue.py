@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from harness.knobs.schema import AreaSchema, KnobSpec, load_schemas
 from harness.knobs.snapshot import AREAS
+from harness.rewards.predicates import PREDICATES
 
 # Rule-file schemas described field by field after the knob areas: (file stem, where the files live).
 RULE_SCHEMAS = (
@@ -191,8 +192,6 @@ def _rule_schema_section(knobs_dir: Path, stem: str, where: str) -> list[str]:
 
 
 def _predicate_section() -> list[str]:
-    from harness.rewards.predicates import PREDICATES
-
     lines = [
         "## Reward predicates (for `predicate:` in reward rules)",
         "",

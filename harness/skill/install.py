@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+import harness
 from harness.experience.pool import atomic_write
 from harness.skill.claude_settings import DENY_RULES, load_settings, merge_permissions
 
@@ -68,8 +69,6 @@ class InstallError(ValueError):
 
 def repo_skill_dir() -> Path:
     """The ``skill/`` folder of the source tree the ``harness`` package runs from."""
-    import harness
-
     return Path(harness.__file__).resolve().parent.parent / "skill"
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
@@ -182,8 +184,6 @@ def check_commands(skill_dir: Path, root: Any) -> list[str]:
 
 def parse_front_matter(text: str) -> dict[str, Any] | None:
     """The YAML front matter of a markdown text, or None when there is none."""
-    import yaml
-
     m = re.match(r"---\n(.*?)\n---\n", text, re.S)
     if not m:
         return None

@@ -41,7 +41,8 @@ import numpy as np
 import yaml
 
 from harness.experience.pool import atomic_write
-from harness.io import jsonl
+from harness.io import jsonl, yamlio
+from harness.knobs.folder import defaults_dir
 from harness.runs import reader
 from harness.runs.metrics import SPLIT_METRICS
 from harness.supervise.cli_client import CommandFailed, EauCLI
@@ -162,8 +163,9 @@ class Autopilot:
         if cfg.pool_dir is not None:
             env["EAU_POOL_DIR"] = str(Path(cfg.pool_dir).resolve())
         self.cli = cli or EauCLI(env=env, cwd=cfg.cwd)
-        # the folder rule-file actions read (the commands write it through eau knobs set-rules)
-        self.knobs_dir = Path(kdir) if kdir is not None else Path(cfg.cwd) / "knobs"
+        # the folder rule-file actions read: the run's own, which the commands write (--run), whatever
+        # folder is exported to them
+        self.knobs_dir = Path(st["knobs_dir"]) if st.get("knobs_dir") else self.run_dir / "knobs"
         self.meta = self.run_dir / "meta"
         self.state = self.load_state()
 
@@ -394,9 +396,6 @@ class Autopilot:
     # ------------------------------------------------------------------ rule-file actions
     def _rule_candidates(self, e: Intervention, st: dict[str, Any], metrics: dict[str, Any]) -> tuple[list, list]:
         """[(kind, key, new document, what)] the action would write, and why not for the others."""
-        from harness.io import yamlio
-        from harness.knobs.folder import defaults_dir
-
         out, skipped = [], []
         if e.action == "restore_user_rules":
             for gym in st.get("gyms") or []:
@@ -439,8 +438,6 @@ class Autopilot:
 
     def _try_rules(self, e: Intervention, st: dict[str, Any], rec: dict[str, Any], metrics: dict[str, Any]) -> bool:
         """Gate and write a rule file for ``e`` (restore a gym's user rules, zero a dominant reward rule)."""
-        from harness.io import yamlio
-
         skip = lambda why: rec["skipped"].append({"detector": e.detector, "knob": e.action, "why": why}) or False  # noqa: E731
         cands, whys = self._rule_candidates(e, st, metrics)
         for why in whys:

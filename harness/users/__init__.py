@@ -3,15 +3,12 @@ endpoint) and the mixture that picks one per episode (``UserFactory``). A rule f
 ``persuasion`` section (persuade) gives the persuadable user of either arm instead
 (``persuasion.PersuadableUser``, ``persuasion_llm.PersuadableLLMUser``)."""
 
-from harness.knobs.rule_checks import register_rule_check
 from harness.users.base import SimulatedUser
 from harness.users.leakguard import LeakGuard
 from harness.users.mixture import UserFactory
 from harness.users.personas import PERSONA_NAMES
 from harness.users.rules import RuleFileError, compile_user_rules, load_user_rules_file, validate_rule_file
 from harness.users.symbolic import SymbolicUser
-
-register_rule_check("users", lambda gym, value: validate_rule_file(value, gym=gym))
 
 __all__ = [
     "UserFactory",

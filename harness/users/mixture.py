@@ -11,8 +11,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.types import ARMS
+from harness.users.backends import make_backend
 from harness.users.base import SimulatedUser
+from harness.users.llm import LLMUser
 from harness.users.persuasion import PersuadableUser
+from harness.users.persuasion_llm import PersuadableLLMUser
 from harness.users.rules import RuleFileError, compile_user_rules
 from harness.users.symbolic import SymbolicUser
 
@@ -28,8 +31,6 @@ class UserFactory:
 
     def __init__(self, llm: Any = None):
         if isinstance(llm, Mapping):
-            from harness.users.backends import make_backend  # a run config's `user_llm` section
-
             llm = make_backend(llm)
         self.llm = llm
 
@@ -86,9 +87,6 @@ class UserFactory:
             )
         # local imports: keep the symbolic-only path free of openai/torch imports
         if rules.persuasion is not None:
-            from harness.users.persuasion_llm import PersuadableLLMUser
-
             return PersuadableLLMUser(rules, self.llm, env.dynamic_facts)
-        from harness.users.llm import LLMUser
 
         return LLMUser(rules, self.llm, env.dynamic_facts)

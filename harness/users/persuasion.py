@@ -65,6 +65,7 @@ from typing import Any, Mapping, Sequence
 from harness.types import EpisodeState, Task, UserReply
 from harness.users.base import SimulatedUser
 from harness.users.matching import terms
+from harness.users.rules import CUES, OUTCOMES, REQUIRED_SLOTS, SLOTS, PersuasionRules
 
 STANCES = (
     "strongly agree",
@@ -76,16 +77,7 @@ STANCES = (
     "strongly disagree",
 )
 TOP = len(STANCES) - 1  # steps from "strongly agree" to "strongly disagree"
-OUTCOMES = ("rebuttal", "repeat", "why", "unsupported", "unconvinced", "off_topic", "abusive", "empty")
-CUES = ("rebuttal", "concrete", "abusive", "why")
-# Placeholders each outcome's templates may use; the why templates must use {reason}.
-SLOTS = {o: frozenset() for o in OUTCOMES} | {
-    "rebuttal": frozenset({"point"}),
-    "repeat": frozenset({"point"}),
-    "unsupported": frozenset({"point"}),
-    "why": frozenset({"reason"}),
-}
-REQUIRED_SLOTS = {"why": frozenset({"reason"})}
+__all__ = ["CUES", "OUTCOMES", "REQUIRED_SLOTS", "SLOTS", "PersuasionRules"]  # the rule-file side (rules.py)
 
 
 def stance_label(steps: int) -> str:
@@ -119,22 +111,6 @@ def parse_stance(text: str) -> int | None:
     "somewhat agree" is never read as "agree"."""
     found = _STANCE_RE.findall(text)
     return STANCES.index(found[-1].lower()) if found else None
-
-
-@dataclass(frozen=True)
-class PersuasionRules:
-    """The compiled ``persuasion`` section of a rule file (schema: knobs/schema/user_rules.schema.json)."""
-
-    min_term_hits: int
-    min_content_terms: int
-    repeat_overlap: float
-    cues: Mapping[str, tuple[Any, ...]]  # compiled RE2 patterns per cue kind
-    moves: Mapping[str, int]
-    replies: Mapping[str, tuple[str, ...]]
-
-    def cue(self, name: str, text: str) -> bool:
-        """Whether any ``name`` cue pattern matches ``text`` (RE2: linear time, like every rule pattern)."""
-        return any(p.search(text) is not None for p in self.cues[name])
 
 
 @dataclass(frozen=True)

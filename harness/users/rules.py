@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import jsonschema
 import re2
@@ -35,6 +35,36 @@ import re2
 from harness.io import yamlio
 from harness.knobs.folder import defaults_dir
 from harness.users.personas import Persona, persona_table
+
+# The persuade gym's section of a rule file (harness.users.persuasion plays it): the outcomes a turn
+# is judged as, the cue kinds, and the placeholders each outcome's templates may use (the why
+# templates must use {reason}).
+OUTCOMES = ("rebuttal", "repeat", "why", "unsupported", "unconvinced", "off_topic", "abusive", "empty")
+CUES = ("rebuttal", "concrete", "abusive", "why")
+SLOTS = {o: frozenset() for o in OUTCOMES} | {
+    "rebuttal": frozenset({"point"}),
+    "repeat": frozenset({"point"}),
+    "unsupported": frozenset({"point"}),
+    "why": frozenset({"reason"}),
+}
+REQUIRED_SLOTS = {"why": frozenset({"reason"})}
+
+
+@dataclass(frozen=True)
+class PersuasionRules:
+    """The compiled ``persuasion`` section of a rule file (schema: knobs/schema/user_rules.schema.json)."""
+
+    min_term_hits: int
+    min_content_terms: int
+    repeat_overlap: float
+    cues: Mapping[str, tuple[Any, ...]]  # compiled RE2 patterns per cue kind
+    moves: Mapping[str, int]
+    replies: Mapping[str, tuple[str, ...]]
+
+    def cue(self, name: str, text: str) -> bool:
+        """Whether any ``name`` cue pattern matches ``text`` (RE2: linear time, like every rule pattern)."""
+        return any(p.search(text) is not None for p in self.cues[name])
+
 
 DISCLOSURES = ("none", "matched", "next", "matched_or_next")
 FACTS_SLOT = "{facts}"
@@ -272,8 +302,6 @@ def _compile(data: dict[str, Any], source: str, gym: str | None) -> UserRules:
 def _compile_persuasion(raw: dict[str, Any], source: str) -> Any:
     """The ``persuasion`` section (already schema-checked) compiled: cue patterns, moves, and
     templates checked against the placeholders each outcome may use."""
-    from harness.users.persuasion import CUES, REQUIRED_SLOTS, SLOTS, PersuasionRules  # persuasion imports this module
-
     cues = {name: tuple(_compile_patterns(source, ("persuasion", "cues", name), raw["cues"][name])) for name in CUES}
     replies = {}
     for outcome, templates in raw["replies"].items():

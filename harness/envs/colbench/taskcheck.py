@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from harness.envs.registry import gym_class
 from harness.sandbox import (
     CRASHED,
     MODULE_ERROR,
@@ -183,7 +184,6 @@ def check_item(item: CheckItem, limits: Limits) -> CheckResult:
 
 
 def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
-
     def done(kind: str | None, reason: str | None) -> CheckResult:
         return CheckResult(item.index, item.task_id, kind is None, kind, reason, time.monotonic() - t0)
 
@@ -232,8 +232,6 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
     limit)`` hook (tasks with ``index, task_id, reference, calls, test_names``). Raises
     NoCodeReferences for gyms without the hook, KeyError for unknown gyms, ValueError when
     ``data_file`` is given to a gym that does not read data files."""
-    from harness.envs.registry import gym_class
-
     cls = gym_class(gym)
     hook = getattr(cls, "code_check_tasks", None)
     if hook is None:
@@ -246,7 +244,5 @@ def items_for_gym(gym: str, data_file: str | None = None, limit: int | None = No
 
 def limits_for(gym: str, data_file: str | None = None) -> Limits:
     """The sandbox limits the gym scores answers with; references are checked under the same ones."""
-    from harness.envs.registry import gym_class
-
     hook = getattr(gym_class(gym), "code_check_limits", None)
     return hook(data_file=data_file) if hook is not None else Limits()
