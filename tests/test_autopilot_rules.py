@@ -202,6 +202,21 @@ def test_a_healthy_user_rule_file_is_left_alone(recorded, tmp_path):
     assert cands == [] and why == ["rules/users/intention.yaml is the packaged default"]
 
 
+def test_the_run_own_rule_files_are_read_whatever_folder_is_exported(recorded, tmp_path):
+    """A user who exports EAU_KNOBS_DIR (a project folder with the packaged rules) still gets the run's
+    leaky rule file restored: the autopilot writes with --run, so it reads the run's own folder."""
+    from harness.supervise.autopilot import Autopilot, AutopilotConfig
+    from harness.supervise.interventions import load_table
+
+    root, _, _ = recorded
+    project = tmp_path / "knobs"
+    assert eau(["knobs", "init", str(project)]).returncode == 0
+    ap = Autopilot(AutopilotConfig(run="leak", runs_dir=root / "runs", knobs_dir=project, cwd=REPO, dry_run=True))
+    restore = next(e for e in load_table() if e.action == "restore_user_rules")
+    cands, _ = ap._rule_candidates(restore, {"gyms": ["intention"]}, {})
+    assert [c[3] for c in cands] == ["rules/users/intention.yaml back to the packaged default"]
+
+
 def test_a_dominant_reward_rule_is_zeroed_in_its_file(recorded):
     from harness.supervise.autopilot import Autopilot, AutopilotConfig
     from harness.supervise.interventions import load_table

@@ -31,12 +31,12 @@ LORA_TOP = {
 def test_reusing_the_frozen_trunk_trains_exactly_as_full_passes(tmp_path, knobs_dir, monkeypatch):
     """Top-layer LoRA: epochs after the first feed the recorded trunk states to the top layer; the
     losses and the weights match a run that makes every pass in full (the trunk switched off)."""
-    import harness.ppo.models as models
+    import harness.ppo.sft as sft
 
     snap = KnobSnapshot.read_dir(knobs_dir)
     cfg = SFTConfig(policy=LORA_TOP, episodes=6, epochs=3, batch_size=2, lr=1e-2)
     a = run_sft(cfg, snap, tmp_path / "a", log=lambda m: None)
-    monkeypatch.setattr(models, "frozen_trunk_depth", lambda m: 0)
+    monkeypatch.setattr(sft, "frozen_trunk_depth", lambda m: 0)
     b = run_sft(cfg, snap, tmp_path / "b", log=lambda m: None)
     assert a["loss_first"] == pytest.approx(b["loss_first"], abs=1e-6)
     assert a["loss_last"] == pytest.approx(b["loss_last"], abs=1e-5)
@@ -48,17 +48,17 @@ def test_every_action_token_weighs_the_same_whatever_its_batch(tmp_path, knobs_d
     """The loss of a batch is its action tokens' summed negative log-likelihood over the epoch's mean
     action tokens per batch: a batch of short demonstrations (early answers) gets no larger weight per
     token. Checked on the numbers the updates see."""
-    import harness.ppo.models as models
+    import harness.ppo.sft as sft
 
     seen = []
-    orig = models.forward_token_stats
+    orig = sft.forward_token_stats
 
     def spy(model, ids, am, **kw):
         st = orig(model, ids, am, **kw)
         seen.append((st.logprobs.detach(), kw["score_mask"].clone()))
         return st
 
-    monkeypatch.setattr(models, "forward_token_stats", spy)
+    monkeypatch.setattr(sft, "forward_token_stats", spy)
     cfg = SFTConfig(
         policy={"model": "tiny", "tiny": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64}},
         episodes=6,

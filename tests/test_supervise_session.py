@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -307,6 +308,39 @@ def test_a_client_failing_again_and_again_stops_the_supervisor(tmp_path, knobs_d
     assert doc["sessions_run"] == 2 and [r["exit_code"] for r in doc["sessions"]] == [1, 1]
     assert doc["stopped"].startswith("2 sessions in a row failed (last: ") and "Not logged in" in doc["stopped"]
     assert live_after == "running"  # the supervisor stopped, not the run
+
+
+def test_a_write_to_the_run_waits_in_its_own_folder_whatever_folder_is_exported(tmp_path, knobs_dir):
+    """The agent writes with --run while EAU_KNOBS_DIR names the project folder (a user's usual
+    environment): the write waits in the run's own knobs folder, and the session reports it there as
+    pending (the run here never reaches a step boundary that would apply it)."""
+    project = tmp_path / "project_knobs"
+    shutil.copytree(knobs_dir, project)
+    steps = FakeSteps(tmp_path / "runs", knobs_dir, 0.3, 200)
+    steps.thread.start()
+    write = [sys.executable, "-m", "harness.cli.main", "knobs", "set", "agent.entropy_coeff", "0.003"]
+    write += ["--author", "agent", "--reason", "r-own", "--run", "loop", "--json"]
+    agent = f'{sys.executable} -c "import subprocess, sys; sys.exit(subprocess.run({write!r}).returncode)"'
+    env = {**os.environ, "EAU_RUNS_DIR": str(tmp_path / "runs"), "EAU_KNOBS_DIR": str(project)}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "harness.cli.main", "supervise", "--run", "loop", "--every", "1"]
+            + ["--agent", agent, "--max-sessions", "1", "--poll", "0.1", "--json", "--cwd", str(REPO)],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+    finally:
+        steps.stop.set()
+    assert out.returncode == 0, out.stderr
+    (res,) = json.loads(out.stdout)["sessions"]
+    assert res["exit_code"] == 0, res
+    assert [(w["knob"], w["new"], w["reason"]) for w in res["pending_writes"]] == [
+        ("agent.entropy_coeff", 0.003, "r-own")
+    ]
+    assert list((knobs_dir / ".pending").glob("*.json")) and not (project / ".pending").exists()
 
 
 def test_cli_errors(tmp_path, knobs_dir):

@@ -7,7 +7,7 @@ hides the arms' difference (the method's mixed runs differed by 0.29 between arm
 
 User fidelity: each user reply to a question carries the gym verifier's ``check`` flag when the
 verifier could judge it (``UserCentricEnv.check_reply``: turtle's judge where it is confident; the
-hidden facts of travel and intention). ``user_checked_rate`` and ``user_wrong_rate`` are the checked
+hidden facts of travel and intention; the τ² and tau customer's identifying values). ``user_checked_rate`` and ``user_wrong_rate`` are the checked
 and the flagged-wrong replies as shares of all replies to a question, overall, per gym and per arm.
 """
 

@@ -163,8 +163,9 @@ class Autopilot:
         if cfg.pool_dir is not None:
             env["EAU_POOL_DIR"] = str(Path(cfg.pool_dir).resolve())
         self.cli = cli or EauCLI(env=env, cwd=cfg.cwd)
-        # the folder rule-file actions read (the commands write it through eau knobs set-rules)
-        self.knobs_dir = Path(kdir) if kdir is not None else Path(cfg.cwd) / "knobs"
+        # the folder rule-file actions read: the run's own, which the commands write (--run), whatever
+        # folder is exported to them
+        self.knobs_dir = Path(st["knobs_dir"]) if st.get("knobs_dir") else self.run_dir / "knobs"
         self.meta = self.run_dir / "meta"
         self.state = self.load_state()
 

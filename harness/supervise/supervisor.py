@@ -143,7 +143,13 @@ class Supervisor:
     def _knobs_dir(self, prog: RunProgress) -> Path | None:
         if self.cfg.knobs_dir is not None:
             return Path(self.cfg.knobs_dir)
-        return Path(prog.knobs_dir) if prog.knobs_dir else None
+        return self._run_knobs_dir(prog)
+
+    def _run_knobs_dir(self, prog: RunProgress) -> Path:
+        """The run's own knobs folder, where its knob files and pending writes are, whatever folder
+        is exported (a write with ``--run`` lands here even when EAU_KNOBS_DIR is the project's)."""
+        assert self.run_dir is not None
+        return Path(prog.knobs_dir) if prog.knobs_dir else self.run_dir / "knobs"
 
     def _pool_dir(self) -> Path:
         return Path(self.cfg.pool_dir) if self.cfg.pool_dir is not None else Path(self.cfg.cwd) / POOL_DEFAULT_DIR
@@ -177,7 +183,8 @@ class Supervisor:
             "timeout_min": f"{self.cfg.timeout_s / 60:.0f}",
         }
         text = prompt_mod.render(self.template, fields)
-        writable = [Path(self.cfg.runs_dir), self._pool_dir()] + ([kdir] if kdir else [])
+        run_kdir = self._run_knobs_dir(prog)
+        writable = [Path(self.cfg.runs_dir), self._pool_dir(), run_kdir] + ([kdir] if kdir and kdir != run_kdir else [])
         command = build_command(
             self.cfg.agent,
             text,
@@ -207,7 +214,7 @@ class Supervisor:
             timeout_s=self.cfg.timeout_s,
             run_dir=self.run_dir,
             step=prog.completed,
-            knobs_dir=kdir,
+            knobs_dir=run_kdir,
             pool_dir=self._pool_dir(),
         )
         s.start()

@@ -1,6 +1,14 @@
 """The verifier of user replies for gyms with hidden facts: does a reply state a value that the
 task's facts contradict?
 
+Two kinds of hidden fact, two checks:
+
+* **preferences and details** (travel, intention): :class:`Claim` and :func:`check_claims`, below;
+* **identifying values** (the τ² customers: a name, an email, a zip code, an order id): a
+  :class:`ValueKind` says how a reply states a value of one kind, :func:`stated_values` reads the
+  values a text states, and :func:`check_values` compares them with the task's true values of each
+  kind (a gym builds those from its own data: ``harness/envs/tau2/customer.py``).
+
 A gym describes each hidden fact it can check as a :class:`Claim` (the words that put a sentence on
 the fact, the phrases that state its value, and the phrases that state a value it rules out) and
 passes them to :func:`check_claims` from its ``check_reply`` hook (travel's preferences, intention's
@@ -15,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from harness.types import ReplyCheck
 
@@ -100,4 +108,142 @@ def check_claims(text: str, claims: Sequence[Claim]) -> ReplyCheck:
             if ruled_out and not states_value:
                 return ReplyCheck(True, True, f"{c.key}: the task says {c.value[0]}", c.value[0], ruled_out[0])
             checked = checked or bool(states_value or ruled_out)
+    return ReplyCheck(checked)
+
+
+# ------------------------------------------------------------------------------ identifying values
+# A sentence ends at . ! ? ; followed by a space (an email's or a street's dot does not end one) or a line break.
+_VALUE_SENTENCE_RE = re.compile(r"(?<=[.!?;])\s+|\n+")
+# Words right before a value that deny it ("not #W1234567", "isn't 12345", "never had ..."), and
+# words right after it ("x@y.com is wrong"): such a value is not what the reply says is true.
+_DENY_BEFORE = frozenset("not never nor without isn't wasn't aren't don't doesn't didn't no".split())
+_DENY_AFTER = re.compile(r"^\W*(is|was|'s)?\s*(wrong|incorrect|not (mine|my|right|correct))\b")
+DENY_REACH = 3  # words before a value in which a denial counts
+
+
+def _lower(value: str) -> str:
+    return " ".join(value.lower().split())
+
+
+@dataclass(frozen=True)
+class ValueKind:
+    """One kind of identifying value a reply can state (an email, a zip code, an order id).
+
+    key: the kind's name; keys the task's true values and names the kind in a verdict.
+    patterns: find a stated value (the match's group ``v``, else the whole match); any one.
+    about: words of which the sentence or the question it answers must name one for a match to
+        count (a bare 5-digit number is a zip code only next to "zip"); () when the pattern alone
+        says what the value is (an email, ``#W1234567``).
+    single: the user has one value of this kind (an email, a zip code): a sentence that also states
+        the true value is not wrong ("19122, not 19123"). Otherwise (order ids) every value a
+        sentence states must be one of the user's.
+    words: compare word by word: a stated value agrees when each of its words is a word of a true
+        value (names: "Emma" and "Emma Kim" agree with "Emma Kim").
+    exclude: values of the pattern's shape that are something else (flight numbers among six-letter
+        reservation codes); matched against the normalized value.
+    normalize: the canonical text of a value (a phone number's digits, a date in ISO form); None
+        drops a value that cannot be read.
+    loose: a wider pattern for reading the task's own text (every date in the scenario, not only one
+        next to "born"): what the task states counts as true however it is worded.
+    """
+
+    key: str
+    patterns: tuple[re.Pattern[str], ...]
+    about: tuple[str, ...] = ()
+    single: bool = True
+    words: bool = False
+    exclude: re.Pattern[str] | None = None
+    normalize: Callable[[str], str | None] = _lower
+    loose: tuple[re.Pattern[str], ...] = ()
+
+    def agrees(self, value: str, true: frozenset[str]) -> bool:
+        """Whether stated ``value`` (normalized) is one of the ``true`` values."""
+        if not self.words:
+            return value in true
+        known = {w for t in true for w in t.split()}
+        return all(w in known for w in value.split())
+
+
+def _denied(sentence: str, start: int, end: int) -> bool:
+    """Whether the words around ``sentence[start:end]`` deny the value there."""
+    before = re.findall(r"[\w']+", sentence[:start].lower())[-DENY_REACH:]
+    if any(w in _DENY_BEFORE and (w != "no" or i == len(before) - 1) for i, w in enumerate(before)):
+        return True
+    return _DENY_AFTER.search(sentence[end:].lower()) is not None
+
+
+def _found(sentence: str, kind: ValueKind, patterns: Sequence[re.Pattern[str]], deny: bool) -> list[str]:
+    out: list[str] = []
+    for p in patterns:
+        for m in p.finditer(sentence):
+            group = "v" if "v" in p.groupindex else 0
+            raw = m.group(group)
+            if raw is None or (deny and _denied(sentence, m.start(group), m.end(group))):
+                continue
+            value = kind.normalize(raw)
+            if value and not (kind.exclude and kind.exclude.fullmatch(value)) and value not in out:
+                out.append(value)
+    return out
+
+
+def _names(words: Sequence[str], text: str) -> bool:
+    return any(_has(w, text) for w in words)
+
+
+def stated_values(text: str, kinds: Sequence[ValueKind], *, loose: bool = False) -> dict[str, set[str]]:
+    """The values of each kind that ``text`` states, normalized. ``loose``: read a task's own text
+    (each kind's ``loose`` patterns too, no ``about`` word needed, denials kept): what a scenario
+    mentions at all counts as true.
+
+    >>> zip_code = ValueKind("zip", (re.compile(r"\\b(?P<v>\\d{5})\\b"),), about=("zip",))
+    >>> stated_values("My zip is 19122, not 19123. I have 12345 points.", [zip_code])
+    {'zip': {'19122'}}
+    """
+    out: dict[str, set[str]] = {}
+    for sentence in (s.strip() for s in _VALUE_SENTENCE_RE.split(text or "")):
+        for kind in kinds:
+            if not loose and kind.about and not _names(kind.about, sentence.lower()):
+                continue
+            found = _found(sentence, kind, kind.patterns + (kind.loose if loose else ()), deny=not loose)
+            if found:
+                out.setdefault(kind.key, set()).update(found)
+    return out
+
+
+def check_values(
+    text: str, kinds: Sequence[ValueKind], truth: Mapping[str, frozenset[str]], question: str = ""
+) -> ReplyCheck:
+    """The verdict on a reply ``text`` (to ``question``) against the task's true values of each kind.
+
+    A kind is checked only where the task knows its true values (``truth[kind.key]`` not empty): a
+    value nobody knows cannot be contradicted. A reply is wrong when one of its sentences states a
+    value of a kind that is none of the true ones (for a ``single`` kind: and not next to the true
+    one), and does not deny it. A reply that states no value (``I don't remember my email``) is not
+    checked.
+
+    >>> email = ValueKind("email", (re.compile(r"[\\w.+-]+@[\\w-]+(?:\\.[\\w-]+)+"),))
+    >>> truth = {"email": frozenset({"emma.kim@example.com"})}
+    >>> check_values("Sure, it's emma.kim@example.org.", [email], truth).said
+    'emma.kim@example.org'
+    >>> check_values("It's emma.kim@example.com, not ek@example.com.", [email], truth).wrong
+    False
+    """
+    checked = False
+    asked = (question or "").lower()
+    for sentence in (s.strip() for s in _VALUE_SENTENCE_RE.split(text or "")):
+        if not sentence:
+            continue
+        low = sentence.lower()
+        for kind in kinds:
+            true = truth.get(kind.key)
+            if not true or (kind.about and not (_names(kind.about, low) or _names(kind.about, asked))):
+                continue
+            said = _found(sentence, kind, kind.patterns, deny=True)
+            if not said:
+                continue
+            checked = True
+            bad = [v for v in said if not kind.agrees(v, true)]
+            if bad and not (kind.single and len(bad) < len(said)):
+                expected = ", ".join(sorted(true)[:3]) + (" ..." if len(true) > 3 else "")
+                return ReplyCheck(True, True, f"{kind.key}: the task says {expected}", expected, bad[0])
     return ReplyCheck(checked)

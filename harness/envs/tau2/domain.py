@@ -94,6 +94,13 @@ def new_environment(domain: str) -> Any:
 
 
 @cache
+def base_db(domain: str) -> Any:
+    """The domain's database as τ²'s data file holds it, loaded once and shared: read it, never
+    write it (an episode's own copy is ``initial_environment``)."""
+    return new_environment(domain).tools.db
+
+
+@cache
 def tasks(domain: str) -> tuple[Any, ...]:
     """τ²'s tasks of ``domain`` (``tau2.data_model.tasks.Task``), in file order."""
     return tuple(_env_module(domain).get_tasks(TASK_SET))

@@ -18,7 +18,8 @@ The episode ends when
 
 Every failed call comes back as the tool's error text (τ²'s ``Error: ...``), never an exception.
 The last turn carries the τ² score (``scoring.py``) as its task reward; the record says which
-reward-basis components it was computed from.
+reward-basis components it was computed from. Every customer reply is checked against what is true
+of the customer (``customer.py``; the reply's ``check`` flag, ``user_wrong_rate``).
 
 Action mapping onto the harness's choices (for metrics): a message is ``ask``, a turn of tool calls
 ``search``, the agent's stop ``answer``.
@@ -32,9 +33,10 @@ from typing import Any, ClassVar
 from harness.envs.base import UserCentricEnv
 from harness.envs.tau2 import domain as dom
 from harness.envs.tau2.actions import STOP_TOKEN, parse_turn, tagged_instructions, tool_call_instructions
+from harness.envs.tau2.customer import Truth, check_customer_reply, find_customer, merge, record_values, scenario_values
 from harness.envs.tau2.scenario import GoldAction, known_corpus, known_facts, opening_message
 from harness.envs.tau2.scoring import SCORED_ENDS, Call, Score, llm_judge, score_episode
-from harness.types import Action, Task, TurnRecord, UserReply
+from harness.types import Action, ReplyCheck, Task, TurnRecord, UserReply
 
 DEFAULT_ERROR_LIMIT = 10  # τ²'s max_errors
 
@@ -121,6 +123,7 @@ class Tau2Env(UserCentricEnv):
         self.errors = 0
         self.score: Score | None = None
         self.end: str | None = None
+        self._customer: tuple[str | None, Truth] | None = None  # (id, truth of the task as it began)
 
     @property
     def world_env(self) -> Any:
@@ -193,6 +196,24 @@ class Tau2Env(UserCentricEnv):
             return Tau2SymbolicUser(rules, self)
         return Tau2LLMUser(rules, llm, self)
 
+    # ------------------------------------------------------------------ the customer's truth
+    def customer_truth(self) -> Truth:
+        """The true values of each kind about the task's customer (``customer.py``): its record in the
+        domain database as the episode began and as it is now, and everything its scenario says."""
+        assert self.task is not None
+        if self._customer is None:
+            base = dom.base_db(self.domain)
+            key = find_customer(self.domain, self.task.data, base)
+            self._customer = key, merge(scenario_values(self.task.data), record_values(self.domain, base, key))
+        key, start = self._customer
+        if self._world_env is None:  # no tool has run: the database is as it began
+            return start
+        return merge(start, record_values(self.domain, self._world_env.tools.db, key))
+
+    def check_reply(self, question: str, reply: UserReply) -> ReplyCheck:
+        """A customer reply (either arm) that states a value of the customer the task's truth contradicts."""
+        return check_customer_reply(reply.text, self.customer_truth(), question)
+
     # ------------------------------------------------------------------ prompts
     def system_prompt(self) -> str:
         how = tagged_instructions() if self.rendering == "tagged" else tool_call_instructions()
@@ -222,6 +243,7 @@ class Tau2Env(UserCentricEnv):
         self._world_env = None  # built on first use: loading a domain database is most of a reset's cost
         self.calls, self.messages, self.errors = [], [], 0
         self.score, self.end = None, None
+        self._customer = None
         info["tau2_id"] = self.tau_task.id
         return obs, info
 
@@ -289,6 +311,9 @@ class Tau2Env(UserCentricEnv):
         st.questions += 1
         st.asked.append(" ".join(text.lower().split()))
         reply: UserReply = self.user.reply(text, st)
+        check = self.check_reply(text, reply)
+        if check.checked:
+            reply.flags["check"] = check.to_flag()
         record.user_reply = reply
         record.obs_role = "user"
         record.observation = reply.text
