@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 import torch
-from _common import REPO, bench_knobs, emit, load_average, machine, set_threads, stderr_log, temp_root
+from _common import REPO, bench_knobs, emit, load_average, machine, private_knobs, set_threads, stderr_log, temp_root
 
 from harness.envs.registry import make as make_gym
 from harness.ppo.models import load_policy
@@ -143,7 +143,8 @@ def sync_part(args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--set", "warm_start=null", "--set", "evaluation=null", "--set", f"steps={args.steps}"]
         cmd += ["--set", f"tasks_per_step={args.tasks}", "--set", f"samples_per_task={args.samples}"]
         cmd += ["--set", f"torch_threads={args.threads}", "--set", "checkpoint_every=0", "--no-progress"]
-        cmd += ["--runs-dir", str(root / "runs"), "--knobs-dir", str(root / name / "knobs"), "--run-id", name, *extra]
+        knobs = private_knobs(root / name)  # each run its own copy of the packaged knobs
+        cmd += ["--runs-dir", str(root / "runs"), "--knobs-dir", str(knobs), "--run-id", name, *extra]
         stderr_log(f"sync: {name}: {' '.join(cmd[2:])}")
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
         if proc.returncode != 0:
