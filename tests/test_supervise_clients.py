@@ -447,7 +447,9 @@ def outside_probe() -> Path:
 
 
 def shell(cmd: str) -> dict:
-    return {"tool_calls": [{"name": "exec_command", "input": {"cmd": cmd}}]}
+    # Codex hands back what a command printed after yield_time_ms (10 s by default) and leaves it
+    # running; an `eau` command on a loaded machine can take longer, so the script waits for the end
+    return {"tool_calls": [{"name": "exec_command", "input": {"cmd": cmd, "yield_time_ms": 120000}}]}
 
 
 def test_codex_supervises_the_live_run(live, tmp_path):
