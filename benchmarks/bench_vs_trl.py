@@ -79,6 +79,7 @@ from _common import (
     temp_root,
     warm_start,
 )
+from transformers import TrainerCallback
 
 TEMPLATE = "qwen3"  # a template TRL can parse tool calls from (TRL's add_response_schema knows it)
 RENDERING = "tool_call"  # environment_factory exposes environment methods as tools
@@ -132,13 +133,35 @@ def make_environment_class(gym: str, knobs: Any, samples: int, counters: dict[st
     return GymEnvironment
 
 
+class StepTimer(TrainerCallback):
+    """A GRPOTrainer callback: the wall time of every step (between ``on_step_end`` calls, the first from
+    ``on_train_begin``) in ``times``, and every log dict in ``logs``."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.logs: list[dict[str, Any]] = []
+
+    def on_train_begin(self, *a: Any, **k: Any) -> None:
+        self.t = time.perf_counter()
+
+    def on_step_end(self, *a: Any, **k: Any) -> None:
+        now = time.perf_counter()
+        self.times.append(now - self.t)
+        self.t = now
+
+    def on_log(self, _args: Any, _state: Any, _control: Any, logs_: dict | None = None, **k: Any) -> None:
+        if logs_ is None:
+            logs_ = k.get("logs")
+        if logs_:
+            self.logs.append(dict(logs_))
+
+
 def trl_run(
     args: argparse.Namespace, sft_dir: str, knobs: Any, system_prompt: str, max_completion: int, root: Path, seed: int
 ) -> dict[str, Any]:
     """One GRPOTrainer run of ``args.steps`` steps: per-step wall times and work counters."""
     import torch
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     counters: dict[str, Any] = {"resets": {}, "episodes": 0, "env_steps": 0, "calls_after_end": 0}
@@ -184,23 +207,8 @@ def trl_run(
         save_strategy="no",
         dataloader_num_workers=0,
     )
-    times: list[float] = []
-    logs: list[dict[str, Any]] = []
-
-    class StepTimer(TrainerCallback):
-        def on_train_begin(self, *a: Any, **k: Any) -> None:
-            self.t = time.perf_counter()
-
-        def on_step_end(self, *a: Any, **k: Any) -> None:
-            now = time.perf_counter()
-            times.append(now - self.t)
-            self.t = now
-
-        def on_log(self, _args: Any, _state: Any, _control: Any, logs_: dict | None = None, **k: Any) -> None:
-            if logs_ is None:
-                logs_ = k.get("logs")
-            if logs_:
-                logs.append(dict(logs_))
+    timer = StepTimer()
+    times, logs = timer.times, timer.logs
 
     trained = [0]  # tokens (prompt, completion and tool results) through the update's forward passes
 
@@ -220,7 +228,7 @@ def trl_run(
                 train_dataset=data,
                 processing_class=tok,
                 environment_factory=env_cls,
-                callbacks=[StepTimer()],
+                callbacks=[timer],
             )
             trainer.train()
         finally:

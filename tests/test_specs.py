@@ -39,6 +39,12 @@ from harness.ppo.specs import (
         ("policy.dtype=int8", "policy.dtype: unknown dtype 'int8'"),
         ("critic.mode=x", "critic.mode: unknown 'x'; allowed: separate, shared"),
         ("backend.port=80", "backend (hf) takes name and continuous; port are vllm options"),
+        ("backend={name: vllm, mode: remote}", "backend.mode must be colocate or server, got 'remote'"),
+        ("backend={name: vllm, dtype: int8}", "backend.dtype must be one of float32, bfloat16, float16"),
+        ("backend={name: vllm, kv_cache_gib: 0}", "backend.kv_cache_gib must be > 0"),
+        ("backend={name: vllm, gpu_memory_utilization: 1.5}", "backend.gpu_memory_utilization must be in (0, 1]"),
+        ("user_llm.kind=vllm", "user_llm (kind vllm) needs model"),
+        ("user_llm={kind: vllm, model: m, base_url: x}", "user_llm (kind vllm) takes model, timeout_s"),
         ("user_llm.kind=openai", "user_llm (kind openai) needs base_url, model"),
         ("user_llm={kind: gemma3_270m, path: x}", "user_llm (kind gemma3_270m) takes max_new_tokens, device; not path"),
         ("warm_start.lr=.inf", "warm_start.lr must be a finite number"),
@@ -76,7 +82,9 @@ def test_every_preset_round_trips_through_the_frozen_config(preset):
 def test_backend_and_user_llm_options_leave_unset_fields_out():
     assert BackendSpec().options() == {"name": "hf", "continuous": True}
     vllm = from_mapping(BackendSpec, {"name": "vllm", "mode": "server", "port": 9000}, "backend")
-    assert vllm.options() == {"name": "vllm", "mode": "server", "port": 9000}
+    assert vllm.options() == {"name": "vllm", "continuous": True, "mode": "server", "port": 9000}
+    spec = from_mapping(UserLLMSpec, {"kind": "vllm", "model": "smollm2-135m", "kv_cache_gib": 0.5}, "user_llm")
+    assert spec.options() == {"kind": "vllm", "model": "smollm2-135m", "kv_cache_gib": 0.5}
     spec = from_mapping(
         UserLLMSpec, {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m", "timeout_s": 5}, "user_llm"
     )

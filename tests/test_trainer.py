@@ -64,6 +64,7 @@ METRIC_KEYS = [
     "time_rollout_s",
     "time_update_s",
     "time_harness_s",
+    "time_weight_sync_s",
     "gym/intention/reward_mean",
     "gym/intention/success_rate",
     "arm/symbolic/reward_mean",

@@ -106,6 +106,16 @@ def model_folder(model: str, override: str | os.PathLike | None = None) -> str:
     return str(cache_dir(model, override)) if model in MODELS else model
 
 
+def ensure_model_folder(
+    model: str, override: str | os.PathLike | None = None, log: Callable[[str], None] = lambda m: None
+) -> str:
+    """:func:`model_folder` of ``model``, its cache built first for a packaged model that has none yet
+    (a server process loads the folder itself)."""
+    if model in MODELS and not cache_complete(model, override):
+        build_cache(MODELS[model], cache_dir(model, override), log)
+    return model_folder(model, override)
+
+
 def _dedup_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The state dict without tied duplicates (safetensors refuses shared storage); the first name
     of each storage is kept (the embedding, so from_pretrained re-ties the LM head to it)."""

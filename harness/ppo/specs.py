@@ -21,7 +21,7 @@ from typing import Any, Mapping, TypeVar, Union
 # names only (harness.ppo.packaged has the files; tests keep the two in step)
 PACKAGED_MODELS = ("smollm2-135m", "gemma3-270m")
 DTYPE_NAMES = ("float32", "bfloat16", "float16", "auto")
-USER_LLM_KINDS = ("openai", "transformers", "gemma3_270m")
+USER_LLM_KINDS = ("openai", "vllm", "transformers", "gemma3_270m")
 # special tokens of the tiny model's tokenizer: pad, bos, eos, start and end of turn
 TINY_SPECIAL_TOKENS = 5
 
@@ -334,24 +334,56 @@ class CriticSpec:
             raise ValueError(f"{where}.head_init_std must be >= 0; got {self.head_init_std}")
 
 
-_VLLM_ONLY = ("mode", "gpu_memory_utilization", "host", "port", "dtype", "max_model_len", "model_path")
+_VLLM_ONLY = (
+    "mode",
+    "gpu_memory_utilization",
+    "kv_cache_gib",
+    "enforce_eager",
+    "host",
+    "port",
+    "dtype",
+    "max_model_len",
+    "model_path",
+    "sync_tolerance",
+)
+BACKEND_MODES = ("colocate", "server")
+ENGINE_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
 class BackendSpec:
     """The generation backend of the rollout."""
 
-    name: str = doc("hf", help="hf (the policy in this process) or vllm (needs the vllm extra and a GPU)")
-    continuous: bool = doc(
-        True, help="hf: a row's next turn starts as soon as its last one ended, instead of one generate call per turn"
+    name: str = doc(
+        "hf", help="hf (the policy in this process) or vllm (vLLM on CPU or GPU: needs the vllm extra; README)"
     )
-    mode: str | None = doc(None, help="vllm: colocate (an engine in this process) or server")
-    gpu_memory_utilization: float | None = doc(None, help="vllm: share of GPU memory for the engine (0.5)")
+    continuous: bool = doc(
+        True,
+        help="a row's next turn starts as soon as its last one ended, instead of one generate call per turn "
+        "(vllm: colocate mode)",
+    )
+    mode: str | None = doc(
+        None, help="vllm: colocate (an engine in this process) or server (a running vLLM server; README)"
+    )
+    gpu_memory_utilization: float | None = doc(
+        None, help="vllm colocate on GPU: the engine's share of the card (null: 0.5, as in the method)"
+    )
+    kv_cache_gib: float | None = doc(
+        None, help="vllm colocate: KV cache size in GiB (null: 1 on CPU, where vLLM would otherwise ask for 92% of RAM)"
+    )
+    enforce_eager: bool | None = doc(None, help="vllm colocate: no CUDA graphs or compilation (null: true on CPU)")
     host: str | None = doc(None, help="vllm server mode: host (127.0.0.1)")
     port: int | None = doc(None, help="vllm server mode: port (8000)")
-    dtype: str | None = doc(None, help="vllm: weights dtype (bfloat16)")
-    max_model_len: int | None = doc(None, help="vllm: longest sequence (16384)")
-    model_path: str | None = doc(None, help="vllm: weights folder (default: the policy's)")
+    dtype: str | None = doc(None, help="vllm: the engine's weights dtype (null: the policy's)")
+    max_model_len: int | None = doc(None, help="vllm: longest sequence (null: the model's)")
+    model_path: str | None = doc(
+        None, help="vllm: model folder the engine starts from (default: the policy's; tiny: written for it)"
+    )
+    sync_tolerance: float | None = doc(
+        None,
+        help="vllm: largest mean |log-prob| difference between engine and policy on the probe after a weight "
+        "sync; more stops the run (null: 1e-3 float32, 0.1 bfloat16, 0.05 float16)",
+    )
 
     def check(self, where: str = "backend") -> None:
         if self.name not in ("hf", "vllm"):
@@ -360,16 +392,44 @@ class BackendSpec:
             extra = [k for k in _VLLM_ONLY if getattr(self, k) is not None]
             if extra:
                 raise ValueError(f"{where} (hf) takes name and continuous; {', '.join(extra)} are vllm options")
+            return
+        if self.mode is not None and self.mode not in BACKEND_MODES:
+            raise ValueError(f"{where}.mode must be {' or '.join(BACKEND_MODES)}, got {self.mode!r}")
+        if self.dtype is not None and self.dtype not in ENGINE_DTYPES:
+            raise ValueError(f"{where}.dtype must be one of {', '.join(ENGINE_DTYPES)} (or null), got {self.dtype!r}")
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"{where}.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}")
+        for name in ("kv_cache_gib", "sync_tolerance"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{where}.{name} must be > 0, got {value!r}")
+        for name in ("port", "max_model_len"):
+            if getattr(self, name) is not None:
+                _positive_int(getattr(self, name), f"{where}.{name}")
 
     def options(self) -> dict[str, Any]:
-        """The mapping ``harness.rollout.backends.make_backend`` takes (unset vllm options left out)."""
+        """The mapping ``harness.rollout.backend_choice.make_backend`` takes (unset vllm options left out)."""
         if self.name == "hf":
             return {"name": "hf", "continuous": self.continuous}
-        return {"name": "vllm", **{k: getattr(self, k) for k in _VLLM_ONLY if getattr(self, k) is not None}}
+        return {
+            "name": "vllm",
+            "continuous": self.continuous,
+            **{k: getattr(self, k) for k in _VLLM_ONLY if getattr(self, k) is not None},
+        }
 
 
 _USER_LLM_FIELDS = {
     "openai": ("base_url", "model", "api_key_env", "timeout_s", "max_retries", "retry_backoff_s", "max_tokens"),
+    "vllm": (
+        "model",
+        "timeout_s",
+        "max_retries",
+        "retry_backoff_s",
+        "max_tokens",
+        "max_model_len",
+        "kv_cache_gib",
+        "start_timeout_s",
+    ),
     "transformers": ("path", "gguf_file", "max_new_tokens", "device", "chat_template"),
     "gemma3_270m": ("max_new_tokens", "device"),
 }
@@ -381,18 +441,28 @@ class UserLLMSpec:
 
     kind: str = doc(
         "openai",
-        help="openai (an OpenAI-compatible endpoint), transformers (a local model "
-        "folder) or gemma3_270m (the model shipped in an installed package)",
+        help="openai (an OpenAI-compatible endpoint), vllm (a vLLM server the run starts on loopback and "
+        "stops at its end), transformers (a local model folder) or gemma3_270m (the model shipped in an "
+        "installed package)",
     )
     base_url: str | None = doc(None, help="openai: e.g. http://127.0.0.1:8000/v1 (required)")
-    model: str | None = doc(None, help="openai: the model name the server expects (required)")
+    model: str | None = doc(
+        None,
+        help="openai: the model name the server expects; vllm: the model to serve, a packaged model "
+        "(" + ", ".join(PACKAGED_MODELS) + ") or a Hugging Face model folder (required)",
+    )
     api_key_env: str | None = doc(
         None, help="openai: environment variable holding the key (OPENAI_API_KEY); keys never go into configs"
     )
-    timeout_s: float | None = doc(None, help="openai: limit on one HTTP call (30)")
-    max_retries: int | None = doc(None, help="openai: further attempts after a failed call (2)")
-    retry_backoff_s: float | None = doc(None, help="openai: wait before retry k is this x 2^(k-1) (0.5)")
-    max_tokens: int | None = doc(None, help="openai: most tokens of one reply (256)")
+    timeout_s: float | None = doc(None, help="openai, vllm: limit on one HTTP call (30)")
+    max_retries: int | None = doc(None, help="openai, vllm: further attempts after a failed call (2)")
+    retry_backoff_s: float | None = doc(None, help="openai, vllm: wait before retry k is this x 2^(k-1) (0.5)")
+    max_tokens: int | None = doc(None, help="openai, vllm: most tokens of one reply (256)")
+    max_model_len: int | None = doc(None, help="vllm: longest sequence the server takes (2048)")
+    kv_cache_gib: float | None = doc(
+        None, help="vllm: the server's KV cache in GiB (1; on a GPU null lets vLLM size it)"
+    )
+    start_timeout_s: float | None = doc(None, help="vllm: how long the run waits for the server to be healthy (600)")
     path: str | None = doc(None, help="transformers: the model folder (required)")
     gguf_file: str | None = doc(None, help="transformers: a GGUF file inside the folder")
     max_new_tokens: int | None = doc(None, help="transformers, gemma3_270m: most tokens of one reply (128)")
@@ -410,7 +480,7 @@ class UserLLMSpec:
         ]
         if extra:
             raise ValueError(f"{where} (kind {self.kind}) takes {', '.join(own)}; not {', '.join(extra)}")
-        required = {"openai": ("base_url", "model"), "transformers": ("path",)}.get(self.kind, ())
+        required = {"openai": ("base_url", "model"), "vllm": ("model",), "transformers": ("path",)}.get(self.kind, ())
         missing = [k for k in required if not getattr(self, k)]
         if missing:
             raise ValueError(f"{where} (kind {self.kind}) needs {', '.join(missing)}")

@@ -54,10 +54,11 @@ from harness.ppo.models import (
 from harness.ppo.numerics import describe as describe_numerics
 from harness.ppo.numerics import numeric_environment
 from harness.ppo.optim import make_optimizers
-from harness.ppo.packaged import model_folder
+from harness.ppo.packaged import ensure_model_folder, model_folder
 from harness.ppo.run_knobs import RunKnobs
 from harness.ppo.warm_start import format_mismatch, make_warm_start, starting_weights
-from harness.rollout.backends import SamplingParams, make_backend, rollout_records_stats
+from harness.rollout.backend_choice import make_backend
+from harness.rollout.backends import SamplingParams, rollout_records_stats
 from harness.rollout.chat import ChatFormat
 from harness.rollout.engine import Episode, RolloutEngine
 from harness.runs.metrics import prompt_alerts, step_line, step_metrics
@@ -121,6 +122,8 @@ class Trainer:
         try:
             self._build(resume)
         except BaseException as exc:
+            if getattr(self, "user_factory", None) is not None:
+                self.user_factory.close()  # a vLLM server the run started
             self._finish("failed", error=f"{type(exc).__name__}: {exc}")
             raise
 
@@ -194,7 +197,7 @@ class Trainer:
         self.rollout_stats = rollout_records_stats(cfg.rollout_stats, self.backend, self.engine, self.policy)
         if self.rollout_stats and self.shared_critic:
             self.backend.value_fn = self.critic.values_from_hidden
-        self.user_factory = UserFactory(llm=cfg.user_llm.options()) if cfg.user_llm else UserFactory()
+        self.user_factory = UserFactory(llm=self._user_llm_options()) if cfg.user_llm else UserFactory()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         alert = self.writer.alert if self.dist.main else None  # no update on non-finite numbers (guards.py)
         self.guard = NumericGuard(self.dist, alert, lambda: self.store.log.read())
@@ -204,6 +207,20 @@ class Trainer:
             self._resume()
         elif self.dist.main and (alert := format_mismatch(cfg)) is not None:  # the warm start's format
             self.writer.alert("warm_start_format", alert["message"], learned=alert["learned"], plays=alert["plays"])
+
+    def _user_llm_options(self) -> dict[str, Any]:
+        """The run's ``user_llm`` as ``harness.users.backends`` builds it. A vllm server (``kind: vllm``, started
+        now, stopped at the run's end) gets its model folder (a packaged model's cache) and its log file."""
+        options = self.cfg.user_llm.options()
+        if options["kind"] == "vllm":
+            log = self.run_dir / "user_llm_server.log" if self.dist.main else None
+            options.update(
+                model=ensure_model_folder(options["model"], log=self._note),
+                device=self.dist.device.type,
+                log_path=None if log is None else str(log),
+            )
+            self._note(f"user_llm: starting a vLLM server for {options['model']} (log: {log})")
+        return options
 
     def _resume(self) -> None:
         """The latest checkpoint's tensors, RNG and knob state (the run folder was reopened at the same
@@ -243,9 +260,8 @@ class Trainer:
                 score_stats = self.score(batch)  # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))  # 5. GAE over action tokens
                 upd = self._guarded_update(step, batch)  # 6. PPO update (guarded)
-                if hasattr(self.backend, "sync_weights"):
-                    self.backend.sync_weights(self.policy)  #    (vLLM: new weights for the rollout)
                 time_update = time.perf_counter() - t_upd
+                score_stats.update(self.sync_rollout_weights())  #    (vLLM: new weights for the rollout)
                 t_log = time.perf_counter()  # 7. log
                 records = [r for part in self.dist.gather(self._records(step, episodes)) for r in part]
                 updates = self.dist.gather(upd)
@@ -269,7 +285,7 @@ class Trainer:
         watcher on its knobs folder (process 0), and at the end, however it ends, :meth:`_finish`."""
         watcher = KnobWatcher(self.store) if self.dist.main else contextlib.nullcontext()
         try:
-            with watcher:
+            with watcher, contextlib.closing(self.user_factory):  # closing: a vLLM server the run started
                 yield self
         except BaseException as exc:
             state = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -332,7 +348,7 @@ class Trainer:
             max_new_tokens_per_turn=self.knobs.max_new_tokens_per_turn,
             max_episode_tokens=self.knobs.max_episode_tokens,
             with_stats=self.rollout_stats and params.temperature > 0,
-            seeds=seeds if self.engine.continuous else None,
+            seeds=seeds if self.engine.continuous or self.backend.per_request_seeds else None,
             on_turn=on_turn,
         )
         return res.episodes, {
@@ -341,6 +357,13 @@ class Trainer:
             "time_env_s": res.time_env_s,
             "generated_tokens": float(res.generated_tokens),
         }
+
+    def sync_rollout_weights(self) -> dict[str, float]:
+        """The rollout backend samples from the updated policy from now on (vLLM: its weights are sent and
+        checked; a sync that is not taken stops the run with WeightSyncError). Its time and check, for metrics."""
+        t0 = time.perf_counter()
+        checked = self.backend.sync_weights(self.policy)
+        return {"time_weight_sync_s": time.perf_counter() - t0, **checked}
 
     def share_trunk(self, batch: Batch) -> None:
         """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top

@@ -2,9 +2,10 @@
 
 * :class:`HFBackend`: transformers ``generate`` on the policy being trained (CPU or GPU); nothing to
   sync, it *is* the policy.
-* :class:`VLLMBackend`: vLLM for rollouts on GPU, either colocated (a ``vllm.LLM`` in this process;
-  weights pushed after each update) or a server started with ``trl vllm-serve`` (TRL's
-  ``VLLMClient`` generates and receives the updated weights). Needs the ``vllm`` extra and a GPU.
+* ``VLLMBackend`` (:mod:`harness.rollout.vllm_backend`, imported only by a vllm run): vLLM, colocated
+  in this process or a server, on CPU or GPU; the policy's weights are synced in after each update
+  and the sync is checked. Needs the ``vllm`` extra. :mod:`harness.rollout.backend_choice` builds the
+  one a run config names.
 
 ``generate`` returns only the sampled ids; the trainer then recomputes log-probs with one forward
 pass of the same policy, so every backend yields exactly the numbers the PPO ratio needs.
@@ -15,11 +16,14 @@ is the update's (float32; trainer option ``rollout_stats``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
+import numpy as np
 import torch
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from harness.distributions import logprobs_from_logits
 from harness.rollout.row_cache import (
@@ -32,6 +36,11 @@ from harness.rollout.row_cache import (
 )
 
 logger = logging.getLogger(__name__)
+
+# the keyword a transformers model's forward and generate take the KV cache under, and the output
+# field that returns it: `cache` from transformers 5.20, `past_key_values` before (vLLM 0.32 pins
+# transformers < 5.20, so an environment with vLLM has the older name)
+CACHE_KWARG = "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
 
 # the most bytes of KV buffers HFBackend keeps between rollouts on CPU (the tiny preset's 16 episodes
 # use ~35 MB; Gemma 3 270M ~37 KB per token: 8 episodes x 2k tokens ~600 MB)
@@ -51,16 +60,31 @@ class SamplingParams:
 
 
 class GenerationBackend(Protocol):
+    # whether ``generate`` takes one sampling seed per prompt (``seeds=``): a backend whose requests are
+    # seeded one by one (vLLM); the hf backend's ``generate`` samples the batch from one RNG
+    per_request_seeds: bool
+
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams
     ) -> list[list[int]]:
         """Sampled continuation ids per prompt, each cut after its first stop id and at its budget."""
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        """Make the backend sample from the current policy weights."""
+    def sync_weights(self, model: torch.nn.Module) -> dict[str, float]:
+        """Make the backend sample from the current policy weights; numbers about the sync, for metrics."""
 
     def clear_cache(self) -> None:
         """Forget state kept between calls (the engine calls it before and after every batch)."""
+
+
+def turn_seed(episode_seed: int, turn: int) -> int:
+    """The sampling seed of one turn of one episode on a backend that seeds each request (vLLM): a
+    function of the episode's seed and the turn's index only, so a turn samples the same tokens
+    whatever else is in the batch.
+
+    >>> turn_seed(7, 0) == turn_seed(7, 0) != turn_seed(7, 1)
+    True
+    """
+    return int(np.random.SeedSequence([int(episode_seed), int(turn)]).generate_state(1)[0])
 
 
 def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int], budget: int, pad_id: int | None) -> list[int]:
@@ -97,6 +121,8 @@ class HFBackend:
     offloaded) is encoded afresh every turn. ``clear_cache()`` drops it (the engine calls it at the
     start and end of a batch; weights change between batches).
     """
+
+    per_request_seeds = False  # generate samples the batch from one RNG; run_turns takes seeds
 
     def __init__(
         self,
@@ -180,13 +206,13 @@ class HFBackend:
                 return_dict_in_generate=True,
             )
             if plan is not None:
-                kwargs["cache"] = plan.cache
+                kwargs[CACHE_KWARG] = plan.cache
             elif self.reuse_cache:
                 from transformers.cache_utils import DynamicCache
 
                 # full-attention layers everywhere (a config-less cache), so the cache can be re-laid out;
                 # sliding-window layers still get their window from the attention mask
-                kwargs["cache"] = DynamicCache()
+                kwargs[CACHE_KWARG] = DynamicCache()
             if params.temperature > 0:
                 kwargs.update(do_sample=True, temperature=float(params.temperature), top_p=float(params.top_p), top_k=0)
             else:
@@ -197,13 +223,14 @@ class HFBackend:
         gen = out.sequences[:, width:].tolist()
         results = [cut_at_stop(g, params.stop_ids, int(b), self.pad_id) for g, b in zip(gen, max_new_tokens)]
         if self.reuse_cache:
-            self._cache = _RowCache.after_generate(out.cache, prompts, results, width)
+            self._cache = _RowCache.after_generate(getattr(out, CACHE_KWARG), prompts, results, width)
         return results
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        self.model = model  # generation uses the live policy itself
+    def sync_weights(self, model: torch.nn.Module) -> dict[str, float]:
+        self.model = model  # generation uses the live policy itself: nothing to check
         self._packed_configs = None
         self.clear_cache()
+        return {}
 
     @torch.no_grad()
     def run_turns(
@@ -361,7 +388,7 @@ class HFBackend:
             input_ids=ids.to(self.device),
             attention_mask=mask,
             position_ids=cache.positions(layout).to(self.device),
-            cache=cache,
+            **{CACHE_KWARG: cache},
             use_cache=True,
             logits_to_keep=1,
             output_hidden_states=want_hidden,
@@ -390,7 +417,7 @@ class HFBackend:
                 input_ids=ids.to(self.device),
                 attention_mask=mask,
                 position_ids=layout.positions().to(self.device),
-                cache=cache,
+                **{CACHE_KWARG: cache},
                 use_cache=True,
                 logits_to_keep=last,
                 output_hidden_states=want_hidden,
@@ -596,135 +623,6 @@ def relayout_cache(cache: Any, source: torch.Tensor, index: torch.Tensor) -> Non
         # (rows, columns, heads, dim) -> (rows, heads, columns, dim)
         layer.keys = layer.keys[src, :, idx].permute(0, 2, 1, 3).contiguous()
         layer.values = layer.values[src, :, idx].permute(0, 2, 1, 3).contiguous()
-
-
-class VLLMBackend:
-    """vLLM rollouts (GPU). ``mode="colocate"``: a ``vllm.LLM`` in this process sharing the GPU
-    (``gpu_memory_utilization`` caps its share); ``mode="server"``: a ``trl vllm-serve`` server at
-    ``host:port`` reached through TRL's ``VLLMClient``. Weights are pushed after each PPO update."""
-
-    def __init__(
-        self,
-        model_path: str,
-        mode: str = "colocate",
-        gpu_memory_utilization: float = 0.5,
-        host: str = "127.0.0.1",
-        port: int = 8000,
-        dtype: str = "bfloat16",
-        max_model_len: int = 16384,
-        seed: int = 0,
-    ):
-        if mode not in ("colocate", "server"):
-            raise ValueError(f"vLLM mode must be colocate or server, got {mode!r}")
-        try:
-            import vllm  # noqa: F401
-        except ImportError as exc:
-            raise RuntimeError(
-                "the vllm backend needs `pip install 'eau-harness[vllm]'` and a GPU; use backend: hf on CPU"
-            ) from exc
-        self.mode = mode
-        if mode == "colocate":
-            from vllm import LLM
-
-            self.llm = LLM(
-                model=model_path,
-                gpu_memory_utilization=gpu_memory_utilization,
-                dtype=dtype,
-                max_model_len=max_model_len,
-                seed=seed,
-                enable_prefix_caching=True,
-            )
-            self.client = None
-        else:
-            from trl.extras.vllm_client import VLLMClient
-
-            self.llm = None
-            self.client = VLLMClient(host=host, server_port=port)
-            self.client.init_communicator()
-
-    def generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], params: SamplingParams
-    ) -> list[list[int]]:
-        if not prompts:
-            return []
-        if self.llm is not None:
-            from vllm import SamplingParams as VSP
-            from vllm.inputs import TokensPrompt
-
-            sps = [
-                VSP(
-                    temperature=params.temperature,
-                    top_p=params.top_p,
-                    max_tokens=int(b),
-                    stop_token_ids=list(params.stop_ids),
-                )
-                for b in max_new_tokens
-            ]
-            outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sps, use_tqdm=False)
-            gen = [list(o.outputs[0].token_ids) for o in outs]
-        else:
-            # the server takes one budget per call: group prompts by budget
-            gen = [[] for _ in prompts]
-            for b in sorted(set(int(x) for x in max_new_tokens)):
-                idx = [i for i, x in enumerate(max_new_tokens) if int(x) == b]
-                res = self.client.generate(
-                    prompts=[list(prompts[i]) for i in idx],
-                    n=1,
-                    temperature=params.temperature,
-                    top_p=params.top_p,
-                    max_tokens=b,
-                )
-                completions = res["completion_ids"] if isinstance(res, dict) else res
-                for i, c in zip(idx, completions):
-                    gen[i] = list(c)
-        return [cut_at_stop(g, params.stop_ids, int(b), None) for g, b in zip(gen, max_new_tokens)]
-
-    def clear_cache(self) -> None:
-        """Nothing to drop here: vLLM's prefix cache serves repeated prompt prefixes itself."""
-
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        state = _merged_state_dict(model)
-        if self.llm is not None:
-            runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-            runner.model.load_weights(state.items())
-            self.llm.reset_prefix_cache()
-        else:
-            for name, tensor in state.items():
-                self.client.update_named_param(name, tensor)
-            self.client.reset_prefix_cache()
-
-
-def _merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Plain HF parameter names and tensors of the policy (LoRA adapters merged in)."""
-    if hasattr(model, "merge_adapter") and hasattr(model, "unmerge_adapter"):
-        model.merge_adapter()
-        try:
-            sd = {
-                k.replace("base_model.model.", "").replace(".base_layer", ""): v.detach().clone()
-                for k, v in model.state_dict().items()
-                if "lora_" not in k
-            }
-        finally:
-            model.unmerge_adapter()
-        return sd
-    return {k: v.detach() for k, v in model.state_dict().items()}
-
-
-def make_backend(
-    spec: dict[str, Any],
-    policy: torch.nn.Module,
-    tokenizer: Any,
-    device: torch.device,
-    seed: int,
-    model_path: str | None = None,
-) -> Any:
-    """The generation backend a run config asks for: ``{name: hf, continuous: bool}`` (the policy in
-    this process) or ``{name: vllm, ...}`` (vLLM on the weights at ``model_path``, or the spec's own
-    ``model_path``)."""
-    b = dict(spec)
-    if b.pop("name", "hf") == "vllm":
-        return VLLMBackend(b.pop("model_path", None) or model_path, seed=seed, **b)
-    return HFBackend(policy, tokenizer, device, continuous=bool(b.get("continuous", True)))
 
 
 def rollout_records_stats(mode: str, backend: Any, engine: Any, policy: torch.nn.Module) -> bool:

@@ -7,8 +7,11 @@ a group). Two ways to decode them, the same episodes either way (greedy: token f
   token per model call; when an episode's turn ends its text goes through its gym at once and the
   observation is encoded in the next call, packed beside the other rows' next tokens, then it
   decodes on with the others, so the batch costs about its longest episode in model calls;
-* per turn (any backend, e.g. vLLM): every turn ONE batched ``generate`` over all live episodes,
-  which lasts as long as its longest row.
+* per turn (any backend): every turn ONE batched ``generate`` over all live episodes, which lasts
+  as long as its longest row.
+
+vLLM's backend decodes either way (``VLLMBackend.run_turns`` queues an episode's next turn in vLLM's
+own scheduler).
 
 Each turn's text goes through its gym (``env.step``), which replies through the user, a tool or the
 scorer; episodes leave the batch as they finish. Budgets: ``max_new_tokens_per_turn`` and
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from harness.envs.base import UserCentricEnv
-from harness.rollout.backends import GenerationBackend, SamplingParams, TurnStats
+from harness.rollout.backends import GenerationBackend, SamplingParams, TurnStats, turn_seed
 from harness.rollout.chat import ChatFormat
 
 
@@ -121,14 +124,16 @@ class RolloutEngine:
         token was sampled with and, when the backend has a ``value_fn``, the values
         (``Episode.logprobs`` / ``Episode.values``), so PPO needs no scoring pass for them.
 
-        ``seeds`` (continuous decoding only): one sampling seed per episode; an episode's tokens then
-        do not depend on the other episodes in the batch (the same seed rolls out the same episode
-        alone or among others, up to float rounding). Default: the global torch RNG.
+        ``seeds``: one sampling seed per episode (continuous decoding, or per-turn decoding on a backend
+        that seeds each request: ``per_request_seeds``, each turn then gets ``turn_seed(seed, turn)``);
+        an episode's tokens then do not depend on the other episodes in the batch (the same seed rolls
+        out the same episode alone or among others, up to float rounding). Default: the global torch RNG.
         """
-        if seeds is not None and (not self.continuous or len(seeds) != len(envs)):
+        per_turn_seeds = not self.continuous and bool(getattr(self.backend, "per_request_seeds", False))
+        if seeds is not None and ((not self.continuous and not per_turn_seeds) or len(seeds) != len(envs)):
             raise ValueError(
-                f"seeds need continuous decoding and one seed per episode ({len(envs)}), got "
-                f"{len(seeds)} with continuous={self.continuous}"
+                f"seeds need continuous decoding or a backend that seeds each request, and one seed per episode "
+                f"({len(envs)}), got {len(seeds)} with continuous={self.continuous} and {type(self.backend).__name__}"
             )
         if with_stats and not self.continuous:
             raise ValueError(
@@ -221,11 +226,18 @@ class RolloutEngine:
                 with_stats=with_stats,
                 seeds=live_seeds,
             )
+        episode_seed = {} if seeds is None else {id(ep): sd for ep, sd in zip(episodes, seeds)}
         while not self.continuous:
             live = [ep for ep in episodes if not ep.done]
             if not live:
                 break
-            outs = self.backend.generate([ep.ids for ep in live], [budget(ep) for ep in live], params)
+            if seeds is None:
+                outs = self.backend.generate([ep.ids for ep in live], [budget(ep) for ep in live], params)
+            else:  # each request its own seed: the episode's, and the turn's index
+                turn_seeds = [turn_seed(episode_seed[id(ep)], len(ep.turn_rewards)) for ep in live]
+                outs = self.backend.generate(
+                    [ep.ids for ep in live], [budget(ep) for ep in live], params, seeds=turn_seeds
+                )
             for ep, out in zip(live, outs):
                 timed_end_turn(ep, out)
             if on_turn is not None:

@@ -4,6 +4,8 @@
   a path / GGUF file), ``generate`` on CPU or GPU.
 * :class:`OpenAIChatBackend`: any OpenAI-compatible ``/v1/chat/completions`` endpoint (``vllm
   serve``, hosted APIs) through the ``openai`` client, with a per-call timeout and retries.
+* :class:`VLLMServerChatBackend`: the same, on a vLLM server it starts on loopback and stops
+  (``close``), so the server lives exactly as long as the run that uses it.
 
 A backend raises :class:`BackendError` when it cannot produce a reply (after its retries); the LLM
 user turns that into a fallback reply flagged ``backend_error``, never an empty string.
@@ -17,6 +19,8 @@ import re
 import time
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
+
+from harness.users.vllm_server import DEFAULT_MAX_MODEL_LEN, DEFAULT_START_TIMEOUT_S, VLLMServer
 
 Message = Mapping[str, str]
 
@@ -247,13 +251,56 @@ def resolve_chat_template(template: str) -> str:
     return path.read_text()
 
 
-BACKEND_KINDS = ("openai", "transformers", "gemma3_270m")
+class VLLMServerChatBackend(OpenAIChatBackend):
+    """An OpenAI-compatible endpoint on a vLLM server this backend started and owns
+    (:class:`harness.users.vllm_server.VLLMServer`): :meth:`close` stops it (the run calls it at its end)."""
+
+    def __init__(self, server: VLLMServer, **kwargs: Any):
+        super().__init__(f"{server.url}/v1", server.served_name, **kwargs)
+        self.server = server
+        self.name = f"vllm:{Path(server.model_dir).name}@{server.url}"
+
+    @classmethod
+    def start(
+        cls,
+        model_dir: str,
+        *,
+        max_model_len: int | None = None,
+        kv_cache_gib: float | None = None,
+        start_timeout_s: float | None = None,
+        device: str = "cpu",
+        log_path: str | None = None,
+        **kwargs: Any,
+    ) -> VLLMServerChatBackend:
+        """Start a server for ``model_dir``, wait until it is healthy, and return the backend that owns it."""
+        server = VLLMServer(
+            model_dir,
+            device=device,
+            max_model_len=max_model_len or DEFAULT_MAX_MODEL_LEN,
+            kv_cache_gib=kv_cache_gib,
+            log_path=log_path,
+        ).start()
+        try:
+            server.wait_healthy(start_timeout_s or DEFAULT_START_TIMEOUT_S)
+            return cls(server, **kwargs)
+        except BaseException:
+            server.stop()
+            raise
+
+    def close(self) -> None:
+        """Stop the server (safe to call twice)."""
+        self.server.stop()
+
+
+BACKEND_KINDS = ("openai", "vllm", "transformers", "gemma3_270m")
 
 
 def make_backend(config: Mapping[str, Any] | None) -> ChatBackend | None:
     """Build the LLM user's backend from the run config's ``user_llm`` mapping (None: no LLM user).
 
     ``{kind: openai, base_url, model, api_key_env?, timeout_s?, max_retries?, retry_backoff_s?, max_tokens?}``
+    ``{kind: vllm, model (a model folder), max_model_len?, kv_cache_gib?, start_timeout_s?, device?, log_path?,
+    timeout_s?, max_retries?, retry_backoff_s?, max_tokens?}`` (a vLLM server started here; ``close()`` stops it)
     ``{kind: transformers, path, gguf_file?, max_new_tokens?, device?, chat_template?}``
     ``{kind: gemma3_270m, max_new_tokens?, device?}`` (the model shipped in an installed package)
     """
@@ -264,6 +311,10 @@ def make_backend(config: Mapping[str, Any] | None) -> ChatBackend | None:
     try:
         if kind == "openai":
             return OpenAIChatBackend(cfg.pop("base_url", ""), cfg.pop("model", ""), **cfg)
+        if kind == "vllm":
+            if not cfg.get("model"):
+                raise ValueError("user_llm.model is required for kind vllm (a model folder)")
+            return VLLMServerChatBackend.start(cfg.pop("model"), **cfg)
         if kind == "transformers":
             if "path" not in cfg:
                 raise ValueError("user_llm.path is required for kind transformers")

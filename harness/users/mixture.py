@@ -34,6 +34,12 @@ class UserFactory:
             llm = make_backend(llm)
         self.llm = llm
 
+    def close(self) -> None:
+        """Release the LLM backend's resources (a vLLM server it started); the run calls it at its end."""
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            close()
+
     def choose_arm(self, rng: np.random.Generator, user_knobs: Mapping[str, Any]) -> str:
         """Draw the episode's arm: "symbolic" with probability ``user_strategy_mix``, else "llm".
 
