@@ -91,6 +91,21 @@ def test_backend_and_user_llm_options_leave_unset_fields_out():
     assert spec.options() == {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m", "timeout_s": 5}
 
 
+def test_a_vllm_user_server_gets_its_model_folder_and_the_run_settings_and_no_other_kind_does():
+    def folder(model: str) -> str:
+        return f"/cache/{model}"
+
+    spec = from_mapping(UserLLMSpec, {"kind": "vllm", "model": "smollm2-135m"}, "user_llm")
+    assert spec.options(folder, device="cpu", log_path="/r/user_llm_server.log") == {
+        "kind": "vllm",
+        "model": "/cache/smollm2-135m",
+        "device": "cpu",
+        "log_path": "/r/user_llm_server.log",
+    }
+    spec = from_mapping(UserLLMSpec, {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"}, "user_llm")
+    assert spec.options(folder, device="cpu") == {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
+
+
 def test_every_field_is_documented_and_listed_by_train_help():
     rows = field_docs(TrainConfig)
     assert len(rows) > 60

@@ -16,7 +16,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar, Union
+from typing import Any, Callable, Mapping, TypeVar, Union
 
 # names only (harness.ppo.packaged has the files; tests keep the two in step)
 PACKAGED_MODELS = ("smollm2-135m", "gemma3-270m")
@@ -485,12 +485,17 @@ class UserLLMSpec:
         if missing:
             raise ValueError(f"{where} (kind {self.kind}) needs {', '.join(missing)}")
 
-    def options(self) -> dict[str, Any]:
-        """The mapping ``harness.users.backends.make_backend`` takes (unset fields left out)."""
-        return {
+    def options(self, model_folder: Callable[[str], str] = str, **server: Any) -> dict[str, Any]:
+        """The mapping ``harness.users.backends.make_backend`` takes (unset fields left out). A vllm server
+        (started by the run) also gets its model's folder (``model_folder``: a packaged model's cache) and
+        the run's ``server`` settings (its device, its log file)."""
+        options = {
             "kind": self.kind,
             **{k: getattr(self, k) for k in _USER_LLM_FIELDS[self.kind] if getattr(self, k) is not None},
         }
+        if self.kind == "vllm":
+            options.update(model=model_folder(options["model"]), **server)
+        return options
 
 
 @dataclass

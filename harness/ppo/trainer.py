@@ -21,6 +21,7 @@ alone polls knobs and writes the run folder.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import signal
 import threading
@@ -197,7 +198,14 @@ class Trainer:
         self.rollout_stats = rollout_records_stats(cfg.rollout_stats, self.backend, self.engine, self.policy)
         if self.rollout_stats and self.shared_critic:
             self.backend.value_fn = self.critic.values_from_hidden
-        self.user_factory = UserFactory(llm=self._user_llm_options()) if cfg.user_llm else UserFactory()
+        self.user_factory = UserFactory()  # the LLM user's kind vllm: a server the run starts now, stops at its end
+        if cfg.user_llm:
+            log = self.run_dir / "user_llm_server.log" if self.dist.main else None
+            folder = functools.partial(ensure_model_folder, log=self._note)
+            server = {"device": self.dist.device.type, "log_path": None if log is None else str(log)}
+            if cfg.user_llm.kind == "vllm":
+                self._note(f"user_llm: starting a vLLM server for {cfg.user_llm.model} (log: {log})")
+            self.user_factory = UserFactory(llm=cfg.user_llm.options(folder, **server))
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         alert = self.writer.alert if self.dist.main else None  # no update on non-finite numbers (guards.py)
         self.guard = NumericGuard(self.dist, alert, lambda: self.store.log.read())
@@ -207,20 +215,6 @@ class Trainer:
             self._resume()
         elif self.dist.main and (alert := format_mismatch(cfg)) is not None:  # the warm start's format
             self.writer.alert("warm_start_format", alert["message"], learned=alert["learned"], plays=alert["plays"])
-
-    def _user_llm_options(self) -> dict[str, Any]:
-        """The run's ``user_llm`` as ``harness.users.backends`` builds it. A vllm server (``kind: vllm``, started
-        now, stopped at the run's end) gets its model folder (a packaged model's cache) and its log file."""
-        options = self.cfg.user_llm.options()
-        if options["kind"] == "vllm":
-            log = self.run_dir / "user_llm_server.log" if self.dist.main else None
-            options.update(
-                model=ensure_model_folder(options["model"], log=self._note),
-                device=self.dist.device.type,
-                log_path=None if log is None else str(log),
-            )
-            self._note(f"user_llm: starting a vLLM server for {options['model']} (log: {log})")
-        return options
 
     def _resume(self) -> None:
         """The latest checkpoint's tensors, RNG and knob state (the run folder was reopened at the same
@@ -260,8 +254,9 @@ class Trainer:
                 score_stats = self.score(batch)  # 4. old/ref log-probs, old values
                 score_stats.update(self.advantages(batch))  # 5. GAE over action tokens
                 upd = self._guarded_update(step, batch)  # 6. PPO update (guarded)
-                time_update = time.perf_counter() - t_upd
-                score_stats.update(self.sync_rollout_weights())  #    (vLLM: new weights for the rollout)
+                time_update, t_sync = time.perf_counter() - t_upd, time.perf_counter()
+                score_stats.update(self.backend.sync_weights(self.policy))  # (vLLM: sent and checked, or raises)
+                score_stats["time_weight_sync_s"] = time.perf_counter() - t_sync
                 t_log = time.perf_counter()  # 7. log
                 records = [r for part in self.dist.gather(self._records(step, episodes)) for r in part]
                 updates = self.dist.gather(upd)
@@ -357,13 +352,6 @@ class Trainer:
             "time_env_s": res.time_env_s,
             "generated_tokens": float(res.generated_tokens),
         }
-
-    def sync_rollout_weights(self) -> dict[str, float]:
-        """The rollout backend samples from the updated policy from now on (vLLM: its weights are sent and
-        checked; a sync that is not taken stops the run with WeightSyncError). Its time and check, for metrics."""
-        t0 = time.perf_counter()
-        checked = self.backend.sync_weights(self.policy)
-        return {"time_weight_sync_s": time.perf_counter() - t0, **checked}
 
     def share_trunk(self, batch: Batch) -> None:
         """The frozen trunk's states, once for every pass this step makes over the batch (LoRA on the top
