@@ -12,7 +12,6 @@ error while checking a file is a refusal of that file: nothing raises out of :fu
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -41,13 +40,11 @@ ORDER = {"rule_schema": 0, "schema": 1, "area": 2, "rules": 3}  # schemas before
 
 @dataclass
 class PollResult:
+    """The events of one poll: applied (in force from its step), refused, accepted for the next run."""
+
     applied: list[dict[str, Any]] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
     next_run: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.applied)
 
 
 def all_paths(store: InForce) -> list[Path]:
@@ -63,13 +60,14 @@ def all_paths(store: InForce) -> list[Path]:
 def poll(
     store: InForce,
     step: int,
-    recent_metrics: Sequence[Mapping[str, Any]] | None,
+    recent_metrics: Sequence[Mapping[str, Any]] | None = None,
     *,
     rescan: bool = False,
     wait_debounce: bool = True,
 ) -> PollResult:
-    """Apply the queued changes (changes younger than the debounce interval stay queued for the next
-    poll: an editor may still be writing). ``rescan``: check every file by content hash (no watcher needed)."""
+    """Apply the queued changes at a step boundary (``step``: the first step that runs with them); changes
+    younger than the debounce interval stay queued for the next poll: an editor may still be writing.
+    ``rescan``: check every file by content hash (no watcher needed)."""
     result = PollResult()
     ready = store.changes.take(store.debounce_s, wait_debounce, all_paths(store) if rescan else ())
     items = [(c, p) for p in ready if (c := classify(store.dir, p)) is not None]
@@ -92,25 +90,23 @@ def poll(
     return result
 
 
+def _by_hand(store: InForce, path: Path) -> dict[str, Any]:
+    """Who made an edit of ``path`` that no CLI note claims: a person, at the step in progress."""
+    return dict(author="human", reason=f"hand edit of {path.name}", source="watch", step_written=store.current_step)
+
+
 def _hand(store: InForce, path: Path, status: str = "rejected", **kw: Any) -> dict[str, Any]:
     """The outcome of a hand edit of ``path`` (logged; a refusal unless ``status`` says otherwise)."""
-    return store.event(
-        status=status,
-        author="human",
-        reason=f"hand edit of {path.name}",
-        file=str(path),
-        step_written=store.current_step,
-        source="watch",
-        **kw,
-    )
+    return store.event(status=status, file=str(path), **_by_hand(store, path), **kw)
 
 
 def _read_changed(
     store: InForce, path: Path, result: PollResult, knob: str, stays: str, parse: bool = True
-) -> tuple[dict, Any, str] | None:
-    """(node lines by path, plain value, sha) of a file changed since last processed (``parse`` False:
-    its bytes for the value); unchanged bytes are recognised by hash before any parsing. A file that
-    cannot be read or parsed is refused once, until it changes again (``stays``: what stays in force)."""
+) -> tuple[dict, Any, Any] | None:
+    """(node lines by path, plain value, the value last processed) of a file changed since last processed
+    (``parse`` False: its bytes for the value), recorded as processed now; unchanged bytes are recognised
+    by hash before any parsing. A file that cannot be read or parsed is refused once, until it changes
+    again (``stays``: what stays in force)."""
     key = file_key(path)
     prev_sha, prev_value = store.files.get(key, (None, None))
     lines: dict[Any, int] = {}
@@ -128,20 +124,19 @@ def _read_changed(
             message = f"{exc.message}; {stays} in force"
             result.refused.append(_hand(store, path, knob=knob, rule=exc.kind, line=exc.line, message=message))
         return None
-    return lines, value, sha(data)
+    store.files[key] = (sha(data), value if parse else None)
+    return lines, value, prev_value
 
 
 def _logged(store: InForce, path: Path, knob: str, gym: str | None, old: Any, new: Any, **kw: Any) -> dict[str, Any]:
     """Log the event of a changed cell, attributed to the CLI write behind it (its note, dropped once the
     event is logged: a kill in between keeps it) or, without one, to a hand edit of ``path``."""
     note = store.notes.peek(knob, gym, new)
-    who: dict[str, Any] = {"author": "human", "reason": f"hand edit of {path.name}", "source": "watch"}
-    who["step_written"] = store.current_step
+    who = _by_hand(store, path)
     if note is not None:
         who = {k: note.get(k) for k in ("author", "reason", "step_written", "ref", "id")}
         who["source"] = note.get("source") or "cli"
-        if note.get("first_applied_at") is not None:
-            again = note["first_applied_at"]
+        if (again := note.get("first_applied_at")) is not None:
             kw["message"] += (
                 f" (again: the run resumed from a checkpoint before step {again}, where it was first applied)"
             )
@@ -155,10 +150,8 @@ def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, r
     got = _read_changed(store, path, result, path.name, "the last valid values stay")
     if got is None:
         return
-    lines, value, digest = got
-    prev = store.files.get(file_key(path), (None, {}))[1]
+    lines, value, prev = got
     prev = prev if isinstance(prev, dict) else {}
-    store.files[file_key(path)] = (digest, value)
     if not isinstance(value, dict):
         message = f"{path.name} must be a mapping of knob names to values; the last valid values stay in force"
         result.refused.append(_hand(store, path, knob=path.name, rule=RULE_SCHEMA, line=1, message=message))
@@ -199,30 +192,12 @@ def _poll_area(store: InForce, area: str, path: Path, step: int, metrics: Any, r
         if refusal:
             g, o, n = changed[-1] if changed else (None, resolve(in_force, None), new_raw)
             message = refusal.message + f"; {resolve(in_force, g)!r} stays in force"
-            result.refused.append(
-                _logged(
-                    store,
-                    path,
-                    spec.full_name,
-                    g,
-                    o,
-                    n,
-                    status="rejected",
-                    rule=refusal.rule,
-                    message=message,
-                    line=line,
-                )
-            )
+            refused = dict(status="rejected", rule=refusal.rule, message=message, line=line)
+            result.refused.append(_logged(store, path, spec.full_name, g, o, n, **refused))
             continue
-        if spec.hot:
-            store.in_force[area][name] = copy.deepcopy(new_raw)
-            store.version += 1
-        else:
-            store.next_run[spec.full_name] = copy.deepcopy(new_raw)
-        message = "applied" if spec.hot else "accepted; x-hot is false so it takes effect at the next run"
-        applies = dict(applies="live", step_effective=step) if spec.hot else dict(applies="next_run")
+        applied = {**store.accept(spec, new_raw), "step_effective": step if spec.hot else None}
         events = [
-            _logged(store, path, spec.full_name, g, o, n, status="accepted", line=line, message=message, **applies)
+            _logged(store, path, spec.full_name, g, o, n, status="accepted", line=line, **applied)
             for g, o, n in changed
         ]
         (result.applied if spec.hot else result.next_run).extend(events)
@@ -233,8 +208,7 @@ def _poll_rules(store: InForce, kind: str, key: str, path: Path, step: int, resu
     got = _read_changed(store, path, result, knob, "the last valid rules stay")
     if got is None:
         return
-    lines, value, digest = got
-    store.files[file_key(path)] = (digest, value)
+    lines, value, _ = got
     old = store.rules[kind].get(key)
     if value == old:
         return
@@ -257,17 +231,16 @@ def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollR
     got = _read_changed(store, path, result, knob, "the schema stays", parse=False)
     if got is None:
         return
-    store.files[file_key(path)] = (got[2], None)
-    data = got[1]
 
     def refuse(rule: str, line: int | None, message: str) -> None:
+        message += "; the schema in force stays"
         result.refused.append(_hand(store, path, knob=knob, rule=rule, line=line, message=message))
 
     try:
-        raw, text = schema_from_bytes(path, data)
+        raw, text = schema_from_bytes(path, got[1])
         new = parse_area_schema(area, path, raw, text)
     except SchemaProblem as exc:
-        refuse(RULE_SCHEMA, exc.line, f"{exc}; the schema in force stays")
+        refuse(RULE_SCHEMA, exc.line, str(exc))
         return
     # every value in force must stay valid; new knobs take their value from the area file
     try:
@@ -278,15 +251,11 @@ def _poll_schema(store: InForce, area: str, path: Path, step: int, result: PollR
     for name, spec in new.knobs.items():
         v = store.in_force[area].get(name, file_values.get(name) if isinstance(file_values, dict) else None)
         if v is None:
-            refuse(
-                RULE_MISSING,
-                json_line(text, name),
-                f"new knob {spec.full_name} has no value in {area}.yaml; the schema in force stays",
-            )
+            refuse(RULE_MISSING, json_line(text, name), f"new knob {spec.full_name} has no value in {area}.yaml")
             return
         ref = validate_value(spec, v)
         if ref:
-            refuse(ref.rule, json_line(text, name), f"under the new schema: {ref.message}; the schema in force stays")
+            refuse(ref.rule, json_line(text, name), f"under the new schema: {ref.message}")
             return
         values[name] = v
     added = sorted(set(new.knobs) - set(store.schemas[area].knobs))
@@ -303,19 +272,17 @@ def _poll_rule_schema(store: InForce, kind: str, path: Path, step: int, result: 
     got = _read_changed(store, path, result, knob, "the rule schema stays", parse=False)
     if got is None:
         return
-    store.files[file_key(path)] = (got[2], None)
-    data = got[1]
     try:
-        validator = load_rule_schema(path, data)
+        validator = load_rule_schema(path, got[1])
     except SchemaProblem as exc:
         message = f"{exc}; the rule schema in force stays"
         result.refused.append(_hand(store, path, knob=knob, rule=RULE_SCHEMA, line=exc.line, message=message))
         return
-    for key, value in store.rules[kind].items():
-        errors = list(validator.iter_errors(value)) if validator is not None else []
-        if errors:
+    for key, value in store.rules[kind].items() if validator is not None else ():
+        error = next(validator.iter_errors(value), None)
+        if error is not None:
             message = (
-                f"rules/{kind}/{key}.yaml in force would be invalid under this schema: {errors[0].message}; "
+                f"rules/{kind}/{key}.yaml in force would be invalid under this schema: {error.message}; "
                 "the rule schema in force stays"
             )
             result.refused.append(_hand(store, path, knob=knob, rule=RULE_SCHEMA, line=1, message=message))

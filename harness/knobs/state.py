@@ -133,12 +133,21 @@ class InForce:
         )
 
     def check_cells(
-        self, spec: KnobSpec, old_raw: Any, new_raw: Any, *, skip_scope: bool = False, **opts: Any
+        self, spec: KnobSpec, old_raw: Any, new_raw: Any, **opts: Any
     ) -> tuple[list[tuple[str | None, Any, Any]], Refusal | None]:
-        """:func:`harness.knobs.checks.check_cells` against this store's run (its gyms, unless
-        ``skip_scope``, and its facts); ``opts``: recent_metrics, skip_requires, skip_delta."""
-        gyms = None if skip_scope else self.run_gyms
-        return check_cells(spec, old_raw, new_raw, run_gyms=gyms, run_facts=self.run_facts, **opts)
+        """:func:`harness.knobs.checks.check_cells` against this store's run (its gyms and facts);
+        ``opts``: recent_metrics, skip_requires, skip_delta."""
+        return check_cells(spec, old_raw, new_raw, run_gyms=self.run_gyms, run_facts=self.run_facts, **opts)
+
+    def accept(self, spec: KnobSpec, new_raw: Any) -> dict[str, str]:
+        """Put a validated value in force, or keep it for the next run when the knob is not hot; the
+        ``applies`` and ``message`` of its accepted events."""
+        if not spec.hot:
+            self.next_run[spec.full_name] = copy.deepcopy(new_raw)
+            return {"applies": "next_run", "message": "accepted; x-hot is false so it takes effect at the next run"}
+        self.in_force[spec.area][spec.name] = copy.deepcopy(new_raw)
+        self.version += 1
+        return {"applies": "live", "message": "applied"}
 
     def run_problems(self) -> list[str]:
         """Values in force that the run of ``run_facts`` cannot work with (a run refuses to start on

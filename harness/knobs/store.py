@@ -1,10 +1,7 @@
-"""The knob store: the values in force for one knobs folder, the one validation path every write goes
-through, and the event log (the folder's layout: harness/knobs/layout.py).
-
-The store loads and reads (here: schemas, values and rule files, validated whole; ``snapshot()`` for
-the gyms, users, rewards and trainer; ``in_force_document()`` for ``knobs_in_force.json``); its state
-and the checks against it are in ``harness.knobs.state``, polling in ``harness.knobs.poll``, writing in
-``harness.knobs.writes`` (the pieces: docs/architecture.md).
+"""The knob store: the values in force for one knobs folder, loaded and validated whole, and its reads
+(``snapshot()`` for the gyms, users, rewards and trainer; ``in_force_document()`` for
+``knobs_in_force.json``). Its state and the checks against it: harness.knobs.state; polling:
+harness.knobs.poll; writing: harness.knobs.writes; the folder's layout: harness.knobs.layout.
 
 What every value must be, whatever the path (hand edit, ``set``, preset): finite numbers only (in
 lists, per-gym cells and rule values too), each element in range, clip bounds ordered, per-gym keys
@@ -21,7 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.io import jsonl, yamlio
-from harness.knobs import poll, writes
+from harness.knobs import poll as polling
+from harness.knobs import writes
 from harness.knobs.checks import RuleChecks, area_values
 from harness.knobs.events import EventLog, now_iso
 from harness.knobs.folder import upgrade_hint
@@ -37,9 +35,7 @@ from harness.knobs.schema import (
 from harness.knobs.snapshot import AREAS, KnobSnapshot
 from harness.knobs.state import InForce, UnknownKnob
 
-WriteResult = writes.WriteResult
-__all__ = ["KnobError", "KnobStore", "UnknownKnob", "WriteResult"]
-PollResult = poll.PollResult
+__all__ = ["KnobError", "KnobStore", "UnknownKnob"]
 
 
 class KnobError(Exception):
@@ -204,7 +200,7 @@ class KnobStore(InForce):
         for rec in earlier:
             jsonl.append(self.log.path, rec)
 
-    # ------------------------------------------------------------------ polling (harness.knobs.poll)
+    # ------------------------------------------------------------------ polling and writing
     def mark_dirty(self, path: str | Path, t: float | None = None) -> None:
         """Queue a changed path (called by the watcher thread); non-knob files are ignored."""
         if classify(self.dir, Path(path)) is not None:
@@ -213,30 +209,10 @@ class KnobStore(InForce):
     def pending_paths(self) -> list[Path]:
         return self.changes.paths()
 
-    def poll(
-        self,
-        step: int,
-        recent_metrics: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        rescan: bool = False,
-        wait_debounce: bool = True,
-    ) -> PollResult:
-        """Apply queued file changes at a step boundary (``step``: the first step that runs with them)."""
-        return poll.poll(self, step, recent_metrics, rescan=rescan, wait_debounce=wait_debounce)
-
-    # ------------------------------------------------------------------ writing (harness.knobs.writes)
-    def set(self, full_name: str, value: Any, **kw: Any) -> WriteResult:
-        """Validate and write one knob: :func:`harness.knobs.writes.set_knob`."""
-        return writes.set_knob(self, full_name, value, **kw)
-
-    def revert(self, event_id: str, **kw: Any) -> WriteResult:
-        """Set a knob back to its value before event ``event_id``: :func:`harness.knobs.writes.revert`."""
-        return writes.revert(self, event_id, **kw)
-
-    def write_rules(self, kind: str, key: str, value: Any, **kw: Any) -> WriteResult:
-        """Validate and write a whole rule file: :func:`harness.knobs.writes.write_rules`."""
-        return writes.write_rules(self, kind, key, value, **kw)
-
-    def add_knob(self, area: str, name: str, schema: dict[str, Any], value: Any, **kw: Any) -> WriteResult:
-        """Add a knob with its schema entry: :func:`harness.knobs.writes.add_knob`."""
-        return writes.add_knob(self, area, name, schema, value, **kw)
+    # functions of the store's state, so its methods: store.poll(step, metrics) applies the queued changes
+    # at a step boundary (harness.knobs.poll); the writes go through the one validation path (harness.knobs.writes)
+    poll = polling.poll
+    set = writes.set_knob
+    revert = writes.revert
+    write_rules = writes.write_rules
+    add_knob = writes.add_knob

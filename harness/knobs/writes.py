@@ -229,24 +229,10 @@ def apply_value(
 ) -> list[dict[str, Any]]:
     """Put a validated value in force (or, for a knob that is not hot, keep it for the next run) and
     log one accepted event per changed cell."""
-    if spec.hot:
-        store.in_force[spec.area][spec.name] = copy.deepcopy(new_raw)
-        store.version += 1
-        applies, message = "live", "applied"
-    else:
-        store.next_run[spec.full_name] = copy.deepcopy(new_raw)
-        applies, message = "next_run", "accepted; x-hot is false so it takes effect at the next run"
-        step_effective = None
+    applied = store.accept(spec, new_raw)
+    step_effective = step_effective if spec.hot else None
     return [
-        store.event(
-            status="accepted",
-            old=o,
-            new=n,
-            message=message,
-            applies=applies,
-            step_effective=step_effective,
-            **{**common, "gym": g},
-        )
+        store.event(status="accepted", old=o, new=n, step_effective=step_effective, **applied, **{**common, "gym": g})
         for g, o, n in changed
     ]
 
