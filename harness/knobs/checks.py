@@ -44,16 +44,15 @@ Cell = tuple[str | None, Any, Any]  # (gym or None for the default, old value, n
 
 
 # ---------------------------------------------------------------------------- rule files beyond their schema
-# The rooms that read the rule files define what a valid rule is (harness.users for rules/users/<gym>.yaml,
-# harness.rewards for rules/rewards/*.yaml); whoever assembles the program hands their checks to the knob
-# store (harness.stores), so the store never depends on an import having happened. A check raises
-# ValueError/KeyError/TypeError naming the problem; an exception with a ``path`` attribute (keys and
-# indexes into the file, e.g. ("rules", 2, "name")) lets the store name the line. A *set* check sees the
-# kind's other files in force too (reward rule names are unique across files).
 @dataclass(frozen=True)
 class RuleCheck:
-    """The checks of one kind of rule file: ``check(key, value)`` and, optionally,
-    ``set_check(key, value, {other key: value in force})``."""
+    """What a valid rule file of one kind is, beyond its schema, as the room that reads it defines it
+    (harness.users for rules/users/<gym>.yaml, harness.rewards for rules/rewards/*.yaml): whoever
+    assembles the program hands them to the store (harness.stores), so the store never depends on an
+    import having happened. ``check(key, value)`` and, optionally, ``set_check(key, value, {other key:
+    value in force})`` (reward rule names are unique across files) raise ValueError/KeyError/TypeError
+    naming the problem; an exception with a ``path`` attribute (keys and indexes into the file, e.g.
+    ``("rules", 2, "name")``) lets the store name the line."""
 
     check: Callable[[str, Any], None]
     set_check: Callable[[str, Any, Mapping[str, Any]], None] | None = None
@@ -62,36 +61,11 @@ class RuleCheck:
 RuleChecks = Mapping[str, RuleCheck]  # rule kind (users | rewards) -> its checks
 
 
-def rule_problem(
-    check: RuleCheck, key: str, value: Any, others: Mapping[str, Any] | None = None
-) -> tuple[str, tuple[Any, ...]] | None:
-    """The check's message for a rule file and the path of the offending node (``()``: the file as a
-    whole), or None when it passes. ``others``: the kind's other files in force."""
-    try:
-        check.check(key, value)
-        if check.set_check is not None and others:
-            check.set_check(key, value, others)
-    except (ValueError, KeyError, TypeError) as exc:
-        return str(exc).strip("'\""), tuple(getattr(exc, "path", ()) or ())
-    return None
-
-
 EPS = 1e-12
 
 
 def _is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def affected_gyms(
-    spec: KnobSpec, gym: str | None, run_gyms: Sequence[str] | None, overridden: Sequence[str] = ()
-) -> list[str] | None:
-    """Gyms whose effective value a write changes (None when the run's gyms are unknown)."""
-    if gym is not None:
-        return [gym]
-    if run_gyms is None:
-        return None
-    return [g for g in run_gyms if spec.governs(g) and g not in overridden]
 
 
 def check_scope(spec: KnobSpec, gym: str | None, run_gyms: Sequence[str] | None) -> Refusal | None:
@@ -189,17 +163,14 @@ def check_change(
 ) -> Refusal | None:
     """All write checks for one cell, in the order a person would fix them. ``skip_delta`` and
     ``skip_requires`` serve writes that set up a run (presets, author system) rather than steer one."""
-    r = check_scope(spec, gym, run_gyms)
-    if r:
+    r = check_scope(spec, gym, run_gyms) or (None if skip_delta else check_delta(spec, old, new))
+    if r or skip_requires:
         return r
-    r = None if skip_delta else check_delta(spec, old, new)
-    if r:
-        return r
-    if skip_requires:
-        return None
-    gyms = affected_gyms(spec, gym, run_gyms, overridden)
-    if gyms is not None and not gyms:  # every governed gym has its own override: the default changes nothing
-        return None
+    gyms = [gym] if gym is not None else None  # the gyms whose effective value changes (None: not known)
+    if gym is None and run_gyms is not None:
+        gyms = [g for g in run_gyms if spec.governs(g) and g not in overridden]
+        if not gyms:  # every governed gym has its own override: the default changes nothing
+            return None
     return check_requires(spec, old, new, gyms, recent_metrics)
 
 
@@ -301,9 +272,13 @@ def rule_file_problem(
         if errors:
             where = "/".join(str(p) for p in errors[0].path) or "(top level)"
             return f"{name} at {where}: {errors[0].message}", yamlio.line_of(lines, errors[0].path), RULE_SCHEMA
-    found = rule_problem(check, key, value, others)
-    if found:
-        return f"{name}: {found[0]}", yamlio.line_of(lines, found[1]), RULE_SCHEMA
+    try:
+        check.check(key, value)
+        if check.set_check is not None and others:
+            check.set_check(key, value, others)
+    except (ValueError, KeyError, TypeError) as exc:
+        message = str(exc).strip("'\"")
+        return f"{name}: {message}", yamlio.line_of(lines, getattr(exc, "path", ()) or ()), RULE_SCHEMA
     return None
 
 

@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -73,21 +73,26 @@ class SchemaProblem(Exception):
         self.line = line
 
 
-def non_finite(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
-    """The path and value of the first NaN or infinite number anywhere in ``value`` (None: all finite)."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (where, value)
-    if isinstance(value, Mapping):
-        items: Any = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = enumerate(value)
-    else:
-        return None
+def first_node(
+    value: Any, bad: Callable[[Any], bool], where: tuple[Any, ...] = ()
+) -> tuple[tuple[Any, ...], Any] | None:
+    """The path and value of the first node of ``value`` (mappings and lists walked) for which ``bad``
+    is true (None: no such node)."""
+    if bad(value):
+        return where, value
+    items: Any = (
+        value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    )
     for k, v in items:
-        found = non_finite(v, (*where, k))
+        found = first_node(v, bad, (*where, k))
         if found:
             return found
     return None
+
+
+def non_finite(value: Any) -> tuple[tuple[Any, ...], float] | None:
+    """The path and value of the first NaN or infinite number anywhere in ``value`` (None: all finite)."""
+    return first_node(value, lambda v: isinstance(v, float) and not math.isfinite(v))
 
 
 def show_path(path: tuple[Any, ...]) -> str:
@@ -329,22 +334,10 @@ def _scalar_refusal(spec: KnobSpec, value: Any, where: str) -> Refusal | None:
     return None
 
 
-def not_data(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], Any] | None:
+def not_data(value: Any) -> tuple[tuple[Any, ...], Any] | None:
     """The path and value of the first node that is not plain data (a number, string, boolean, null,
     list or mapping): a YAML ``!!set``, a date, binary... (None: all plain)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return None
-    if isinstance(value, Mapping):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return where, value
-    for k, v in items:
-        found = not_data(v, (*where, k))
-        if found:
-            return found
-    return None
+    return first_node(value, lambda v: not (v is None or isinstance(v, (bool, int, float, str, list, Mapping))))
 
 
 def validate_value(spec: KnobSpec, value: Any) -> Refusal | None:

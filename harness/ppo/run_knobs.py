@@ -24,7 +24,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from harness.io import jsonl, yamlio
 from harness.io.yamlio import atomic_write_text
@@ -40,18 +40,9 @@ from harness.stores import open_store
 
 KNOBS = "knobs"  # in a run folder: the run's own knobs folder
 KNOB_LOG = "knob_events.jsonl"
-IN_FORCE = "knobs_in_force.json"
 AT_START = "knobs_at_start.json"  # the knob state step 0 ran with (a resume with no checkpoint starts from it)
 PLUGIN_REPLAY_STEPS = 3  # recent steps of recorded episodes a plug-in's gate replays
 STARTED_ONLY = {KNOBS, KNOB_LOG, "log.txt"}  # what a start killed before the run folder existed leaves
-
-
-def initial_values(agent_knobs: Mapping[str, Any] | None, env_knobs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A run config's own knob values (``agent_knobs`` / ``env_knobs``) by full knob name."""
-    return {
-        **{f"agent.{k}": v for k, v in (agent_knobs or {}).items()},
-        **{f"env.{k}": v for k, v in (env_knobs or {}).items()},
-    }
 
 
 def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> list[dict[str, Any]]:
@@ -75,12 +66,11 @@ def writes_to_apply_again(records: list[dict[str, Any]], start_step: int) -> lis
 class RunKnobs:
     """The knobs of one run (see the module docstring)."""
 
-    def __init__(self, run_dir: Path, gyms: list[str], llm_user: bool, note: Callable[[str], None] = lambda m: None):
+    def __init__(self, run_dir: Path, gyms: list[str], llm_user: bool):
         """``llm_user``: whether the run has an LLM user (a value it cannot work with, such as an
         LLM-user share without one, is refused)."""
         self.run_dir, self.dir, self.gyms = Path(run_dir), Path(run_dir) / KNOBS, list(gyms)
         self.facts = facts_from_config({"user_llm": llm_user}, str(self.run_dir / "config.yaml"))
-        self.note = note  # a line for the person watching (before the run folder exists too)
         self.store: Any = None
         self.writer: Any = None
         self.plugins = PluginFolder(self.dir, lambda: self.store.log)  # runs/<id>/knobs/plugins/*.py
@@ -91,23 +81,17 @@ class RunKnobs:
 
     # ------------------------------------------------------------------ start
     def start(self, cfg: Any, project: Path, runs_dir: Path) -> None:
-        """A new run's folder from the project folder ``project`` (with ``cfg.parent``, ``eau train
-        --from``: from the parent run's folder as it is now), then the config's own values. ValueError
-        naming the preset and the knob when one is refused."""
+        """A new run's folder made from the project folder ``project`` (with ``cfg.parent``, ``eau train
+        --from``: from the parent run's folder as it is now), then the config's own values written
+        through the store. ValueError naming the preset and the knob when one is refused, KnobError for
+        an invalid file in the folder it is made from; the run folder is removed again on any failure."""
         parent = Path(runs_dir) / cfg.parent / KNOBS if cfg.parent else None
         source = parent if parent is not None and parent.is_dir() else project
         reason = f"run {self.run_dir.name}: preset {cfg.preset}" + (
             f", from run {cfg.parent}" if source == parent else ""
         )
-        try:
-            self.create(source, initial_values(cfg.agent_knobs, cfg.env_knobs), reason)
-        except ValueError as exc:
-            raise ValueError(f"preset {cfg.preset}: {exc}") from None
-
-    def create(self, source: Path, values: Mapping[str, Any], reason: str) -> None:
-        """A new run's folder made from the knobs folder ``source``, then ``values`` (full name -> raw
-        value) written through the store. ValueError naming the knob when one is refused, KnobError
-        for an invalid file in ``source``; the run folder is removed again on any failure."""
+        values = {f"agent.{k}": v for k, v in (cfg.agent_knobs or {}).items()}
+        values.update({f"env.{k}": v for k, v in (cfg.env_knobs or {}).items()})
         there = {p.name for p in self.run_dir.iterdir()} if self.run_dir.is_dir() else set()
         if there - STARTED_ONLY or (self.run_dir / "config.yaml").exists():
             raise FileExistsError(
@@ -120,25 +104,19 @@ class RunKnobs:
         try:
             copy_folder(source, self.dir)
             self._open()
+            system = dict(author="system", reason=reason, source="system", skip_requires=True, skip_delta=True)
             for name, value in values.items():
                 # a scalar sets the global/default value (other gyms' values stay); a mapping is the whole value
-                res = self.store.set(
-                    name,
-                    value,
-                    author="system",
-                    reason=reason,
-                    source="system",
-                    skip_requires=True,
-                    skip_delta=True,
-                    whole=isinstance(value, Mapping),
-                )
+                res = self.store.set(name, value, whole=isinstance(value, Mapping), **system)
                 if not res.ok:
                     raise ValueError(f"{name}={value!r} refused: {res.event['message']}")
             problems = self.store.run_problems()
             if problems:  # refused now rather than fatal at the first reset
                 raise ValueError("; ".join(problems))
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(self.run_dir if made else self.dir, ignore_errors=True)
+            if isinstance(exc, ValueError):
+                raise ValueError(f"preset {cfg.preset}: {exc}") from None
             raise
 
     def resume(self, knob_state: Mapping[str, Any] | None, start_step: int) -> None:

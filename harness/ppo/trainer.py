@@ -110,7 +110,7 @@ class Trainer:
         self.resume_state = checkpoint.read_state(ck) if ck is not None else None
 
         # knobs: the run's own folder, runs/<id>/knobs (harness/ppo/run_knobs.py), made now for a new run
-        self.knobs_link = RunKnobs(self.run_dir, cfg.gyms, llm_user=bool(cfg.user_llm), note=self._note)
+        self.knobs_link = RunKnobs(self.run_dir, cfg.gyms, llm_user=bool(cfg.user_llm))
         if self.dist.main:
             st = self.resume_state or {}
             if resume:
