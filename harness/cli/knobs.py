@@ -180,10 +180,13 @@ def _report(t: Target, res: Any) -> None:
         typer.echo(f"{ev['knob']}{where}: {old} -> {new} [{ev.get('id')}] {ev.get('message')}")
 
 
-def _write(t: Target, write: Any, **kw: Any) -> None:
-    """Run a store write (ValueError: a usage error of author or reason, exit 3) and report it."""
+def _write(t: Target, write: Any, *args: Any, **kw: Any) -> None:
+    """Run a store write for the target and report it. KeyError (no such event to revert): exit 5;
+    ValueError (a usage error of author or reason, an event that cannot be reverted): exit 3."""
     try:
-        res = write(for_run=t.for_run, **kw)
+        res = write(*args, for_run=t.for_run, **kw)
+    except KeyError as exc:
+        fail(str(exc).strip("'\""), EXIT_NOT_FOUND, t.as_json)
     except ValueError as exc:
         fail(str(exc), EXIT_REFUSED, t.as_json)
     _report(t, res)
@@ -216,7 +219,7 @@ def set_cmd(
             log_to_run(t, f"knob write REFUSED {name} (unknown knob, {author}: {reason})")
             fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")  # README: 5 for an unknown knob
         kw = dict(gym=gym, author=author, reason=reason, recent_metrics=t.metrics, step_written=t.step)
-        _write(t, lambda **more: t.store.set(name, parsed, **kw, **more))
+        _write(t, t.store.set, name, parsed, **kw)
 
 
 @app.command("set-rules")
@@ -244,8 +247,7 @@ def set_rules_cmd(
     except yamlio.FileProblem as exc:
         fail(f"{file}: {exc}", EXIT_REFUSED, as_json)
     with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
-        kw = dict(author=author, reason=reason, step_written=t.step)
-        _write(t, lambda **more: t.store.write_rules(kind, key, value, **kw, **more))
+        _write(t, t.store.write_rules, kind, key, value, author=author, reason=reason, step_written=t.step)
 
 
 @app.command("add")
@@ -275,7 +277,7 @@ def add_cmd(
         fail(f"--schema is not valid JSON: {exc}", EXIT_REFUSED, as_json)
     parsed = _parse_value(value)
     with target(knobs_dir_, runs_dir_, run, project, as_json, write=True) as t:
-        _write(t, lambda **more: t.store.add_knob(area, knob, sch, parsed, author=author, reason=reason, **more))
+        _write(t, t.store.add_knob, area, knob, sch, parsed, author=author, reason=reason)
 
 
 @app.command("promote")
@@ -350,10 +352,6 @@ def init_cmd(
         typer.echo(f"created {folder} from the packaged defaults; use it with --knobs-dir {folder} (or EAU_KNOBS_DIR)")
 
 
-def _history(kdir: Path) -> EventLog:
-    return EventLog(kdir / HISTORY)
-
-
 @app.command("reset")
 def reset_cmd(
     reason: str = typer.Option("reset to the packaged defaults", "--reason", help="Kept in the history."),
@@ -364,9 +362,9 @@ def reset_cmd(
     """Put the packaged defaults back into the project folder (values, schemas, rule files). Runs keep
     their own knobs folders."""
     kdir = knobs_dir(knobs_dir_, as_json)
-    changed = reset_to_defaults(kdir)
+    changed, history = reset_to_defaults(kdir), EventLog(kdir / HISTORY)
     for c in changed:
-        _history(kdir).append(
+        history.append(
             KnobEvent(knob=c["knob"], gym=c.get("gym"), old=c.get("old"), new=c.get("new"), author=author,
                       reason=reason, status="accepted", source="cli", file=c["file"], message="reset to the packaged default")
         )  # fmt: skip
@@ -392,13 +390,14 @@ def upgrade_cmd(
     kdir = knobs_dir(knobs_dir_, as_json)
     report = upgrade_from_defaults(kdir, dry_run=dry_run)
     if not dry_run:  # the folder's history says what changed, as for a reset
+        history = EventLog(kdir / HISTORY)
         changed = [(rel, "a newer packaged default") for rel in report["added"] + report["updated"]]
         changed += [(k, "a new knob, with its packaged default value") for k in report["knobs_added"]]
         for what, message in changed:
             knob = what if "/" not in what else ".".join(Path(what).with_suffix("").parts)
             file = kdir / what if "/" in what else kdir / f"{what.split('.')[0]}.yaml"
             # source upgrade: not a write a run applies again (no value of its own)
-            _history(kdir).append(
+            history.append(
                 KnobEvent(knob=knob, author="human", reason="eau knobs upgrade", status="accepted", message=message,
                           source="upgrade", file=str(file))
             )  # fmt: skip
@@ -506,15 +505,7 @@ def revert_cmd(
         if ev is not None and str(ev.get("knob", "")).startswith("plugins.") and ev.get("status") == "accepted":
             revert_plugin(t, ev, author, reason)  # the code before the event, through the plug-in gate
             return
-        try:
-            res = t.store.revert(
-                event, author=author, reason=reason, recent_metrics=t.metrics, step_written=t.step, for_run=t.for_run
-            )
-        except KeyError as exc:
-            fail(str(exc).strip("'\""), EXIT_NOT_FOUND, as_json)
-        except ValueError as exc:
-            fail(str(exc), EXIT_REFUSED, as_json)
-        _report(t, res)
+        _write(t, t.store.revert, event, author=author, reason=reason, recent_metrics=t.metrics, step_written=t.step)
 
 
 def _print_event(e: dict[str, Any], as_json: bool) -> None:

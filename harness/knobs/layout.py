@@ -23,6 +23,8 @@ from harness.knobs.snapshot import AREAS
 RULE_KINDS = ("users", "rewards")
 RULE_SCHEMAS = {"users": "user_rules.schema.json", "rewards": "reward_rules.schema.json"}
 HISTORY = Path(".history") / "knob_events.jsonl"
+SCHEMA_FILES = {f"{area}.schema.json": ("schema", area) for area in AREAS}
+SCHEMA_FILES |= {fname: ("rule_schema", kind) for kind, fname in RULE_SCHEMAS.items()}
 
 
 def area_path(knobs_dir: Path, area: str) -> Path:
@@ -56,15 +58,9 @@ def classify(knobs_dir: Path, path: Path) -> tuple[str, str] | None:
     if len(parts) == 1 and parts[0].endswith(".yaml") and parts[0][:-5] in AREAS:
         return "area", parts[0][:-5]
     if len(parts) == 2 and parts[0] == "schema":
-        for area in AREAS:
-            if parts[1] == f"{area}.schema.json":
-                return "schema", area
-        for kind, fname in RULE_SCHEMAS.items():
-            if parts[1] == fname:
-                return "rule_schema", kind
-        return None
-    name = parts[2] if len(parts) == 3 else ""
-    if parts[:1] == ("rules",) and len(parts) == 3 and parts[1] in RULE_KINDS and name.endswith(".yaml"):
-        if not name.startswith(".") and len(name) > 5:
+        return SCHEMA_FILES.get(parts[1])
+    if len(parts) == 3 and parts[0] == "rules" and parts[1] in RULE_KINDS:
+        name = parts[2]
+        if name.endswith(".yaml") and not name.startswith(".") and len(name) > 5:
             return "rules", f"{parts[1]}/{name[:-5]}"
     return None

@@ -21,18 +21,13 @@ AREAS = ("env", "user", "reward", "agent")
 DEFAULT_KEY = "default"
 
 
-def is_per_gym(value: Any) -> bool:
-    """True when ``value`` is the per-gym form ``{default: ..., <gym>: ...}``."""
-    return isinstance(value, Mapping)
-
-
 def resolve(value: Any, gym: str | None) -> Any:
     """The value of a knob for ``gym`` (or its global/default value when ``gym`` is None).
 
     >>> resolve({"default": 10, "travel": 16}, "travel"), resolve({"default": 10}, "colbench"), resolve(3, "x")
     (16, 10, 3)
     """
-    if not is_per_gym(value):
+    if not isinstance(value, Mapping):  # a global value
         return value
     if gym is not None and gym in value:
         return value[gym]
@@ -41,7 +36,7 @@ def resolve(value: Any, gym: str | None) -> Any:
 
 def cells(value: Any) -> dict[str | None, Any]:
     """The per-gym cells of a value: ``{None: scalar}`` or ``{None: default, gym: v, ...}``."""
-    if is_per_gym(value):
+    if isinstance(value, Mapping):
         return {(None if k == DEFAULT_KEY else k): v for k, v in value.items()}
     return {None: value}
 

@@ -1,9 +1,7 @@
 """What a knob store holds, and the checks against it that loading, polling and writing share.
 
-:class:`InForce` is the state of one knobs folder as the knob store (harness/knobs/store.py) keeps it:
-the schemas, the values and rule files in force, the values accepted for the next run, what each
-file held when last processed, the queue of changed files, the attribution notes and the event log.
-The store loads it and answers reads; polling (harness/knobs/poll.py) and writing
+:class:`InForce` is the state of one knobs folder (its fields: :meth:`InForce.__init__`). The store
+(harness/knobs/store.py) loads it and answers reads; polling (harness/knobs/poll.py) and writing
 (harness/knobs/writes.py) change it, each through :meth:`InForce.check_cells` and
 :meth:`InForce.rule_file_problem`, the one validation path (harness/knobs/checks.py).
 """
@@ -81,20 +79,20 @@ class InForce:
             raise ValueError(f"a knob store needs the checks of every rule kind; missing: {sorted(missing)}")
         self.dir = Path(knobs_dir)
         self.rule_checks = dict(rule_checks)
-        self.log = EventLog(self.dir / HISTORY if events_path == "auto" else events_path)
+        self.log = EventLog(self.dir / HISTORY if events_path == "auto" else events_path)  # the event log
         self.run_gyms = list(run_gyms) if run_gyms is not None else None
         self.debounce_s = debounce_s
         self.current_step: int | None = None  # the step in progress (set by the trainer)
         self.run_facts: RunFacts | None = None  # the run's config facts (harness.knobs.checks.run_refusal)
-        self.schemas: dict[str, AreaSchema] = {}
-        self.rule_validators: dict[str, Draft202012Validator | None] = {}
-        self.in_force: dict[str, dict[str, Any]] = {}
-        self.rules: dict[str, dict[str, Any]] = {kind: {} for kind in RULE_KINDS}
+        self.schemas: dict[str, AreaSchema] = {}  # area -> its schema
+        self.rule_validators: dict[str, Draft202012Validator | None] = {}  # rule kind -> its schema's (None: none)
+        self.in_force: dict[str, dict[str, Any]] = {}  # area -> knob -> raw value in force
+        self.rules: dict[str, dict[str, Any]] = {kind: {} for kind in RULE_KINDS}  # kind -> key -> rule file in force
         self.next_run: dict[str, Any] = {}  # accepted non-hot values waiting for the next run
-        self.version = 0
+        self.version = 0  # increases with every change put in force
         self.files: dict[Path, tuple[str | None, Any]] = {}  # path -> (sha, plain value) last processed
-        self.notes = Notes(self.dir)
-        self.changes = ChangeQueue()
+        self.notes = Notes(self.dir)  # attribution notes of writes a run has not applied yet
+        self.changes = ChangeQueue()  # the changed files the watcher queued
         self._snapshot: KnobSnapshot | None = None
 
     def specs(self) -> list[KnobSpec]:

@@ -39,18 +39,12 @@ class KnobWatcher:
         self.observer = Observer()
         self.observer.daemon = True
 
-    def start(self) -> KnobWatcher:
+    def __enter__(self) -> KnobWatcher:
         self.observer.schedule(_Handler(self.store), str(self.store.dir), recursive=True)
         self.observer.start()
         return self
 
-    def stop(self) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.observer.is_alive():
             self.observer.stop()
             self.observer.join(timeout=5)
-
-    def __enter__(self) -> KnobWatcher:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

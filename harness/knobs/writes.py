@@ -260,18 +260,12 @@ def revert(
         raise ValueError(f"event {event_id} was {ev.get('status')}; only accepted events can be reverted")
     knob, reason = ev["knob"], reason or f"revert {event_id}"
     common = dict(author=author, reason=reason, step_written=step_written, for_run=for_run, source="revert")
+    common["ref"] = event_id
     if knob.startswith("rules."):
         _, kind, key = knob.split(".", 2)
-        return write_rules(store, kind, key, ev["old"], ref=event_id, **common)
+        return write_rules(store, kind, key, ev["old"], **common)
     return set_knob(
-        store,
-        knob,
-        ev["old"],
-        gym=ev.get("gym"),
-        recent_metrics=recent_metrics,
-        ref=event_id,
-        skip_requires=True,
-        **common,
+        store, knob, ev["old"], gym=ev.get("gym"), recent_metrics=recent_metrics, skip_requires=True, **common
     )
 
 
