@@ -74,13 +74,6 @@ def _check_gym(gym: Optional[str], as_json: bool) -> None:
         fail(f"unknown gym {gym!r}; gyms: {', '.join(gym_names())}", EXIT_NOT_FOUND, as_json, rule="unknown gym")
 
 
-def _spec(t: Target, name: str) -> Any:
-    try:
-        return t.store.spec(name)
-    except UnknownKnob as exc:
-        fail(str(exc), EXIT_NOT_FOUND, t.as_json, rule="unknown knob")
-
-
 @app.command("list")
 def list_cmd(
     as_json: bool = JsonOpt,
@@ -118,7 +111,10 @@ def get_cmd(
     """Show one knob: its value in force (for a gym with --gym), documentation and limits."""
     _check_gym(gym, as_json)
     with target(knobs_dir_, runs_dir_, run, project, as_json) as t:
-        spec = _spec(t, name)
+        try:
+            spec = t.store.spec(name)
+        except UnknownKnob as exc:
+            fail(str(exc), EXIT_NOT_FOUND, as_json, rule="unknown knob")
         pending = _pending(t, spec, gym)
         out = {
             "name": spec.full_name,
