@@ -248,7 +248,7 @@ def test_local_model_without_chat_template_and_as_user():
 
 def test_make_backend_config_errors():
     assert make_backend(None) is None
-    with pytest.raises(ValueError, match="allowed: openai, transformers, gemma3_270m"):
+    with pytest.raises(ValueError, match="allowed: openai, vllm, transformers, gemma3_270m"):
         make_backend({"kind": "nope"})
     with pytest.raises(ValueError, match="base_url and model"):
         make_backend({"kind": "openai", "model": ""})
