@@ -317,6 +317,11 @@ def check_writes(
         return bool(nxt) and nxt[0]
 
     between = [w for w in accepted if not w["doc"].get("live") and resumed_after(w)]
+    # a write refused (for example sent before the run's folder exists) must say why, never crash
+    refused = [{"i": w["i"], "rc": w["rc"], "stderr": w.get("stderr", "")[-200:]} for w in writes if w not in accepted]
+    for r in refused:
+        if r["rc"] not in (2, 3, 4, 5) or "Traceback" in r["stderr"]:
+            problems.append(f"write {r['i']} failed with exit code {r['rc']}: {r['stderr']}")
     outcome: dict[str, int] = {}
     found_by_effect, cli_checked = 0, 0
     for w in accepted:
@@ -353,6 +358,7 @@ def check_writes(
         "writes_to_the_live_run": len(live),
         "writes_while_the_run_was_not_live": len(accepted) - len(live),
         "writes_between_a_kill_and_its_resume": len(between),
+        "writes_refused": refused,
         "write_outcomes": outcome,
         "found_by_effect": found_by_effect,
         "cli_effect_checked": cli_checked,
@@ -440,6 +446,7 @@ def kill_campaign(
     for r in runs:
         for k, v in r["write_outcomes"].items():
             outcomes[k] = outcomes.get(k, 0) + v
+    refused = [{"run": r["run"], **w} for r in runs for w in r["writes_refused"]]
     lines = {name: sum(r["lines_checked"][name] for r in runs) for name in LOGS}
     phases: dict[str, int] = {}
     for p in points:
@@ -451,6 +458,7 @@ def kill_campaign(
         "wall_s": round(time.monotonic() - t0, 1),
         "lines_checked": lines,
         "write_outcomes": outcomes,
+        "writes_refused": refused,
         "kill_phases": phases,
         **totals,
         "problems": problems,
