@@ -53,12 +53,13 @@ def check_report_to(names: Sequence[str]) -> None:
     """ValueError naming a tracker that is unknown, repeated, or whose library is not installed (and
     the extra that installs it), before a run starts."""
     seen: set[str] = set()
-    for name in names:
+    for name in names:  # the list itself first: its mistakes are the same on every machine
         if name not in TRACKERS:
             raise ValueError(f"report_to: unknown tracker {name!r}; allowed: {', '.join(TRACKERS)}")
         if name in seen:
             raise ValueError(f"report_to: {name} is listed twice")
         seen.add(name)
+    for name in names:
         if importlib.util.find_spec(MODULES[name]) is None:
             raise ValueError(
                 f"report_to: {name} is not installed here; install it with pip install 'eau-harness[{name}]'"
