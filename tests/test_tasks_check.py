@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli.common import EXIT_INVALID, EXIT_NOT_FOUND
-from harness.envs.colbench import ColbenchEnv
-from harness.envs.colbench.taskcheck import CheckItem, check_item
+from harness.envs.colbench import ColbenchEnv, score_answer
+from harness.envs.colbench.taskcheck import CheckItem, check_item, constant_answer_share
+from harness.sandbox import OK, RAISED, CallResult, run_source
+from harness.sandbox.child import encode
+from harness.sandbox.probes import probe_set
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FILE = REPO.parent / "shared" / "colbench" / "backend_test.jsonl"
@@ -126,3 +129,69 @@ def test_shared_file_full_check(capsys):
     assert doc["total"] == 1000 and doc["passed"] >= 998
     # What remains must be explained: only modules that are not installed here.
     assert set(doc["reasons"]) <= {"unavailable_module"}
+
+
+# --------------------------------------------------------------------------- what a constant answer earns
+def _ok(call: str, value) -> CallResult:
+    return CallResult(call, OK, value)
+
+
+def test_constant_answer_share_hand_computed():
+    # the reference's values in the sandbox's own encoding: two tests check [], one [3], one prints,
+    # one is len(...)
+    empty, three = encode([]), encode([3])
+    probes = [["f(1)"], ["f(2)"], ["f(3)"], ["print(f(4))"], ["len(f(5))"]]
+    outcomes = [
+        [_ok("f(1)", empty)],
+        [_ok("f(2)", empty)],
+        [_ok("f(3)", three)],
+        [_ok("print(f(4))", encode(None))],
+        [_ok("len(f(5))", encode(0))],
+    ]
+    share, value = constant_answer_share(probes, outcomes)
+    assert share == 3 / 5 and value == empty  # f(1), f(2) and the print; len(...) is never counted
+    # a raised outcome is never matched by a constant answer; no tests, no share
+    raised = [[CallResult("f(1)", RAISED, None, "ValueError")], [_ok("f(2)", empty)]]
+    assert constant_answer_share([["f(1)"], ["f(2)"]], raised) == (0.5, empty)
+    assert constant_answer_share([], []) == (0.0, None)
+    # only prints: every answer passes them, no value to return
+    assert constant_answer_share([["print(f(1))"]], [[_ok("print(f(1))", encode(None))]]) == (1.0, None)
+    # a builtin or a method call is not a direct call of the answer's function
+    assert constant_answer_share([["sorted(f(1))"], ["f(2).x"]], [[_ok("s", empty)], [_ok("x", empty)]]) == (0.0, None)
+
+
+def test_constant_share_is_a_lower_bound_of_the_real_score():
+    """Through the real sandbox: the check's share for a task, then the constant program it names
+    scored by the gym's own scoring."""
+    ref = "def f(x):\n    return [x] if x == 3 else []\n"
+    tests = ("f(1) == []", "f(2) == []", "f(3) == [3]", "print(f(4)) == None", "len(f(5)) == 0")
+    item = CheckItem(0, "t", ref, tests, tuple(f"test{i}" for i in range(len(tests))))
+    limits = ColbenchEnv.code_check_limits()
+    res = check_item(item, limits)
+    assert res.passed and res.constant_share == 0.6 and res.constant_value == "[]"
+    expected = probe_set(tests).per_test(run_source(ref, probe_set(tests).calls, limits).calls)
+    scored = score_answer("def f(*args, **kwargs):\n    return []\n", tests, expected, limits)
+    assert scored.task_reward >= res.constant_share and scored.details["passed"] == 4  # len([]) == 0 passes too
+
+
+def test_cli_reports_what_a_constant_answer_earns(tmp_path):
+    p = tmp_path / "weak.jsonl"
+    p.write_text(
+        "\n".join(
+            [
+                _row("def f(x):\n    return False\n", ["f(1) == False", "f(2) == False"]),
+                _row("def f(x):\n    return x * 2\n", ["f(1) == 2", "f(2) == 4"]),
+            ]
+        )
+        + "\n"
+    )
+    proc = eau("tasks", "check", "colbench", "--data", str(p), "--json", "--workers", "1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # a weak task is reported, not a failure
+    const = json.loads(proc.stdout)["constant_answer"]
+    assert const == {
+        "mean_share": 0.75,
+        "half_or_more": 2,
+        "solved": [{"index": 0, "task_id": const["solved"][0]["task_id"], "value": "False"}],
+    }
+    human = eau("tasks", "check", "colbench", "--data", str(p), "--workers", "1")
+    assert human.returncode == 0 and "all on 1" in human.stdout and "returns False" in human.stdout

@@ -180,6 +180,14 @@ def check(
             print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(report.reason_counts().items())))
             for r in report.failures[:50]:
                 print(f"  #{r.index} {r.task_id}: {r.reason_kind}: {r.reason}")
+        const = doc["constant_answer"]
+        if const["mean_share"] is not None:
+            print(
+                f"a constant answer (one value from every function) passes {const['mean_share']:.0%} of a task's "
+                f"tests on average, half or more on {const['half_or_more']} task(s), all on {len(const['solved'])}:"
+                + "".join(f"\n  #{t['index']} {t['task_id']}: returns {t['value']}" for t in const["solved"][:20])
+                + ("\n  ..." if len(const["solved"]) > 20 else "")
+            )
     sys.stdout.flush()
     if report.failures:
         raise typer.Exit(EXIT_INVALID)

@@ -17,10 +17,21 @@ the first reason found is reported (naming the test, and the value when the test
 
 The second run is only made when the first passes. Tasks are checked by a small thread pool (each
 sandbox run is its own process, so threads only wait).
+
+**What a constant answer earns.** The reward of a colbench episode is the share of tests passed,
+so a task whose tests mostly check one value pays an answer that ignores its input. For every task
+that passes, :func:`constant_answer_share` reads the reference's first run: the best share of tests
+that one program returning a single value ``v`` from every function would pass (a test counts when
+each value it checks is a direct call of a function, ``f(...)``, whose reference value is ``v``, or
+a ``print(...)``, which is None whatever the answer). It is a lower bound of what a constant answer
+earns (a test such as ``len(f(x)) == 3`` is not counted). Not a failure: the report gives the mean
+and the tasks a constant answer solves outright.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 import time
 from collections import Counter
@@ -80,7 +91,8 @@ class CheckItem:
 
 @dataclass
 class CheckResult:
-    """Outcome of one task: passed, else the reason kind (one of ``REASONS``) and a sentence."""
+    """Outcome of one task: passed, else the reason kind (one of ``REASONS``) and a sentence.
+    ``constant_share`` and ``constant_value`` (passed tasks only): :func:`constant_answer_share`."""
 
     index: int
     task_id: str
@@ -88,6 +100,8 @@ class CheckResult:
     reason_kind: str | None = None
     reason: str | None = None
     seconds: float = 0.0
+    constant_share: float | None = None
+    constant_value: str | None = None
 
 
 @dataclass
@@ -106,6 +120,22 @@ class CheckReport:
     def reason_counts(self) -> dict[str, int]:
         return dict(Counter(r.reason_kind for r in self.failures))
 
+    def constant_answer(self) -> dict[str, Any]:
+        """What a constant answer earns over the passed tasks: ``mean_share`` (the mean of each
+        task's ``constant_share``, None when no task passed), ``half_or_more`` (tasks where it
+        passes at least half the tests) and ``solved`` (tasks where it passes every test: index,
+        task_id and the value, rendered)."""
+        shares = [r for r in self.results if r.constant_share is not None]
+        return {
+            "mean_share": round(sum(r.constant_share for r in shares) / len(shares), 4) if shares else None,
+            "half_or_more": sum(r.constant_share >= 0.5 for r in shares),
+            "solved": [
+                {"index": r.index, "task_id": r.task_id, "value": r.constant_value}
+                for r in shares
+                if r.constant_share >= 1.0
+            ],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "total": self.total,
@@ -116,8 +146,58 @@ class CheckReport:
                 for r in self.failures
             ],
             "reasons": self.reason_counts(),
+            "constant_answer": self.constant_answer(),
             "seconds": round(self.seconds, 2),
         }
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def probe_kind(probe: str) -> str:
+    """``call`` for a direct call of a function the answer defines (``f(1, [2])``), ``print`` for
+    a call of the builtin print (None whatever the answer), ``other`` for anything else."""
+    try:
+        node = ast.parse(probe.strip(), mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return "other"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "print":
+            return "print"
+        if node.func.id not in _BUILTINS:
+            return "call"
+    return "other"
+
+
+def constant_answer_share(
+    probes: Sequence[Sequence[str]], outcomes: Sequence[Sequence[CallResult]]
+) -> tuple[float, Any]:
+    """The best share of tests one constant answer passes, and its value (the canonical encoding;
+    None when no test can be passed that way). ``probes`` and ``outcomes``: per test, the values it
+    checks and the reference's outcomes of them. A test is passed by the answer that returns ``v``
+    from every function when each of its values is a direct call whose reference value is ``v``
+    (an exception is never matched: the constant answer does not raise) or a ``print(...)``; a
+    test with no value at all is not counted as passed."""
+    if not probes:
+        return 0.0, None
+    tests: list[tuple[list[Any], bool]] = []  # (values of its direct calls, whether it can pass at all)
+    for calls, outs in zip(probes, outcomes):
+        values: list[Any] = []
+        ok = bool(calls) and len(calls) == len(outs)
+        for call, out in zip(calls, outs):
+            kind = probe_kind(call)
+            if out.status != OK or kind == "other":
+                ok = False
+            elif kind == "call":
+                values.append(out.value)
+        tests.append((values, ok))
+    candidates = [v for values, ok in tests if ok for v in values[:1]]
+    best, best_value = sum(1 for values, ok in tests if ok and not values), None  # print-only tests pass for any
+    for v in candidates:
+        n = sum(1 for values, ok in tests if ok and all(values_equal(v, w) for w in values))
+        if n > best:
+            best, best_value = n, v
+    return best / len(probes), best_value
 
 
 def _missing_module(res_error: str | None, message: str) -> str | None:
@@ -205,7 +285,11 @@ def _check_item(item: CheckItem, limits: Limits, t0: float) -> CheckResult:
                     "nondeterministic",
                     f"{_label(name, test, a)} returned {render(a.value, 80)} then {render(b.value, 80)}",
                 )
-    return done(None, None)
+    result = done(None, None)
+    share, value = constant_answer_share([p.probes for p in probes.plans], first)
+    result.constant_share = round(share, 4)
+    result.constant_value = render(value, 80) if value is not None else ("None (print)" if share else None)
+    return result
 
 
 def run_check(
