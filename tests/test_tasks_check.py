@@ -195,3 +195,27 @@ def test_cli_reports_what_a_constant_answer_earns(tmp_path):
     }
     human = eau("tasks", "check", "colbench", "--data", str(p), "--workers", "1")
     assert human.returncode == 0 and "all on 1" in human.stdout and "returns False" in human.stdout
+
+
+def test_keep_out_writes_the_records_worth_training_on(tmp_path):
+    """--keep-out: the passing records that no constant answer solves, their lines as they were."""
+    rows = [
+        _row("def f(x):\n    return False\n", ["f(1) == False", "f(2) == False"]),  # a constant solves it
+        _row("def f(x):\n    return x * 2\n", ["f(1) == 2", "f(2) == 4"]),  # kept
+        _row("def f(x):\n    return 1 / x\n", ["f(0)"]),  # its reference raises: a failure
+        _row("def f(x):\n    return x + 1\n", ["f(1)", "f(5)"]),  # kept
+    ]
+    data = tmp_path / "set.jsonl"
+    data.write_text(rows[0] + "\n\n" + "\n".join(rows[1:]) + "\n")  # a blank line is skipped, as the gym does
+    out = tmp_path / "clean" / "kept.jsonl"
+    proc = eau("tasks", "check", "colbench", "--data", str(data), "--keep-out", str(out), "--json", "--workers", "1")
+    assert proc.returncode == EXIT_INVALID, proc.stderr  # the failing reference is still reported
+    doc = json.loads(proc.stdout)
+    assert doc["kept"] == {"file": str(out), "records": 2}
+    assert out.read_text() == rows[1] + "\n" + rows[3] + "\n"
+    clean = eau("tasks", "check", "colbench", "--data", str(out), "--json", "--workers", "1")
+    assert clean.returncode == 0 and json.loads(clean.stdout)["constant_answer"]["solved"] == []
+    # usage errors: without --data, or over the data file itself
+    for extra in (["--keep-out", str(out)], ["--data", str(data), "--keep-out", str(data)]):
+        bad = eau("tasks", "check", "colbench", *extra, "--json")
+        assert bad.returncode == 2 and "--keep-out" in json.loads(bad.stdout)["error"]

@@ -28,11 +28,12 @@ from harness.cli.common import (
     err,
     fail,
 )
-from harness.envs.colbench.data import ColbenchDataError
-from harness.envs.colbench.taskcheck import NoCodeReferences, items_for_gym, limits_for, run_check
+from harness.envs.colbench.data import ColbenchDataError, load_colbench
+from harness.envs.colbench.taskcheck import CheckReport, NoCodeReferences, items_for_gym, limits_for, run_check
 from harness.envs.tau2.domain import Tau2Unavailable
 from harness.envs.turtle.data import StoryDataError
 from harness.envs.turtle.taskcheck import ORACLE_MIN, check_turtle
+from harness.io.yamlio import atomic_write_text
 from harness.sandbox import SandboxError, isolation_report
 
 app = typer.Typer(help="Check task sets (references against their own tests, in the sandbox).", no_args_is_help=True)
@@ -102,6 +103,12 @@ def check(
     ),
     workers: int = typer.Option(_default_workers(), "--workers", min=1, max=64, help="Sandbox processes in parallel."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every task's result, not only failures."),
+    keep_out: Optional[Path] = typer.Option(
+        None,
+        "--keep-out",
+        help="colbench --data only: write the checked records that pass and that no constant answer solves "
+        "to this JSONL file (their lines as they are, in file order); the report says how many were kept.",
+    ),
     knobs_dir: Optional[Path] = KnobsDirOpt,
     runs_dir: Optional[Path] = RunsDirOpt,
 ) -> None:
@@ -124,6 +131,10 @@ def check(
 
     if data is not None and not data.exists():
         fail(f"--data {data}: no such file", EXIT_USAGE, as_json)
+    if keep_out is not None and (data is None or gym != "colbench"):
+        fail("--keep-out writes a cleaned copy of a colbench --data file; give both", EXIT_USAGE, as_json)
+    if keep_out is not None and keep_out.resolve() == data.resolve():
+        fail(f"--keep-out {keep_out}: the data file itself; name another file", EXIT_USAGE, as_json)
     try:
         items = items_for_gym(gym, str(data) if data is not None else None, limit)
         limits = limits_for(gym, str(data) if data is not None else None)
@@ -169,6 +180,11 @@ def check(
         "workers": workers,
         "sandbox": isolation_report(limits).get("mode"),
     }
+    if keep_out is not None:
+        try:
+            doc["kept"] = {"file": str(keep_out), "records": write_kept(data, report, keep_out)}
+        except OSError as exc:
+            fail(f"--keep-out {keep_out}: cannot write ({exc.strerror or exc})", 1, as_json)
     if as_json:
         emit_json(doc)
     else:
@@ -180,6 +196,8 @@ def check(
             print("failures by reason: " + ", ".join(f"{k} {v}" for k, v in sorted(report.reason_counts().items())))
             for r in report.failures[:50]:
                 print(f"  #{r.index} {r.task_id}: {r.reason_kind}: {r.reason}")
+        if keep_out is not None:
+            print(f"kept {doc['kept']['records']} of {report.total} checked records in {keep_out}")
         const = doc["constant_answer"]
         if const["mean_share"] is not None:
             print(
@@ -191,6 +209,17 @@ def check(
     sys.stdout.flush()
     if report.failures:
         raise typer.Exit(EXIT_INVALID)
+
+
+def write_kept(data: Path, report: CheckReport, out: Path) -> int:
+    """Write the lines of ``data``'s checked records that passed and that no constant answer
+    solves to ``out`` (atomically); how many were written."""
+    solved = {t["index"] for t in report.constant_answer()["solved"]}
+    keep = {r.index for r in report.results if r.passed and r.index not in solved}
+    lines = data.read_text(encoding="utf-8").splitlines()
+    kept = [lines[rec.line - 1] for rec in load_colbench(data) if rec.index in keep]
+    atomic_write_text(out, "".join(line + "\n" for line in kept))
+    return len(kept)
 
 
 def _check_turtle(as_json: bool, limit: int | None) -> None:
