@@ -178,7 +178,7 @@ def test_commands_on_a_real_tiny_training_run(tmp_path):
     assert st["state"] == "finished" and st["last_metrics_step"] == 1 and "success_rate" in st["trends"]
     assert "run real: finished" in _run("status", *base).stdout
     diag = json.loads(_run("diagnose", *base, "--json").stdout)
-    assert diag["episodes"] == 16 and len(diag["findings"]) == 9
+    assert diag["episodes"] == 16 and len(diag["findings"]) == len(DETECTORS)
     dead = next(f for f in diag["findings"] if f["name"] == "deadlock")
     if dead["flagged"] and dead["evidence"]["metrics"]["format_error_share_in_deadlocked"] >= 0.5:
         assert dead["component"] == "policy"
