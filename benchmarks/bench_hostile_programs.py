@@ -388,6 +388,8 @@ class HostileAnswers:
     tokenizer is byte-level: any text round-trips). It does not sample: the policy is still trained
     on these turns by the real PPO update."""
 
+    per_request_seeds = False  # (rollout.backends.GenerationBackend) it samples nothing
+
     def __init__(self, tokenizer: Any, stop_ids: Sequence[int], programs: Sequence[hp.Hostile]):
         self.tokenizer, self.stop_ids, self.programs = tokenizer, list(stop_ids), list(programs)
         self.used: list[str] = []
@@ -400,6 +402,9 @@ class HostileAnswers:
             text = f"ANSWER:\n```python\n{prog.source}```"
             out.append(list(self.tokenizer(text, add_special_tokens=False).input_ids) + self.stop_ids[:1])
         return out
+
+    def sync_weights(self, model: Any) -> dict[str, float]:
+        return {}  # its turns do not depend on the policy's weights
 
     def clear_cache(self) -> None:
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,7 +211,9 @@ def test_new_user_flow_train_eval_raise_max_steps_eval_plot(tmp_path):
     }
 
     def eau(*args: str) -> subprocess.CompletedProcess:
-        out = subprocess.run(["eau", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        # the console script of the environment running the tests (PATH may hold another, or none)
+        script = Path(sys.executable).with_name("eau")
+        out = subprocess.run([str(script), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
         return out
 
@@ -218,9 +221,10 @@ def test_new_user_flow_train_eval_raise_max_steps_eval_plot(tmp_path):
     eau("train", "--preset", "tiny", "--steps", "2", "--run-id", "newuser", "--no-progress", *overrides)
     proto = small_protocol(tmp_path / "protocol.yaml")
     first = json.loads(eau("eval", "--run", "newuser", "--protocol", str(proto), "--json").stdout)
-    assert yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"] == 3
-    eau("knobs", "set", "env.max_steps", "4", "--reason", "one more turn")
-    assert yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"] == 4
+    # the run trained in its own knobs folder; the project's is what a person edits next
+    before = yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"]
+    eau("knobs", "set", "env.max_steps", str(before + 1), "--reason", "one more turn")
+    assert yaml.safe_load((kdir / "env.yaml").read_text())["max_steps"]["default"] == before + 1
     second = json.loads(eau("eval", "--run", "newuser", "--protocol", str(proto), "--json").stdout)
     missing = json.loads(
         eau(
