@@ -222,3 +222,10 @@ def test_a_plugin_name_is_never_a_path_or_a_pattern(name: str, knobs_dir: Path) 
     # found by the fuzz: an absolute path reached Path.glob and ended in NotImplementedError
     res = CliRunner().invoke(app, ["knobs", "plugin", "show", name, "--knobs-dir", str(knobs_dir)])
     assert res.exit_code == 2 and "a name is lowercase letters" in res.output
+
+
+@pytest.mark.parametrize("option", ["--host", "--llm-url", "--llm-model"])
+def test_openenv_text_options_that_are_not_utf8_are_usage_errors(option: str) -> None:
+    # found by the CLI fuzz: a host name holding a byte that is not UTF-8 ended in the socket layer's
+    # bare TypeError ("encoding of hostname failed")
+    _run(["openenv", "travel", option, "h\udcff"], 2, f"{option}: not valid text", "byte 0xff")

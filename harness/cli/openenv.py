@@ -10,7 +10,16 @@ from typing import Optional
 
 import typer
 
-from harness.cli.common import EXIT_ERROR, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE, KnobsDirOpt, fail, knobs_dir
+from harness.cli.common import (
+    EXIT_ERROR,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    KnobsDirOpt,
+    check_text_option,
+    fail,
+    knobs_dir,
+)
 from harness.envs.actions import RENDERINGS
 from harness.envs.base import SPLITS
 from harness.envs.registry import gym_class, names
@@ -52,6 +61,8 @@ def openenv_cmd(
         fail(f"--max-sessions must be at least 1, got {max_sessions}", EXIT_USAGE)
     if not 0 <= port <= 65_535:
         fail(f"--port must be 0..65535, got {port}", EXIT_USAGE)
+    for opt, text in (("--host", host), ("--llm-url", llm_url), ("--llm-model", llm_model)):
+        check_text_option(text, opt)  # the socket layer fails on such a name with a bare TypeError
     try:
         gym_class(gym)
     except KeyError:
