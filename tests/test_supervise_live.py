@@ -44,6 +44,8 @@ def test_scripted_agent_supervises_a_live_run(tmp_path, knobs_dir):
         "SCRIPTED_AGENT_WAIT_STEPS": "2",
         "SCRIPTED_AGENT_WINDOW": "2",
         "SCRIPTED_AGENT_LAG": "0",
+        # the agent command says `python`, as a user types it: the tests' own environment's
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     cli = [sys.executable, "-m", "harness.cli.main"]
     with open(tmp_path / "train.log", "w") as log:
