@@ -8,10 +8,10 @@ detector with its fault planted only through the run's knob files and rule files
 loopback, tests/analysis_runs.py, playing a user that never helps).
 
 Every run trains on intention except the tool-failure run, which trains on travel (the gym with a
-search tool). Two warm starts: the learning benchmark's (512 oracle intention demonstrations x 10
+search tool). Three warm starts: the learning benchmark's (512 oracle intention demonstrations x 10
 epochs, ~9 minutes: the policy asks well-formed questions and solves some tasks) for every intention
-run, and a short mixed one (intention and travel demonstrations, ~1 minute) for the travel run and
-the near-greedy run. Why the strong one: from the short warm start the healthy run solved nothing in
+run, a short mixed one (intention and travel demonstrations, ~1 minute) for the near-greedy run, and
+a short travel one for the travel run. Why the strong one: from the short warm start the healthy run solved nothing in
 its window (unreachable_tasks flagged a healthy run), and a user-arm fault did not show because the
 weak policy got almost nothing out of either arm (window rewards 0.23 vs 0.01, sd 0.93). Why the
 near-greedy run keeps the short one: from the oracle warm start a near-greedy policy still asks
@@ -73,8 +73,16 @@ SFT = {
         "gyms=[intention,intention,travel]",
     ],
     "oracle": ["--set", "episodes=512", "--set", "epochs=10", "--set", "gyms=[intention]"],
+    # the tool-failure run's: travel only, so that the policy searches the oracle's way ("flight
+    # options") often enough for one argument to be judged. From the short mixed one it searched 5
+    # times in 6 steps, each with other words, and no argument group reached the detector's 5 calls.
+    "travel": ["--set", "episodes=128", "--set", "epochs=6", "--set", "lr=3.0e-3", "--set", "gyms=[travel]"],
 }
-SFT_REUSE = {"short": "EAU_PLANTED_SFT_DIR", "oracle": "EAU_PLANTED_ORACLE_SFT_DIR"}
+SFT_REUSE = {
+    "short": "EAU_PLANTED_SFT_DIR",
+    "oracle": "EAU_PLANTED_ORACLE_SFT_DIR",
+    "travel": "EAU_PLANTED_TRAVEL_SFT_DIR",
+}
 STEPS = 6
 WINDOW = 3  # diagnose the last 3 steps; the question-rate test compares them with the 3 before
 TRAIN = [
@@ -193,8 +201,8 @@ PLANTS: dict[str, Callable[[], dict[str, Any]]] = {
     # policy repeats its most likely turn. One run serves both detectors (SHARED_RUN): at 0.05 the
     # turn texts collapsed in one session and not in the next. From the short warm start (see above).
     "entropy_collapse": lambda: {"agent": {"temperature": 0.02}, "warm": "short"},
-    # travel with every search failing (the oracle warm start knows only intention)
-    "silent_tool_failures": lambda: {"env": {"search_failure_interval": 1}, "gyms": "[travel]", "warm": "short"},
+    # travel with every search failing, from the travel warm start (the oracle one knows only intention)
+    "silent_tool_failures": lambda: {"env": {"search_failure_interval": 1}, "gyms": "[travel]", "warm": "travel"},
     # intention's only fact kind is filtered out: nothing is ever disclosed, nothing can succeed
     "unreachable_tasks": lambda: {"user": {"reveal_kinds": ["preference", "probe"]}},
     # half the episodes go to an LLM user that never helps
@@ -208,8 +216,10 @@ SHARED_RUN = {"template_collapse": "entropy_collapse"}
 PLANTED = tuple(n for n in PLANTS if n != HEALTHY) + tuple(SHARED_RUN)
 # PPO stops calling a tool that always fails within one or two steps (measured: 26 failed searches at
 # step 0, then 1, 2, 0, 0, 0): the last WINDOW steps hold no call left to judge, so this run is
-# diagnosed over all its steps.
-RUN_WINDOW = {"silent_tool_failures": STEPS, "question_rate_drop": 4, "reward_hacking": 4}
+# diagnosed over all its steps. Likewise PPO soon stops answering before the third question (measured
+# 2026-12-07: 4 refused early answers over the run's 6 steps, none in its last 3), so the deadlock run's
+# refusals, the evidence that names min_questions, are read over all its steps too.
+RUN_WINDOW = {"silent_tool_failures": STEPS, "deadlock": STEPS, "question_rate_drop": 4, "reward_hacking": 4}
 # A reward rule acts from step 0 and PPO (lr 3e-4 after a warm-up) needs a few steps to learn from it
 # (measured, question penalty: 4.0, 4.0, 3.1, 3.9, 2.6, 2.3 questions per episode over steps 0-5;
 # question bonus: 4.0, 4.1, 3.9, 4.1, 5.3, 6.3, with ask_bonus 37% of the reward over steps 3-5):
