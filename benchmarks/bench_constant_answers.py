@@ -23,9 +23,9 @@ import json
 import time
 
 from harness.envs.colbench import score_answer
-from harness.envs.colbench.taskcheck import check_item, items_for_gym, limits_for, probe_kind
+from harness.envs.colbench.taskcheck import check_item, items_for_gym, limits_for
 from harness.sandbox import OK, run_source
-from harness.sandbox.probes import probe_set
+from harness.sandbox.probes import probe_kind, probe_set
 
 
 def constant_program(reference: str, call: str) -> str:

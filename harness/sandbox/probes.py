@@ -81,6 +81,21 @@ def _probes(node: ast.expr, out: list[ast.expr]) -> None:
             _probes(part, out)
 
 
+def probe_kind(probe: str) -> str:
+    """``call`` for a direct call of a function the answer defines (``f(1, [2])``), ``print`` for
+    a call of the builtin print (None whatever the answer), ``other`` for anything else."""
+    try:
+        node = ast.parse(probe.strip(), mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return "other"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "print":
+            return "print"
+        if node.func.id not in _BUILTIN_NAMES:
+            return "call"
+    return "other"
+
+
 def _text(source: str, node: ast.expr) -> str:
     return ast.get_source_segment(source, node) or ast.unparse(node)
 

@@ -30,8 +30,6 @@ and the tasks a constant answer solves outright.
 
 from __future__ import annotations
 
-import ast
-import builtins
 import re
 import time
 from collections import Counter
@@ -54,7 +52,7 @@ from harness.sandbox import (
     SandboxError,
     run_source,
 )
-from harness.sandbox.probes import probe_set
+from harness.sandbox.probes import probe_kind, probe_set
 from harness.sandbox.values import render, values_equal
 
 REASONS = (
@@ -149,24 +147,6 @@ class CheckReport:
             "constant_answer": self.constant_answer(),
             "seconds": round(self.seconds, 2),
         }
-
-
-_BUILTINS = frozenset(dir(builtins))
-
-
-def probe_kind(probe: str) -> str:
-    """``call`` for a direct call of a function the answer defines (``f(1, [2])``), ``print`` for
-    a call of the builtin print (None whatever the answer), ``other`` for anything else."""
-    try:
-        node = ast.parse(probe.strip(), mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return "other"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-        if node.func.id == "print":
-            return "print"
-        if node.func.id not in _BUILTINS:
-            return "call"
-    return "other"
 
 
 def constant_answer_share(
